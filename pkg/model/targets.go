@@ -1,0 +1,58 @@
+package model
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// Targets is what one interface should look like now: the interface's
+// settings and every user's (and tier's) effective rates. pkg/policy produces
+// it; Build turns it into a desired Tree.
+type Targets struct {
+	Interface InterfaceSpec
+	// Tiers with an aggregate cap get an intermediate class; others don't.
+	Tiers []TierTarget
+	Users []UserTarget
+}
+
+// InterfaceSpec is one managed interface.
+type InterfaceSpec struct {
+	Name      string // the real interface
+	Shaper    ShaperKind
+	Direction Direction
+	// IFB is the IFB device for Direction Ingress.
+	IFB       string
+	Bandwidth tbf.Rate // root class rate and ceil (HTB) or the TBF rate
+	Match     MatchField
+	// DefaultRate/DefaultCeil shape unclassified traffic (HTB).
+	DefaultRate, DefaultCeil tbf.Rate
+	// Leaf is the leaf qdisc of every user class; nil: the kernel's default.
+	Leaf *LeafQdisc
+	// TBF settings: Burst (0: a default from the rate), Latency (limit =
+	// rate*latency + burst), optional PeakRate with MTU.
+	Burst    tbf.Size
+	Latency  time.Duration
+	PeakRate tbf.Rate
+	MTU      tbf.Size
+}
+
+// TierTarget is a tier with an aggregate class that its users share.
+type TierTarget struct {
+	Name       string
+	Rate, Ceil tbf.Rate
+	Burst      tbf.Size // 0: default
+}
+
+// UserTarget is one user's effective shaping on one interface.
+type UserTarget struct {
+	Name     string
+	Tier     string
+	Prefixes []netip.Prefix
+	// Rate is guaranteed; Ceil (>= Rate) is the most the user may borrow up to.
+	Rate, Ceil tbf.Rate
+	// Burst/CBurst in bytes; 0 means the default for the rate.
+	Burst, CBurst tbf.Size
+	Prio          uint32
+}

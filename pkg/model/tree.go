@@ -1,0 +1,187 @@
+// Package model holds shaperd's picture of one interface's traffic control:
+// the desired and the actual Tree of qdiscs, classes and filters, how a
+// desired Tree is built from per-user targets, and Diff, which turns the
+// difference between two trees into the minimal ordered list of kernel changes.
+//
+// Nothing here speaks netlink; pkg/kernel applies Changes and dumps Trees.
+package model
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// Handle is a tc handle or class id, major:minor (16 bits each), as tc prints "1:a".
+type Handle uint32
+
+// MakeHandle returns the handle major:minor.
+func MakeHandle(major, minor uint16) Handle { return Handle(uint32(major)<<16 | uint32(minor)) }
+
+// Major is the qdisc part of the handle.
+func (h Handle) Major() uint16 { return uint16(h >> 16) }
+
+// Minor is the class part of the handle.
+func (h Handle) Minor() uint16 { return uint16(h) }
+
+// String formats the handle as tc does, in hex: "1:a", "1:" for a qdisc.
+func (h Handle) String() string {
+	if h.Minor() == 0 {
+		return fmt.Sprintf("%x:", h.Major())
+	}
+	return fmt.Sprintf("%x:%x", h.Major(), h.Minor())
+}
+
+// Well-known handles of a shaperd tree.
+const (
+	// HandleRoot is TC_H_ROOT, the parent of a root qdisc.
+	HandleRoot Handle = 0xFFFFFFFF
+	// HandleIngress is TC_H_INGRESS, the parent of an ingress qdisc.
+	HandleIngress Handle = 0xFFFFFFF1
+	// RootQdisc is the handle of the shaper qdisc shaperd installs at the root.
+	RootQdisc Handle = 1 << 16
+	// RootClass is the HTB class carrying the interface's whole bandwidth.
+	RootClass Handle = 1<<16 | 1
+	// DefaultClass receives traffic no user filter matches.
+	DefaultClass Handle = 1<<16 | 2
+	// FirstTierMinor..LastTierMinor are the minors of tier aggregate classes.
+	FirstTierMinor uint16 = 0x10
+	LastTierMinor  uint16 = 0xff
+	// FirstUserMinor..LastUserMinor are the minors of per-user leaf classes.
+	FirstUserMinor uint16 = 0x100
+	LastUserMinor  uint16 = 0xfffe
+)
+
+// ShaperKind is the root qdisc shaperd installs on an interface.
+type ShaperKind string
+
+// Shaper kinds.
+const (
+	ShaperHTB ShaperKind = "htb" // per-user classes under a root class
+	ShaperTBF ShaperKind = "tbf" // one token bucket for the whole interface
+)
+
+// Direction says which traffic of an interface is shaped.
+type Direction string
+
+// Directions.
+const (
+	Egress  Direction = "egress"  // leaving the interface: shaped by its root qdisc
+	Ingress Direction = "ingress" // arriving: redirected to an IFB device and shaped there
+)
+
+// MatchField says which address of a packet identifies the user.
+type MatchField string
+
+// Match fields.
+const (
+	MatchDst MatchField = "dst" // downloads: the user's address is the destination
+	MatchSrc MatchField = "src" // uploads: the user's address is the source
+)
+
+// Tree is everything shaperd manages on one device: the root qdisc, its
+// classes and the filters that classify into them. For ingress shaping the
+// Tree lives on the IFB device and Redirect describes the ingress qdisc and
+// mirred redirect on the real interface.
+type Tree struct {
+	// Device is the interface the root qdisc is installed on (the IFB device
+	// for ingress shaping).
+	Device string
+	// Redirect is set for ingress shaping.
+	Redirect *Redirect
+	// Root is the shaper qdisc at the device's root; nil when the device has
+	// no shaperd qdisc (an actual tree of an unmanaged device).
+	Root *Qdisc
+	// Classes, sorted by Handle. Empty for TBF.
+	Classes []Class
+	// Filters, sorted by Prefix then Match. Empty for TBF.
+	Filters []Filter
+}
+
+// Redirect is the ingress qdisc on Interface with a filter that sends every
+// arriving packet to the IFB device (ingress qdisc + u32 match-all + mirred).
+type Redirect struct {
+	Interface string // the real interface whose arrivals are shaped
+	IFB       string // the IFB device shaperd creates and owns
+}
+
+// Qdisc is a root shaper: HTB (with DefaultMinor) or TBF (with TBF set).
+type Qdisc struct {
+	Kind   ShaperKind
+	Handle Handle // RootQdisc
+	// DefaultMinor is HTB's default class minor (unclassified traffic).
+	DefaultMinor uint16
+	// TBF holds the parameters of a TBF root; nil for HTB.
+	TBF *TBFParams
+	// Stats are filled in actual trees.
+	Stats *Stats
+}
+
+// TBFParams are the parameters of a whole-interface TBF shaper.
+type TBFParams struct {
+	Rate  tbf.Rate
+	Burst tbf.Size // bucket size in bytes; also the largest packet (max_size)
+	Limit tbf.Size // bytes queued before dropping (from latency)
+	// PeakRate and MTU enable the second (peak) bucket; 0 disables it.
+	PeakRate tbf.Rate
+	MTU      tbf.Size
+}
+
+// Class is one HTB class.
+type Class struct {
+	Handle Handle
+	Parent Handle // RootQdisc for the root class
+	// Rate is guaranteed, Ceil is the most it may borrow up to. The kernel
+	// keeps bytes per second, so compare BytesPerSecond values.
+	Rate, Ceil tbf.Rate
+	// Burst and CBurst are the bucket sizes in bytes that Buffer and CBuffer
+	// were computed from (informative in actual trees).
+	Burst, CBurst tbf.Size
+	// Buffer and CBuffer are the bucket sizes in psched ticks as the kernel
+	// holds them; Build computes them from Burst/CBurst with pkg/tbf.
+	Buffer, CBuffer uint32
+	Quantum         uint32 // bytes; always explicit
+	Prio            uint32
+	// Leaf is the qdisc under a leaf class; nil leaves the kernel default.
+	Leaf *LeafQdisc
+	// Labels say whom the class serves (not stored in the kernel).
+	Labels Labels
+	// Stats are filled in actual trees.
+	Stats *Stats
+}
+
+// Labels name what a class is for, for errors, status and metrics.
+type Labels struct {
+	Kind string // "root", "default", "tier", "user"
+	Tier string
+	User string
+}
+
+// LeafQdisc is the qdisc under a leaf class.
+type LeafQdisc struct {
+	Kind  string // "pfifo", "bfifo", "fq_codel", ...
+	Limit uint32 // packets for pfifo, bytes for bfifo; 0: the kernel's default
+}
+
+// Filter classifies packets whose Match address lies in Prefix into ClassID.
+type Filter struct {
+	Prefix  netip.Prefix
+	Match   MatchField
+	ClassID Handle
+	// Labels of the user the filter belongs to.
+	Labels Labels
+	// Damaged is set in actual trees when the kernel objects that make up
+	// this filter are incomplete or misplaced; Diff then re-creates it.
+	Damaged bool
+}
+
+// Stats are the kernel's counters for a qdisc or class.
+type Stats struct {
+	Bytes, Packets   uint64
+	Drops            uint32
+	Overlimits       uint32
+	Backlog, Qlen    uint32
+	Tokens, CTokens  int32 // HTB only: psched ticks
+	RateEstimateBits uint64
+}

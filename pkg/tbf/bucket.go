@@ -1,0 +1,177 @@
+package tbf
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// bucketNano is the number of internal nanotokens per token. The bucket keeps
+// its level in nanotokens so that a refill is rate (tokens/s) times elapsed
+// nanoseconds, one multiplication and no division, and stays exact for whole
+// rates and times (2 tokens/s for 0.5 s is exactly 1 token).
+const bucketNano = 1e9
+
+// Bucket is a goroutine-safe token bucket: it holds up to Capacity tokens and
+// refills at Rate tokens per second; AllowN and Wait take tokens out.
+// What a token is (a byte, a packet, a request) is up to the caller; amounts
+// may be fractional.
+//
+// Edge cases: a rate of 0 never refills; a rate of math.Inf(1) always allows
+// and keeps the bucket full; a capacity of 0 allows nothing unless the rate
+// is infinite; an infinite capacity never runs out once full. Capacities
+// above ~1.8e299 tokens behave as infinite.
+//
+// The clock is read inside the critical section and a clock reading earlier
+// than the last one is ignored, so concurrent callers can never be granted
+// more than capacity + rate*elapsed tokens (the over-grant of
+// golang.org/x/time/rate, golang/go#65508, cannot happen here).
+//
+// The zero Bucket is not usable; create one with NewBucket.
+type Bucket struct {
+	mu       sync.Mutex
+	clock    Clock   // nil: the default monotonic clock, read via clockNow
+	capacity float64 // tokens
+	capN     float64 // capacity in nanotokens
+	tokens   float64 // level in nanotokens at last, in [0, capN]
+	last     time.Duration
+	rate     float64 // tokens/s at last (instantaneous during a ramp)
+	inf      bool    // rate is +Inf: always allow, always full
+
+	ramp      bool          // a linear ramp is in progress
+	rampFrom  float64       // tokens/s at rampStart
+	rampTo    float64       // tokens/s at and after rampEnd
+	rampSlope float64       // (rampTo-rampFrom)/(rampEnd-rampStart), tokens/s per ns
+	rampStart time.Duration // clock time the ramp began
+	rampEnd   time.Duration // clock time the ramp ends
+
+	// changed is closed and cleared when the rate changes, so waiters wake
+	// and recompute; Wait creates it when it needs one.
+	changed chan struct{}
+}
+
+// Option configures a Bucket in NewBucket.
+type Option func(*Bucket)
+
+// WithClock makes the bucket read time from c instead of the process's
+// monotonic clock. A nil c keeps the default clock.
+func WithClock(c Clock) Option {
+	return func(b *Bucket) { b.clock = c }
+}
+
+// NewBucket returns a full bucket holding capacity tokens that refills at
+// rate tokens per second.
+//
+// rate may be 0 (never refills) or math.Inf(1) (unlimited); capacity may be
+// 0 (allows nothing unless the rate is infinite) or math.Inf(1). A negative
+// or NaN rate or capacity is a programming error and panics.
+func NewBucket(rate, capacity float64, opts ...Option) *Bucket {
+	bucketCheckRate("NewBucket", rate)
+	if capacity < 0 || math.IsNaN(capacity) {
+		panic(fmt.Sprintf("tbf.NewBucket: capacity must be >= 0 tokens, got %v", capacity))
+	}
+	b := &Bucket{capacity: capacity, capN: capacity * bucketNano}
+	for _, o := range opts {
+		o(b)
+	}
+	if _, ok := b.clock.(clockMonotonic); ok {
+		b.clock = nil // same clock, faster path
+	}
+	b.tokens = b.capN
+	b.last = b.now()
+	b.rate = rate
+	b.inf = math.IsInf(rate, 1)
+	return b
+}
+
+// bucketCheckRate panics when rate (tokens/s) is negative or NaN.
+func bucketCheckRate(where string, rate float64) {
+	if rate < 0 || math.IsNaN(rate) {
+		panic(fmt.Sprintf("tbf.Bucket.%s: rate must be >= 0 tokens/s (math.Inf(1) for unlimited), got %v", where, rate))
+	}
+}
+
+// now reads the bucket's clock. Call with b.mu held.
+func (b *Bucket) now() time.Duration {
+	if b.clock == nil {
+		return clockNow()
+	}
+	return b.clock.Now()
+}
+
+// advance refills the bucket up to now. A now earlier than the last reading
+// is ignored. Call with b.mu held.
+func (b *Bucket) advance(now time.Duration) {
+	if now <= b.last {
+		return
+	}
+	if b.ramp {
+		b.advanceRamp(now)
+		return
+	}
+	if b.tokens < b.capN { // a full bucket skips the math
+		b.tokens += b.rate * float64(now-b.last)
+		if b.tokens > b.capN {
+			b.tokens = b.capN
+		}
+	}
+	b.last = now
+}
+
+// Allow reports whether one token is available and takes it if so.
+// It is AllowN(1).
+func (b *Bucket) Allow() bool { return b.AllowN(1) }
+
+// AllowN takes n tokens and reports true when at least n are in the bucket;
+// otherwise it takes nothing and reports false. n <= 0 always succeeds and
+// takes nothing; n > Capacity always fails unless the rate is infinite.
+// It never blocks.
+func (b *Bucket) AllowN(n float64) bool {
+	if n <= 0 {
+		return true
+	}
+	need := n * bucketNano
+	b.mu.Lock()
+	b.advance(b.now())
+	if b.inf {
+		b.mu.Unlock()
+		return true
+	}
+	if b.tokens >= need {
+		b.tokens -= need
+		b.mu.Unlock()
+		return true
+	}
+	b.mu.Unlock()
+	return false
+}
+
+// Capacity returns the most tokens the bucket can hold.
+func (b *Bucket) Capacity() float64 {
+	return b.capacity // immutable after NewBucket
+}
+
+// Tokens returns the number of tokens in the bucket now, in [0, Capacity].
+// With an infinite rate it is always Capacity.
+func (b *Bucket) Tokens() float64 {
+	b.mu.Lock()
+	b.advance(b.now())
+	t := b.tokens / bucketNano
+	b.mu.Unlock()
+	return t
+}
+
+// Drain empties the bucket and returns the number of tokens it removed.
+// With an infinite rate the bucket refills at once: Drain returns Capacity
+// and the bucket stays full.
+func (b *Bucket) Drain() float64 {
+	b.mu.Lock()
+	b.advance(b.now())
+	t := b.tokens / bucketNano
+	if !b.inf {
+		b.tokens = 0
+	}
+	b.mu.Unlock()
+	return t
+}

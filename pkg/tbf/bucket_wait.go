@@ -1,0 +1,159 @@
+package tbf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Errors returned by Bucket.Wait (wrapped with the amounts involved).
+var (
+	// ErrBucketCapacity: more tokens were asked for than the bucket can hold.
+	ErrBucketCapacity = errors.New("more tokens than the bucket's capacity")
+	// ErrBucketNoRefill: the tokens are short and the rate is (or ramps to) 0,
+	// so they would never come.
+	ErrBucketNoRefill = errors.New("bucket does not refill enough (rate 0)")
+	// ErrBucketDeadline: the context's deadline comes before the tokens would.
+	ErrBucketDeadline = errors.New("tokens would not come before the context deadline")
+)
+
+// Wait blocks until n tokens are in the bucket and takes them, or fails.
+// n <= 0 returns nil at once (unless ctx is already done).
+//
+// It returns an error at once when ctx is already done (ctx.Err()), when
+// n > Capacity and the rate is finite (ErrBucketCapacity), when the tokens are
+// short and the rate is 0, or ramps to 0 before enough have come
+// (ErrBucketNoRefill), or when ctx's deadline comes before the tokens would
+// (ErrBucketDeadline; only when the Clock has Until, as the default one does).
+// It returns ctx.Err() when ctx ends while waiting.
+//
+// The time to sleep is exact: at a constant rate r it is deficit/r; during a
+// ramp it solves the ramp's integral r*t + k*t²/2 = deficit for t (k the
+// ramp's slope), or, when the ramp ends first, adds the rest at the final
+// rate. Wait sleeps on the Clock's After when it has one (else a real timer),
+// wakes early when SetRate, SetRateSmooth or Ramp changes the rate, and then
+// re-checks the bucket under its lock, so it never takes tokens that are not
+// there. Waiters hold no reservation: Allow, AllowN or other waiters may take
+// the tokens first (no FIFO order), and the waiter then sleeps again.
+// Wait starts no goroutine.
+func (b *Bucket) Wait(ctx context.Context, n float64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if n <= 0 {
+		return nil
+	}
+	need := n * bucketNano
+	var timer *time.Timer // real timer, made on first use
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		b.mu.Lock()
+		b.advance(b.now())
+		if b.inf {
+			b.mu.Unlock()
+			return nil
+		}
+		if need > b.capN {
+			c := b.capacity
+			b.mu.Unlock()
+			return fmt.Errorf("tbf: wait for %g tokens: %w (capacity %g tokens)", n, ErrBucketCapacity, c)
+		}
+		if b.tokens >= need {
+			b.tokens -= need
+			b.mu.Unlock()
+			return nil
+		}
+		d, ok := b.waitTimeLocked(need - b.tokens)
+		if !ok {
+			have, rate := b.tokens/bucketNano, b.rate
+			b.mu.Unlock()
+			return fmt.Errorf("tbf: wait for %g tokens: %w (have %g tokens, rate %g tokens/s)", n, ErrBucketNoRefill, have, rate)
+		}
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		changed, clock := b.changed, b.clock
+		b.mu.Unlock()
+
+		if deadline, ok := ctx.Deadline(); ok {
+			var left time.Duration
+			switch c := clock.(type) {
+			case nil:
+				left, ok = clockMonotonic{}.Until(deadline), true
+			case clockUntil:
+				left = c.Until(deadline)
+			default:
+				ok = false
+			}
+			if ok && left < d {
+				return fmt.Errorf("tbf: wait for %g tokens takes %v, context deadline in %v: %w", n, d, left, ErrBucketDeadline)
+			}
+		}
+
+		var wake <-chan time.Time
+		if a, ok := clock.(clockAfter); ok {
+			wake = a.After(d)
+		} else {
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d) // Go >= 1.23: no stale value after Stop/Reset
+			}
+			wake = timer.C
+		}
+		select {
+		case <-wake:
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// waitTimeLocked returns how long after b.last the bucket will have gained
+// deficit nanotokens (> 0), rounded up to a whole nanosecond, or false when
+// that never happens. Call with b.mu held, after advance.
+func (b *Bucket) waitTimeLocked(deficit float64) (time.Duration, bool) {
+	if !b.ramp {
+		if b.rate <= 0 {
+			return 0, false
+		}
+		return bucketCeilDuration(deficit / b.rate), true
+	}
+	// Rate r + k*t during the ramp's remaining span R (ns); it gains
+	// r*t + k*t²/2 nanotokens by time t.
+	r, k := b.rate, b.rampSlope
+	span := float64(b.rampEnd - b.last)
+	gain := (r + b.rampTo) / 2 * span
+	if gain >= deficit {
+		// The positive root of k/2*t² + r*t - deficit = 0 in the form
+		// 2*deficit / (r + sqrt(r² + 2k*deficit)), which is stable for k of
+		// either sign and for k -> 0. The rate stays >= 0 over the ramp, so
+		// the root lies in [0, span] and the discriminant is >= 0 (up to
+		// rounding, hence the clamp).
+		den := r + math.Sqrt(max(r*r+2*k*deficit, 0))
+		if den <= 0 {
+			return 0, false
+		}
+		return bucketCeilDuration(min(2*deficit/den, span)), true
+	}
+	if b.rampTo <= 0 {
+		return 0, false
+	}
+	return bucketCeilDuration(span + (deficit-gain)/b.rampTo), true
+}
+
+// bucketCeilDuration rounds ns (> 0) up to a Duration of at least 1 ns,
+// saturating at the largest Duration.
+func bucketCeilDuration(ns float64) time.Duration {
+	if ns >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return max(time.Duration(math.Ceil(ns)), 1)
+}

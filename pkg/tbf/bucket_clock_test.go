@@ -23,8 +23,11 @@ type bucketFakeTimer struct {
 
 func newBucketFakeClock() *bucketFakeClock {
 	return &bucketFakeClock{
-		now:    time.Hour, // not 0, so that no code relies on a zero origin
-		wall:   time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		now: time.Hour, // not 0, so that no code relies on a zero origin
+		// Real contexts expire on the real wall clock: keep the fake wall
+		// clock ahead of it so that deadlines built from Wall() have not
+		// passed yet. Only Until reads it.
+		wall:   time.Now().Add(time.Hour),
 		called: make(chan time.Duration, 1024),
 	}
 }

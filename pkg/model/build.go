@@ -1,0 +1,337 @@
+package model
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// Defaults and limits Build applies.
+const (
+	// MinDefaultClassRate is the least guaranteed rate of the default class
+	// when InterfaceSpec.DefaultRate is 0; see DefaultClassRate.
+	MinDefaultClassRate = tbf.Mbit
+	// MaxPrio is the highest HTB class priority (the kernel has 8: 0..7).
+	MaxPrio = 7
+)
+
+// DefaultClassRate is the guaranteed rate Build gives unclassified traffic
+// when InterfaceSpec.DefaultRate is 0: 1% of the bandwidth, at least
+// MinDefaultClassRate (1mbit), at most the bandwidth. It is small on
+// purpose: the default class guarantees that unclassified traffic (ARP
+// replies, DNS, management) is never starved, and may still borrow up to
+// DefaultCeil (default: the whole bandwidth) when users leave capacity idle.
+func DefaultClassRate(bandwidth tbf.Rate) tbf.Rate {
+	return min(bandwidth, max(MinDefaultClassRate, bandwidth/100))
+}
+
+// Build returns the desired Tree of one interface from its targets.
+//
+// Zero values in the interface spec take defaults: Shaper "" is HTB,
+// Direction "" is egress, Match "" is dst for egress and src for ingress.
+// For ingress the Tree is on the IFB device and carries a Redirect from the
+// real interface.
+//
+// HTB: root qdisc 1: with default minor 2; root class 1:1 with rate = ceil =
+// Bandwidth; the default class 1:2 under 1:1 (DefaultRate, default
+// DefaultClassRate; DefaultCeil, default Bandwidth); one aggregate class per
+// TierTarget (minors FirstTierMinor..LastTierMinor) under 1:1; one leaf class
+// per user (minors FirstUserMinor..LastUserMinor) under its tier's class if
+// the tier has a TierTarget, else under 1:1; one filter per user prefix
+// (masked to its prefix length) pointing to the user's class. Every class
+// has an explicit quantum (tbf.Quantum of its rate), Burst/CBurst (given,
+// else tbf.RecommendedBurst of rate/ceil; a tier's Burst serves as both)
+// and the Buffer/CBuffer ticks the kernel holds (tbf.BufferTicks). User
+// classes and the default class get the interface's Leaf qdisc; a pfifo leaf
+// without a limit is the kernel's default and is left nil. Leaf pointers
+// are shared between the classes of a tree: treat them as read-only. A Ceil of 0
+// means Ceil = Rate. Child rates may add up to more than the parent's
+// (HTB allows oversubscription), and a ceil above the parent's ceil is kept
+// as given: HTB never lets a child borrow more than its parent has.
+//
+// ids supplies stable class minors: Build calls ids.AssignTiers with the
+// TierTarget names and ids.Assign with the user names, so users and tiers
+// missing from t are released from ids. On error ids is unchanged. A nil
+// ids uses a fresh Assignment (minors then follow sorted names).
+//
+// TBF: one tbf root qdisc with rate Bandwidth, burst Burst (default
+// tbf.RecommendedBurst, at least one MaxFrame), limit = rate*Latency + burst
+// (Latency default DefaultTBFLatency) and, when PeakRate is set, the peak
+// bucket with MTU (default MaxFrame). A TBF shapes the whole link: Tiers
+// and Users are ignored (assigning users to a TBF interface is a config
+// concern) and ids is not touched.
+//
+// Errors name the interface and the user or tier: a rate below 8 bit/s
+// (0 bytes/s), a ceil below the rate, an invalid or duplicate prefix, a
+// duplicate user or tier name, a prio above MaxPrio, a burst whose buffer
+// does not fit the kernel's 32-bit tick fields, more users or tiers than
+// there are minors (ErrTooManyUsers, ErrTooManyTiers).
+func Build(t Targets, ids *Assignment) (Tree, error) {
+	spec := t.Interface
+	if spec.Name == "" {
+		return Tree{}, fmt.Errorf("build: interface without a name")
+	}
+	tree, err := buildDevice(spec)
+	if err != nil {
+		return Tree{}, fmt.Errorf("interface %s: %w", spec.Name, err)
+	}
+	switch spec.Shaper {
+	case ShaperHTB, "":
+		err = buildHTB(&tree, t, ids)
+	case ShaperTBF:
+		tree.Root, err = buildTBF(spec)
+	default:
+		err = fmt.Errorf("unknown shaper %q (want %q or %q)", spec.Shaper, ShaperHTB, ShaperTBF)
+	}
+	if err != nil {
+		return Tree{}, fmt.Errorf("interface %s: %w", spec.Name, err)
+	}
+	return tree, nil
+}
+
+// buildDevice picks the device and redirect for the spec's direction.
+func buildDevice(spec InterfaceSpec) (Tree, error) {
+	if spec.Bandwidth.BytesPerSecond() == 0 {
+		return Tree{}, fmt.Errorf("bandwidth %s is below 8bit (0 bytes/s)", spec.Bandwidth)
+	}
+	switch spec.Direction {
+	case Egress, "":
+		return Tree{Device: spec.Name}, nil
+	case Ingress:
+		if spec.IFB == "" {
+			return Tree{}, fmt.Errorf("ingress shaping needs an IFB device")
+		}
+		if spec.IFB == spec.Name {
+			return Tree{}, fmt.Errorf("IFB device %s is the interface itself", spec.IFB)
+		}
+		return Tree{Device: spec.IFB, Redirect: &Redirect{Interface: spec.Name, IFB: spec.IFB}}, nil
+	}
+	return Tree{}, fmt.Errorf("unknown direction %q (want %q or %q)", spec.Direction, Egress, Ingress)
+}
+
+// matchOf returns the match field, defaulted by direction.
+func matchOf(spec InterfaceSpec) (MatchField, error) {
+	switch spec.Match {
+	case MatchDst, MatchSrc:
+		return spec.Match, nil
+	case "":
+		if spec.Direction == Ingress {
+			return MatchSrc, nil
+		}
+		return MatchDst, nil
+	}
+	return "", fmt.Errorf("unknown match %q (want %q or %q)", spec.Match, MatchDst, MatchSrc)
+}
+
+// normLeaf validates the leaf spec and returns nil for the kernel's default.
+func normLeaf(l *LeafQdisc) (*LeafQdisc, error) {
+	if l == nil {
+		return nil, nil
+	}
+	if l.Kind == "" {
+		return nil, fmt.Errorf("leaf qdisc without a kind")
+	}
+	if l.Kind == "pfifo" && l.Limit == 0 {
+		return nil, nil
+	}
+	c := *l
+	return &c, nil
+}
+
+// classSpec is what a class is made from.
+type classSpec struct {
+	rate, ceil    tbf.Rate
+	burst, cburst tbf.Size
+	prio          uint32
+}
+
+// makeClass validates s and computes the kernel's parameters. Handle and
+// Parent are left to the caller.
+func makeClass(s classSpec, leaf *LeafQdisc, labels Labels) (Class, error) {
+	if s.rate.BytesPerSecond() == 0 {
+		return Class{}, fmt.Errorf("rate %s is below 8bit (0 bytes/s)", s.rate)
+	}
+	if s.ceil == 0 {
+		s.ceil = s.rate
+	}
+	if s.ceil < s.rate {
+		return Class{}, fmt.Errorf("ceil %s is below rate %s", s.ceil, s.rate)
+	}
+	if s.prio > MaxPrio {
+		return Class{}, fmt.Errorf("prio %d is above %d", s.prio, MaxPrio)
+	}
+	if s.burst == 0 {
+		s.burst = tbf.RecommendedBurst(s.rate)
+	}
+	if s.cburst == 0 {
+		s.cburst = tbf.RecommendedBurst(s.ceil)
+	}
+	buf, err := tbf.BufferTicks(s.rate, s.burst)
+	if err != nil {
+		return Class{}, fmt.Errorf("burst %s at rate %s: %w", s.burst, s.rate, err)
+	}
+	cbuf, err := tbf.BufferTicks(s.ceil, s.cburst)
+	if err != nil {
+		return Class{}, fmt.Errorf("cburst %s at ceil %s: %w", s.cburst, s.ceil, err)
+	}
+	return Class{
+		Rate: s.rate, Ceil: s.ceil,
+		Burst: s.burst, CBurst: s.cburst,
+		Buffer: buf, CBuffer: cbuf,
+		Quantum: tbf.Quantum(s.rate),
+		Prio:    s.prio,
+		Leaf:    leaf,
+		Labels:  labels,
+	}, nil
+}
+
+func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
+	spec := t.Interface
+	match, err := matchOf(spec)
+	if err != nil {
+		return err
+	}
+	leaf, err := normLeaf(spec.Leaf)
+	if err != nil {
+		return err
+	}
+	root, err := makeClass(classSpec{rate: spec.Bandwidth, ceil: spec.Bandwidth}, nil, Labels{Kind: "root"})
+	if err != nil {
+		return fmt.Errorf("root class: %w", err)
+	}
+	root.Handle, root.Parent = RootClass, RootQdisc
+	defRate, defCeil := spec.DefaultRate, spec.DefaultCeil
+	if defRate == 0 {
+		defRate = DefaultClassRate(spec.Bandwidth)
+	}
+	if defCeil == 0 {
+		defCeil = spec.Bandwidth
+	}
+	def, err := makeClass(classSpec{rate: defRate, ceil: defCeil}, leaf, Labels{Kind: "default"})
+	if err != nil {
+		return fmt.Errorf("default class: %w", err)
+	}
+	def.Handle, def.Parent = DefaultClass, RootClass
+
+	tiers, tierNames, err := tierClasses(t.Tiers)
+	if err != nil {
+		return err
+	}
+	users, userNames, err := userClasses(t.Users, leaf)
+	if err != nil {
+		return err
+	}
+	if len(tierNames) > MaxTiers {
+		return fmt.Errorf("%d tiers with an aggregate class: %w: at most %d", len(tierNames), ErrTooManyTiers, MaxTiers)
+	}
+	if len(userNames) > MaxUsers {
+		return fmt.Errorf("%d users: %w: an interface holds at most %d user classes", len(userNames), ErrTooManyUsers, MaxUsers)
+	}
+	if ids == nil {
+		ids = NewAssignment()
+	}
+	// Cannot fail now: names are unique and within the limits.
+	if err := ids.AssignTiers(tierNames); err != nil {
+		return err
+	}
+	if err := ids.Assign(userNames); err != nil {
+		return err
+	}
+
+	major := RootQdisc.Major()
+	tierHandle := make(map[string]Handle, len(tiers))
+	classes := make([]Class, 0, 2+len(tiers)+len(users))
+	classes = append(classes, root, def)
+	for _, c := range tiers {
+		m, _ := ids.Tier(c.Labels.Tier)
+		c.Handle, c.Parent = MakeHandle(major, m), RootClass
+		tierHandle[c.Labels.Tier] = c.Handle
+		classes = append(classes, c)
+	}
+	nf := 0
+	for i := range t.Users {
+		nf += len(t.Users[i].Prefixes)
+	}
+	filters := make([]Filter, 0, nf)
+	for i, c := range users {
+		m, _ := ids.User(c.Labels.User)
+		c.Handle, c.Parent = MakeHandle(major, m), RootClass
+		if h, ok := tierHandle[c.Labels.Tier]; ok {
+			c.Parent = h
+		}
+		classes = append(classes, c)
+		for _, p := range t.Users[i].Prefixes {
+			filters = append(filters, Filter{Prefix: p.Masked(), Match: match, ClassID: c.Handle, Labels: c.Labels})
+		}
+	}
+	tree.Root = &Qdisc{Kind: ShaperHTB, Handle: RootQdisc, DefaultMinor: DefaultClass.Minor()}
+	tree.Classes = classes
+	tree.Filters = filters
+	tree.Sort()
+	return nil
+}
+
+// tierClasses validates the tier targets and makes their classes (without
+// handles), in input order, with their names.
+func tierClasses(ts []TierTarget) ([]Class, []string, error) {
+	classes := make([]Class, 0, len(ts))
+	names := make([]string, 0, len(ts))
+	seen := make(map[string]bool, len(ts))
+	for _, tt := range ts {
+		if tt.Name == "" {
+			return nil, nil, fmt.Errorf("tier without a name")
+		}
+		if seen[tt.Name] {
+			return nil, nil, fmt.Errorf("tier %s: listed twice", tt.Name)
+		}
+		seen[tt.Name] = true
+		c, err := makeClass(classSpec{rate: tt.Rate, ceil: tt.Ceil, burst: tt.Burst, cburst: tt.Burst}, nil,
+			Labels{Kind: "tier", Tier: tt.Name})
+		if err != nil {
+			return nil, nil, fmt.Errorf("tier %s: %w", tt.Name, err)
+		}
+		classes = append(classes, c)
+		names = append(names, tt.Name)
+	}
+	return classes, names, nil
+}
+
+// userClasses validates the user targets and makes their classes (without
+// handles), in input order, with their names.
+func userClasses(us []UserTarget, leaf *LeafQdisc) ([]Class, []string, error) {
+	classes := make([]Class, 0, len(us))
+	names := make([]string, 0, len(us))
+	seen := make(map[string]bool, len(us))
+	owner := make(map[netip.Prefix]string)
+	for _, u := range us {
+		if u.Name == "" {
+			return nil, nil, fmt.Errorf("user without a name")
+		}
+		if seen[u.Name] {
+			return nil, nil, fmt.Errorf("user %s: listed twice", u.Name)
+		}
+		seen[u.Name] = true
+		for _, p := range u.Prefixes {
+			if !p.IsValid() {
+				return nil, nil, fmt.Errorf("user %s: invalid prefix %q", u.Name, p.String())
+			}
+			mp := p.Masked()
+			if o, dup := owner[mp]; dup {
+				if o == u.Name {
+					return nil, nil, fmt.Errorf("user %s: prefix %s listed twice", u.Name, mp)
+				}
+				return nil, nil, fmt.Errorf("user %s: prefix %s already belongs to user %s", u.Name, mp, o)
+			}
+			owner[mp] = u.Name
+		}
+		c, err := makeClass(classSpec{rate: u.Rate, ceil: u.Ceil, burst: u.Burst, cburst: u.CBurst, prio: u.Prio}, leaf,
+			Labels{Kind: "user", Tier: u.Tier, User: u.Name})
+		if err != nil {
+			return nil, nil, fmt.Errorf("user %s: %w", u.Name, err)
+		}
+		classes = append(classes, c)
+		names = append(names, u.Name)
+	}
+	return classes, names, nil
+}

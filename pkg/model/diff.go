@@ -1,0 +1,338 @@
+package model
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+)
+
+// Diff returns the minimal ordered list of kernel changes that turns actual
+// into desired. Equal objects (see equal.go: rates as bytes/s, buffer ticks,
+// quantum, prio, leaf; labels, bursts and stats ignored) produce nothing;
+// Diff(t, t) is empty.
+//
+// Objects:
+//   - Redirect: added or deleted (Change.Device is Redirect.Interface); a
+//     redirect whose IFB differs is deleted and re-added.
+//   - Root qdisc: added; changed in place (OpChange with FromQdisc) when only
+//     HTB's default minor or TBF's parameters differ; replaced (delete, then
+//     add) when its kind or handle differs; deleted when desired has none.
+//     Deleting a root qdisc removes its classes and filters in the kernel, so
+//     they get no deletes of their own, and after a replace (or when actual
+//     has no root, or is on another device) every desired class and filter is
+//     added. When actual.Device differs from desired.Device, actual's root is
+//     deleted on its own device after desired is built.
+//   - Classes: added; changed in place (OpChange with FromClass) when their
+//     parameters differ, never deleted and re-added, so HTB keeps their tokens
+//     and counters; deleted when not desired. A class whose Parent differs is
+//     deleted and re-added (HTB cannot move a class), and so are its actual
+//     descendants (the kernel refuses to delete a class with children) and the
+//     filters pointing into that subtree (it refuses to delete a class that
+//     filters use).
+//   - Filters, keyed by (Prefix, Match): added; deleted; deleted and re-added
+//     when their ClassID differs or actual marks them Damaged.
+//
+// Order (each step only depends on the ones before it):
+//
+//  1. redirect adds (a changed redirect on the same interface: delete, add)
+//  2. root qdisc replace (delete, add), add or change
+//  3. for re-parented classes: deletes of filters pointing into their
+//     subtrees, then the subtrees' class deletes, children first
+//  4. class adds and changes, parents first (by depth in desired, then handle)
+//  5. filter deletes (before any delete of a class they point to)
+//  6. filter adds (after the classes they point to exist)
+//  7. class deletes, children first (by depth in actual, deepest first, then
+//     handle descending)
+//  8. root qdisc delete (desired has none, or actual is on another device)
+//  9. redirect deletes
+//
+// Within a step, filters are in filter order (CompareFilters) when the
+// trees are sorted (Tree.Sort). Diff is O(n log n) in the number of classes and filters.
+func Diff(actual, desired Tree) []Change {
+	var d differ
+	d.run(actual, desired)
+	out := make([]Change, 0, d.len())
+	for _, step := range [][]Change{
+		d.redirAdds, d.qdisc, d.reFilterDels, d.reClassDels, d.classAdds,
+		d.filterDels, d.filterAdds, d.classDels, d.qdiscDels, d.redirDels,
+	} {
+		out = append(out, step...)
+	}
+	return out
+}
+
+// differ collects the changes of each step.
+type differ struct {
+	redirAdds, qdisc, reFilterDels, reClassDels, classAdds []Change
+	filterDels, filterAdds, classDels, qdiscDels, redirDels []Change
+}
+
+func (d *differ) len() int {
+	return len(d.redirAdds) + len(d.qdisc) + len(d.reFilterDels) + len(d.reClassDels) + len(d.classAdds) +
+		len(d.filterDels) + len(d.filterAdds) + len(d.classDels) + len(d.qdiscDels) + len(d.redirDels)
+}
+
+func (d *differ) run(actual, desired Tree) {
+	d.redirects(actual.Redirect, desired.Redirect)
+	fresh := d.root(actual, desired) // desired must be built from nothing
+	if desired.Root == nil || desired.Root.Kind != ShaperHTB {
+		return
+	}
+	if fresh {
+		actual = Tree{Device: desired.Device}
+	}
+	gone := d.reparented(actual, desired)
+	d.classes(actual, desired, gone)
+	d.filters(actual, desired, gone)
+}
+
+func (d *differ) redirects(a, w *Redirect) {
+	switch {
+	case RedirectEqual(a, w):
+	case a == nil:
+		d.redirAdds = append(d.redirAdds, redirChange(OpAdd, *w))
+	case w == nil:
+		d.redirDels = append(d.redirDels, redirChange(OpDelete, *a))
+	case a.Interface == w.Interface:
+		d.redirAdds = append(d.redirAdds, redirChange(OpDelete, *a), redirChange(OpAdd, *w))
+	default:
+		d.redirAdds = append(d.redirAdds, redirChange(OpAdd, *w))
+		d.redirDels = append(d.redirDels, redirChange(OpDelete, *a))
+	}
+}
+
+func redirChange(op Op, r Redirect) Change {
+	return Change{Op: op, Device: r.Interface, Redirect: &r}
+}
+
+// root diffs the root qdiscs and reports whether desired's classes and
+// filters must all be added (actual's are gone or elsewhere).
+func (d *differ) root(actual, desired Tree) bool {
+	a, w := actual.Root, desired.Root
+	if actual.Device != desired.Device {
+		if a != nil {
+			d.qdiscDels = append(d.qdiscDels, qdiscChange(OpDelete, actual.Device, a))
+		}
+		if w != nil {
+			d.qdisc = append(d.qdisc, qdiscChange(OpAdd, desired.Device, w))
+		}
+		return true
+	}
+	switch {
+	case a == nil && w == nil:
+		return true
+	case a == nil:
+		d.qdisc = append(d.qdisc, qdiscChange(OpAdd, desired.Device, w))
+		return true
+	case w == nil:
+		d.qdiscDels = append(d.qdiscDels, qdiscChange(OpDelete, actual.Device, a))
+		return true
+	case !sameQdisc(*a, *w):
+		d.qdisc = append(d.qdisc, qdiscChange(OpDelete, actual.Device, a), qdiscChange(OpAdd, desired.Device, w))
+		return true
+	case !QdiscParamsEqual(*a, *w):
+		c := qdiscChange(OpChange, desired.Device, w)
+		c.FromQdisc = copyQdisc(a)
+		d.qdisc = append(d.qdisc, c)
+	}
+	return false
+}
+
+func qdiscChange(op Op, dev string, q *Qdisc) Change {
+	return Change{Op: op, Device: dev, Qdisc: copyQdisc(q)}
+}
+
+// copyQdisc returns a copy without stats, owning its TBF params.
+func copyQdisc(q *Qdisc) *Qdisc {
+	c := *q
+	c.Stats = nil
+	if q.TBF != nil {
+		p := *q.TBF
+		c.TBF = &p
+	}
+	return &c
+}
+
+// copyClass returns a copy without stats.
+func copyClass(c Class) *Class {
+	c.Stats = nil
+	return &c
+}
+
+// reparented finds desired classes whose actual parent differs, deletes
+// them with their actual subtrees (filters pointing into them first) and
+// returns the set of actual classes so deleted.
+func (d *differ) reparented(actual, desired Tree) map[Handle]bool {
+	am := classMap(actual.Classes)
+	var roots []Handle
+	for _, w := range desired.Classes {
+		if a, ok := am[w.Handle]; ok && a.Parent != w.Parent {
+			roots = append(roots, w.Handle)
+		}
+	}
+	if len(roots) == 0 {
+		return nil
+	}
+	children := make(map[Handle][]Handle, len(actual.Classes))
+	for _, a := range actual.Classes {
+		children[a.Parent] = append(children[a.Parent], a.Handle)
+	}
+	gone := map[Handle]bool{}
+	for len(roots) > 0 {
+		h := roots[len(roots)-1]
+		roots = roots[:len(roots)-1]
+		if gone[h] {
+			continue
+		}
+		gone[h] = true
+		roots = append(roots, children[h]...)
+	}
+	for _, f := range actual.Filters {
+		if gone[f.ClassID] {
+			d.reFilterDels = append(d.reFilterDels, filterChange(OpDelete, actual.Device, f))
+		}
+	}
+	d.reClassDels = deletesChildrenFirst(actual, func(c Class) bool { return gone[c.Handle] })
+	return gone
+}
+
+// deletesChildrenFirst returns deletes of the actual classes pick selects,
+// deepest first, then by handle descending.
+func deletesChildrenFirst(actual Tree, pick func(Class) bool) []Change {
+	depth := depths(actual.Classes)
+	var del []Class
+	for _, c := range actual.Classes {
+		if pick(c) {
+			del = append(del, c)
+		}
+	}
+	slices.SortFunc(del, func(x, y Class) int {
+		if c := cmp.Compare(depth[y.Handle], depth[x.Handle]); c != 0 {
+			return c
+		}
+		return cmp.Compare(y.Handle, x.Handle)
+	})
+	out := make([]Change, len(del))
+	for i, c := range del {
+		out[i] = Change{Op: OpDelete, Device: actual.Device, Class: copyClass(c)}
+	}
+	return out
+}
+
+// depths returns each class's distance from the root qdisc (a class whose
+// parent is not a class in cs has depth 0).
+func depths(cs []Class) map[Handle]int {
+	parent := make(map[Handle]Handle, len(cs))
+	for _, c := range cs {
+		parent[c.Handle] = c.Parent
+	}
+	depth := make(map[Handle]int, len(cs))
+	var walk func(h Handle, guard int) int
+	walk = func(h Handle, guard int) int {
+		if v, ok := depth[h]; ok {
+			return v
+		}
+		p, ok := parent[h]
+		if !ok || guard > len(cs) {
+			return -1 // not a class (or a cycle, which the kernel cannot have)
+		}
+		v := walk(p, guard+1) + 1
+		depth[h] = v
+		return v
+	}
+	for _, c := range cs {
+		walk(c.Handle, 0)
+	}
+	return depth
+}
+
+// classes adds and changes desired classes (parents first) and deletes
+// actual ones not desired (children first). gone are actual classes
+// already deleted in step 3.
+func (d *differ) classes(actual, desired Tree, gone map[Handle]bool) {
+	am := classMap(actual.Classes)
+	depth := depths(desired.Classes)
+	type pending struct {
+		c     Change
+		depth int
+	}
+	var ps []pending
+	for _, w := range desired.Classes {
+		a, ok := am[w.Handle]
+		switch {
+		case !ok || gone[w.Handle]:
+			ps = append(ps, pending{Change{Op: OpAdd, Device: desired.Device, Class: copyClass(w)}, depth[w.Handle]})
+		case !ClassParamsEqual(*a, w):
+			c := Change{Op: OpChange, Device: desired.Device, Class: copyClass(w), FromClass: copyClass(*a)}
+			ps = append(ps, pending{c, depth[w.Handle]})
+		}
+	}
+	slices.SortStableFunc(ps, func(x, y pending) int {
+		if c := cmp.Compare(x.depth, y.depth); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.c.Class.Handle, y.c.Class.Handle)
+	})
+	d.classAdds = make([]Change, len(ps))
+	for i, p := range ps {
+		d.classAdds[i] = p.c
+	}
+	wm := classMap(desired.Classes)
+	d.classDels = deletesChildrenFirst(actual, func(c Class) bool {
+		_, want := wm[c.Handle]
+		return !want && !gone[c.Handle]
+	})
+}
+
+// filterKey identifies a filter.
+type filterKey struct {
+	prefix netip.Prefix
+	match  MatchField
+}
+
+func keyOf(f Filter) filterKey { return filterKey{f.Prefix, f.Match} }
+
+func filterChange(op Op, dev string, f Filter) Change {
+	return Change{Op: op, Device: dev, Filter: &f}
+}
+
+// filters adds, deletes and re-creates filters. Filters pointing to gone
+// classes were deleted in step 3.
+func (d *differ) filters(actual, desired Tree, gone map[Handle]bool) {
+	count := make(map[filterKey]int, len(actual.Filters))
+	for _, f := range actual.Filters {
+		count[keyOf(f)]++
+	}
+	am := make(map[filterKey]Filter, len(actual.Filters))
+	for _, f := range actual.Filters {
+		k := keyOf(f)
+		if count[k] > 1 { // duplicates: delete them all, add afresh
+			if !gone[f.ClassID] {
+				d.filterDels = append(d.filterDels, filterChange(OpDelete, actual.Device, f))
+			}
+			continue
+		}
+		am[k] = f
+	}
+	want := make(map[filterKey]bool, len(desired.Filters))
+	for _, w := range desired.Filters {
+		k := keyOf(w)
+		want[k] = true
+		a, ok := am[k]
+		switch {
+		case !ok || gone[a.ClassID]:
+		case !filterOK(a, w):
+			d.filterDels = append(d.filterDels, filterChange(OpDelete, actual.Device, a))
+		default:
+			continue
+		}
+		d.filterAdds = append(d.filterAdds, filterChange(OpAdd, desired.Device, w))
+	}
+	for _, a := range actual.Filters {
+		k := keyOf(a)
+		if !want[k] && count[k] == 1 && !gone[a.ClassID] {
+			d.filterDels = append(d.filterDels, filterChange(OpDelete, actual.Device, a))
+		}
+	}
+	slices.SortStableFunc(d.filterDels, func(x, y Change) int { return CompareFilters(*x.Filter, *y.Filter) })
+}

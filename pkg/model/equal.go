@@ -1,0 +1,98 @@
+package model
+
+import (
+	"math"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// ClassParamsEqual reports whether the kernel holds the same parameters for
+// classes a and b: rate and ceil in bytes per second (what the kernel
+// keeps), Buffer and CBuffer ticks, Quantum, Prio and Leaf (LeafEqual).
+// Handle, Parent, Burst/CBurst (informative), Labels and Stats are ignored.
+func ClassParamsEqual(a, b Class) bool {
+	return a.Rate.BytesPerSecond() == b.Rate.BytesPerSecond() &&
+		a.Ceil.BytesPerSecond() == b.Ceil.BytesPerSecond() &&
+		a.Buffer == b.Buffer && a.CBuffer == b.CBuffer &&
+		a.Quantum == b.Quantum && a.Prio == b.Prio &&
+		LeafEqual(a.Leaf, b.Leaf)
+}
+
+// LeafEqual compares leaf qdiscs: nil (the kernel's default pfifo) equals
+// only nil; otherwise kinds must match, and a Limit of 0 on either side (the
+// kernel's default limit) matches any limit.
+func LeafEqual(a, b *LeafQdisc) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Kind == b.Kind && (a.Limit == 0 || b.Limit == 0 || a.Limit == b.Limit)
+}
+
+// QdiscParamsEqual reports whether two root qdiscs are the same in the
+// kernel: Kind, Handle, HTB's DefaultMinor, TBF's parameters
+// (TBFParamsEqual). Stats are ignored. Kind or Handle differing means the
+// qdisc must be replaced; anything else can be changed in place.
+func QdiscParamsEqual(a, b Qdisc) bool {
+	if !sameQdisc(a, b) {
+		return false
+	}
+	switch a.Kind {
+	case ShaperHTB:
+		return a.DefaultMinor == b.DefaultMinor
+	case ShaperTBF:
+		if a.TBF == nil || b.TBF == nil {
+			return a.TBF == b.TBF
+		}
+		return TBFParamsEqual(*a.TBF, *b.TBF)
+	}
+	return a.DefaultMinor == b.DefaultMinor
+}
+
+// sameQdisc reports whether b can be reached from a by an in-place change.
+func sameQdisc(a, b Qdisc) bool { return a.Kind == b.Kind && a.Handle == b.Handle }
+
+// TBFParamsEqual compares TBF parameters as the kernel holds them: rates in
+// bytes per second, Limit in bytes, and Burst and MTU as bucket lengths in
+// psched ticks at their rates (what the kernel dumps; it does not report
+// bytes). Two bursts are equal when those tick counts differ by at most one,
+// so a burst that pkg/kernel reconstructs from the dumped ticks (with
+// tbf.XmitSize or tbf.BurstFromTicks) equals the burst it was set from.
+func TBFParamsEqual(a, b TBFParams) bool {
+	if a.Rate.BytesPerSecond() != b.Rate.BytesPerSecond() ||
+		a.PeakRate.BytesPerSecond() != b.PeakRate.BytesPerSecond() || a.Limit != b.Limit {
+		return false
+	}
+	return bucketEqual(a.Rate, a.Burst, b.Burst) && bucketEqual(a.PeakRate, a.MTU, b.MTU)
+}
+
+// bucketEqual compares two bucket sizes at rate by the ticks the kernel
+// would dump for them, with a tolerance of one tick.
+func bucketEqual(rate tbf.Rate, x, y tbf.Size) bool {
+	if x == y {
+		return true
+	}
+	if rate.BytesPerSecond() == 0 || x > math.MaxUint32 || y > math.MaxUint32 {
+		return false
+	}
+	rc := tbf.NewRateConfig(rate.BytesPerSecond(), 0, 0)
+	tx := int64(tbf.TBFFromBurst(rc, uint32(x)).DumpTicks())
+	ty := int64(tbf.TBFFromBurst(rc, uint32(y)).DumpTicks())
+	d := tx - ty
+	return d >= -1 && d <= 1
+}
+
+// RedirectEqual reports whether two redirects are the same (both nil counts).
+func RedirectEqual(a, b *Redirect) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// filterOK reports whether actual filter a already does what desired filter
+// d asks: same class and not damaged.
+func filterOK(a, d Filter) bool { return a.ClassID == d.ClassID && !a.Damaged && !d.Damaged }
+
+// Equal reports whether actual already is desired as far as the kernel is
+// concerned: Diff(actual, desired) is empty.
+func Equal(actual, desired Tree) bool { return len(Diff(actual, desired)) == 0 }

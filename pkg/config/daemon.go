@@ -1,0 +1,124 @@
+package config
+
+import (
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Defaults of the [daemon] and [policy] tables.
+const (
+	DefaultSocket            = "/run/shaperd/shaperd.sock"
+	DefaultStateDir          = "/var/lib/shaperd"
+	DefaultUsersFile         = "users.toml"
+	DefaultReconcileInterval = 5 * time.Second
+	DefaultPolicyInterval    = 1 * time.Second
+	DefaultRamp              = 2 * time.Second
+	DefaultSmoothWindow      = 1 * time.Second
+)
+
+var logLevels = map[string]slog.Level{
+	"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError,
+}
+
+// decodeDaemon reads [daemon].
+func decodeDaemon(rt *table) Daemon {
+	d := Daemon{
+		Socket:            DefaultSocket,
+		StateDir:          DefaultStateDir,
+		ReconcileInterval: DefaultReconcileInterval,
+		UsersFile:         DefaultUsersFile,
+		LogLevel:          slog.LevelInfo,
+	}
+	t, ok := rt.sub("daemon")
+	if !ok {
+		return d
+	}
+	if s, ok := t.str("socket"); ok {
+		if filepath.IsAbs(s) {
+			d.Socket = s
+		} else {
+			t.errf("socket", "%q is not an absolute path", s)
+		}
+	}
+	if s, ok := t.str("socket_group"); ok {
+		if s == "" {
+			t.errf("socket_group", "group name is empty (leave the key out for root only)")
+		}
+		d.SocketGroup = s
+	}
+	if s, ok := t.str("state_dir"); ok {
+		if filepath.IsAbs(s) {
+			d.StateDir = s
+		} else {
+			t.errf("state_dir", "%q is not an absolute path", s)
+		}
+	}
+	if s, ok := t.str("metrics"); ok {
+		if s != "" {
+			if _, port, err := net.SplitHostPort(s); err != nil {
+				t.errf("metrics", "%q is not host:port (or \"\" for off): %v", s, err)
+			} else if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+				t.errf("metrics", "%q: port %q is not a number from 1 to 65535", s, port)
+			}
+		}
+		d.Metrics = s
+	}
+	if v, ok := t.duration("reconcile_interval", 100*time.Millisecond); ok {
+		d.ReconcileInterval = v
+	}
+	if s, ok := t.str("users_file"); ok {
+		if s == "" {
+			t.errf("users_file", "file name is empty")
+		} else {
+			d.UsersFile = s
+		}
+	}
+	if s, ok := t.enum("log_level", "debug", "info", "warn", "error"); ok {
+		d.LogLevel = logLevels[s]
+	}
+	t.finish()
+	return d
+}
+
+// decodePolicy reads [policy].
+func decodePolicy(rt *table) Policy {
+	p := Policy{
+		Interval:     DefaultPolicyInterval,
+		Ramp:         DefaultRamp,
+		SmoothWindow: DefaultSmoothWindow,
+		Location:     time.Local,
+	}
+	t, ok := rt.sub("policy")
+	if !ok {
+		return p
+	}
+	if v, ok := t.duration("interval", 10*time.Millisecond); ok {
+		p.Interval = v
+	}
+	if v, ok := t.duration("ramp", 0); ok {
+		p.Ramp = v
+	}
+	if v, ok := t.duration("smooth_window", 0); ok {
+		p.SmoothWindow = v
+	}
+	if s, ok := t.str("timezone"); ok {
+		switch s {
+		case "local", "Local":
+			p.Location = time.Local
+		case "":
+			t.errf("timezone", "time zone is empty (use \"local\", \"UTC\" or an IANA name such as \"Europe/Berlin\")")
+		default:
+			loc, err := time.LoadLocation(s)
+			if err != nil {
+				t.errf("timezone", "unknown time zone %q (use \"local\", \"UTC\" or an IANA name such as \"Europe/Berlin\")", s)
+			} else {
+				p.Location = loc
+			}
+		}
+	}
+	t.finish()
+	return p
+}

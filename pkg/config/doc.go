@@ -1,0 +1,18 @@
+// Package config reads and validates shaperd's configuration: the main file
+// (shaperd.toml: [daemon], [policy], [[interface]], [tiers.NAME]) and the
+// users file it names (users.toml: [[user]]).
+//
+// Load returns a Plan, the validated configuration with every default filled
+// in and every value typed (tbf.Rate, tbf.Size, time.Duration, netip.Prefix,
+// *time.Location), or an *Errors holding every problem found, each with the
+// file, line and column of the key it concerns:
+//
+//	shaperd.toml:12:1: tiers.gold.ceil: 5mbit is below rate 10mbit
+//
+// Keys in messages are written as paths: tables by name ("tiers.gold.ceil"),
+// entries of arrays of tables by index from 0 ("interface[1].bandwidth",
+// "user[3].addresses[0]").
+//
+// The package does not touch the kernel: a leaf qdisc kind it accepts may
+// still be refused by the running kernel, which the daemon reports.
+package config

@@ -1,0 +1,88 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Error is one problem in a configuration file.
+type Error struct {
+	// File is the file's path as Load was given it (the users file joined
+	// to the main file's directory).
+	File string
+	// Line and Col are 1-based; Col counts bytes. Both are 0 when the
+	// problem has no position (the file could not be read).
+	Line, Col int
+	// Key is the key path the problem concerns ("tiers.gold.ceil",
+	// "user[2].tier"); empty for syntax errors and unreadable files.
+	Key string
+	// Msg says what is wrong, without the position or key.
+	Msg string
+}
+
+// Error formats the error as FILE:LINE:COL: KEY: MSG, leaving out the
+// position when Line is 0 and the key when Key is empty.
+func (e Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Col)
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		b.WriteString(e.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is every problem found in one Load, sorted by file (main file
+// first), line and column. Load only returns a non-nil *Errors with at
+// least one entry.
+type Errors struct {
+	List []Error
+}
+
+// Error formats every error on its own line.
+func (e *Errors) Error() string {
+	lines := make([]string, len(e.List))
+	for i, x := range e.List {
+		lines[i] = x.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the individual errors (for errors.Is/As).
+func (e *Errors) Unwrap() []error {
+	out := make([]error, len(e.List))
+	for i, x := range e.List {
+		out[i] = x
+	}
+	return out
+}
+
+// collector gathers errors from all files of one Load.
+type collector struct {
+	list  []Error
+	order map[string]int // file -> rank for sorting (main file first)
+}
+
+func (c *collector) add(e Error) { c.list = append(c.list, e) }
+
+// result returns the sorted errors, or nil when there are none.
+func (c *collector) result() *Errors {
+	if len(c.list) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(c.list, func(a, b Error) int {
+		return cmp.Or(
+			cmp.Compare(c.order[a.File], c.order[b.File]),
+			cmp.Compare(a.Line, b.Line),
+			cmp.Compare(a.Col, b.Col),
+		)
+	})
+	return &Errors{List: c.list}
+}

@@ -1,0 +1,229 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// Defaults of [[interface]].
+const (
+	// DefaultLatency is a TBF interface's default latency.
+	DefaultLatency = 50 * time.Millisecond
+	// MinTBFBurst is the smallest TBF burst accepted: one full-size
+	// Ethernet frame (a packet larger than the burst is dropped).
+	MinTBFBurst tbf.Size = 1514
+)
+
+var (
+	htbOnlyKeys = []string{"default_tier", "default_rate", "default_ceil", "leaf_qdisc", "leaf_limit"}
+	tbfOnlyKeys = []string{"burst", "latency", "peakrate", "mtu"}
+)
+
+// decodeInterfaces reads every [[interface]] and checks that each
+// (name, direction) and each IFB appears once.
+func decodeInterfaces(rt *table, tiers []Tier) []Interface {
+	entries, ok := rt.tables("interface")
+	if !ok {
+		rt.f.errf("interface", "no [[interface]] is configured")
+		return nil
+	}
+	var out []Interface
+	paths := []string{}
+	for _, t := range entries {
+		out = append(out, decodeInterface(t, tiers))
+		paths = append(paths, t.path)
+	}
+	f := rt.f
+	// Each interface once per direction.
+	seen := map[string]int{}
+	for i, in := range out {
+		if in.Name == "" {
+			continue
+		}
+		k := in.Name + "\x00" + string(in.Direction)
+		if j, dup := seen[k]; dup {
+			f.errf(paths[i]+".name", "interface %q is already shaped in direction %s by %s at %s",
+				in.Name, in.Direction, paths[j], f.where(paths[j]+".name"))
+			continue
+		}
+		seen[k] = i
+	}
+	// IFB devices: unique, and not a managed interface.
+	names := map[string]bool{}
+	for _, in := range out {
+		names[in.Name] = true
+	}
+	ifbs := map[string]int{}
+	for i, in := range out {
+		if in.IFB == "" {
+			continue
+		}
+		key := paths[i] + ".ifb"
+		if !entries[i].has("ifb") {
+			key = paths[i] + ".name"
+		}
+		hint := ""
+		if !entries[i].has("ifb") {
+			hint = fmt.Sprintf(" (the default for %q; set ifb to another name)", in.Name)
+		}
+		if j, dup := ifbs[in.IFB]; dup {
+			f.errf(key, "IFB device %q is also used by %s at %s%s", in.IFB, paths[j], f.where(paths[j]), hint)
+			continue
+		}
+		if names[in.IFB] {
+			f.errf(key, "IFB device %q is also the name of a shaped interface%s", in.IFB, hint)
+		}
+		ifbs[in.IFB] = i
+	}
+	return out
+}
+
+// decodeInterface reads one [[interface]].
+func decodeInterface(t *table, tiers []Tier) Interface {
+	in := Interface{Shaper: ShaperHTB, Direction: Egress}
+	t.require("name", "bandwidth")
+	if s, ok := t.str("name"); ok {
+		if err := checkIfName(s); err != nil {
+			t.errf("name", "%v", err)
+		} else {
+			in.Name = s
+		}
+	}
+	if s, ok := t.enum("shaper", string(ShaperHTB), string(ShaperTBF)); ok {
+		in.Shaper = ShaperKind(s)
+	}
+	if s, ok := t.enum("direction", string(Egress), string(Ingress)); ok {
+		in.Direction = Direction(s)
+	}
+	in.Match = MatchDst
+	if in.Direction == Ingress {
+		in.Match = MatchSrc
+	}
+	if s, ok := t.enum("match", string(MatchDst), string(MatchSrc)); ok {
+		in.Match = MatchField(s)
+	}
+	if s, ok := t.str("ifb"); ok {
+		switch err := checkIfName(s); {
+		case in.Direction != Ingress:
+			t.errf("ifb", "is only used with direction = \"ingress\"")
+		case err != nil:
+			t.errf("ifb", "%v", err)
+		case s == in.Name:
+			t.errf("ifb", "IFB device %q is the interface itself", s)
+		default:
+			in.IFB = s
+		}
+	} else if in.Direction == Ingress && in.Name != "" {
+		in.IFB = defaultIFB(in.Name)
+	}
+	in.Bandwidth, _ = t.rate("bandwidth")
+
+	// Keys of the other shaper.
+	other, otherKind := tbfOnlyKeys, ShaperTBF
+	if in.Shaper == ShaperTBF {
+		other, otherKind = htbOnlyKeys, ShaperHTB
+	}
+	for _, k := range other {
+		if t.has(k) {
+			t.allow(k)
+			t.errf(k, "is only used with shaper = %q", otherKind)
+		}
+	}
+	if in.Shaper == ShaperTBF {
+		decodeTBF(t, &in)
+	} else {
+		decodeHTB(t, &in, tiers)
+	}
+	t.finish()
+	return in
+}
+
+// decodeHTB reads the default class and leaf qdisc settings.
+func decodeHTB(t *table, in *Interface, tiers []Tier) {
+	if s, ok := t.str("default_tier"); ok {
+		if tierIndex(tiers, s) < 0 {
+			t.errf("default_tier", "unknown tier %q (%s)", s, tierList(tiers))
+		} else {
+			in.DefaultTier = s
+		}
+	}
+	rate, ceil, rateSet, ceilSet := rateCeil(t, "default_rate", "default_ceil")
+	if ceilSet && !rateSet && !t.has("default_rate") {
+		t.errf("default_ceil", "needs default_rate")
+	}
+	if rateSet {
+		in.DefaultRate, in.DefaultCeil = rate, ceil
+	} else if in.DefaultTier == "" && !t.has("default_tier") {
+		in.DefaultRate = max(in.Bandwidth/100, MinRate)
+		in.DefaultCeil = max(in.Bandwidth, in.DefaultRate)
+	}
+	if s, ok := t.str("leaf_qdisc"); ok {
+		if s == "" || strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
+			t.errf("leaf_qdisc", "%q is not a qdisc kind (such as pfifo, bfifo, fq_codel)", s)
+		} else {
+			in.LeafQdisc = s
+		}
+	}
+	if n, ok := t.integer("leaf_limit", 0, 1<<32-1); ok {
+		if in.LeafQdisc == "" && !t.has("leaf_qdisc") {
+			t.errf("leaf_limit", "needs leaf_qdisc")
+		}
+		in.LeafLimit = uint32(n)
+	}
+}
+
+// decodeTBF reads a whole-interface TBF's settings.
+func decodeTBF(t *table, in *Interface) {
+	in.Latency = DefaultLatency
+	if v, ok := t.size("burst"); ok {
+		if v < MinTBFBurst {
+			t.errf("burst", "%s is smaller than one full-size Ethernet frame (%s); larger packets would be dropped", v, MinTBFBurst)
+		}
+		in.Burst = v
+	}
+	if v, ok := t.duration("latency", time.Millisecond); ok {
+		in.Latency = v
+	}
+	if v, ok := t.rate("peakrate"); ok {
+		if in.Bandwidth != 0 && v <= in.Bandwidth {
+			t.errf("peakrate", "%s must be above bandwidth %s", v, in.Bandwidth)
+		}
+		in.PeakRate = v
+		if !t.has("mtu") {
+			t.errf("mtu", "missing required key \"mtu\" (needed with peakrate)")
+		}
+	}
+	if v, ok := t.size("mtu"); ok {
+		if !t.has("peakrate") {
+			t.errf("mtu", "is only used with peakrate")
+		} else if v == 0 {
+			t.errf("mtu", "mtu is 0")
+		}
+		in.MTU = v
+	}
+}
+
+// tierIndex returns the index of the tier called name in tiers (sorted), or -1.
+func tierIndex(tiers []Tier, name string) int {
+	i, ok := slices.BinarySearchFunc(tiers, name, func(t Tier, n string) int { return strings.Compare(t.Name, n) })
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+// tierList names the configured tiers for messages.
+func tierList(tiers []Tier) string {
+	if len(tiers) == 0 {
+		return "no tiers are configured"
+	}
+	names := make([]string, len(tiers))
+	for i, t := range tiers {
+		names[i] = t.Name
+	}
+	return "tiers: " + strings.Join(names, ", ")
+}

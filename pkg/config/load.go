@@ -1,0 +1,105 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Load reads the main configuration file at path and the users file it
+// names, validates both and returns the Plan. On any problem it returns a
+// nil Plan and an *Errors listing every problem found in both files, each
+// with file, line and column.
+func Load(path string) (*Plan, error) {
+	return load(path, os.ReadFile, func(rel string) string {
+		if filepath.IsAbs(rel) {
+			return rel
+		}
+		return filepath.Join(filepath.Dir(path), rel)
+	})
+}
+
+// LoadFS is Load on a file system: name and the users file (relative to
+// name's directory; an absolute users_file is looked up without its
+// leading slash) are read from fsys.
+func LoadFS(fsys fs.FS, name string) (*Plan, error) {
+	return load(name, func(n string) ([]byte, error) { return fs.ReadFile(fsys, n) }, func(rel string) string {
+		if path.IsAbs(rel) {
+			return path.Clean(rel[1:])
+		}
+		return path.Join(path.Dir(name), rel)
+	})
+}
+
+// Check validates the configuration at path like Load and returns every
+// problem (nil when it is valid), sorted by file, line and column; each
+// formats as FILE:LINE:COL: KEY: MSG. It is what `shaperd --check` prints.
+func Check(path string) []Error {
+	_, err := Load(path)
+	var errs *Errors
+	if errors.As(err, &errs) {
+		return errs.List
+	}
+	return nil
+}
+
+// load reads the main file with read, resolves the users file with
+// resolve, and validates everything.
+func load(mainPath string, read func(string) ([]byte, error), resolve func(string) string) (*Plan, error) {
+	c := &collector{order: map[string]int{mainPath: 0}}
+	root, mf, ok := parseFile(mainPath, read, c)
+	if !ok {
+		return nil, c.result()
+	}
+	plan := &Plan{Path: mainPath}
+	rt := mf.table("", root)
+	plan.Daemon = decodeDaemon(rt)
+	plan.Policy = decodePolicy(rt)
+	plan.Tiers = decodeTiers(rt)
+	plan.Interfaces = decodeInterfaces(rt, plan.Tiers)
+	rt.finish()
+
+	plan.UsersPath = resolve(plan.Daemon.UsersFile)
+	if _, dup := c.order[plan.UsersPath]; dup {
+		mf.errf("daemon.users_file", "the users file must not be the main file")
+	} else {
+		c.order[plan.UsersPath] = 1
+		users, uf, ok := parseFile(plan.UsersPath, read, c)
+		if ok {
+			ut := uf.table("", users)
+			plan.Users = decodeUsers(ut, plan.Tiers)
+			ut.finish()
+		}
+	}
+	if errs := c.result(); errs != nil {
+		return nil, errs
+	}
+	return plan, nil
+}
+
+// parseFile reads and parses one TOML file into a map, reporting an
+// unreadable file or a syntax error.
+func parseFile(name string, read func(string) ([]byte, error), c *collector) (map[string]any, *file, bool) {
+	f := &file{name: name, c: c}
+	data, err := read(name)
+	if err != nil {
+		c.add(Error{File: name, Msg: err.Error()})
+		return nil, f, false
+	}
+	var m map[string]any
+	if _, err := toml.Decode(string(data), &m); err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			c.add(Error{File: name, Line: max(pe.Position.Line, 1), Col: max(pe.Position.Col, 1), Msg: pe.Message})
+		} else {
+			c.add(Error{File: name, Line: 1, Col: 1, Msg: err.Error()})
+		}
+		return nil, f, false
+	}
+	f.pos = keyPositions(data)
+	return m, f, true
+}

@@ -1,0 +1,213 @@
+package config
+
+import (
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// Plan is a validated configuration with every default filled in.
+// Interfaces and Users keep file order; Tiers are sorted by name.
+type Plan struct {
+	// Path is the main file as Load was given it; UsersPath is the users
+	// file (daemon.users_file joined to Path's directory unless absolute).
+	Path, UsersPath string
+	Daemon          Daemon
+	Policy          Policy
+	Interfaces      []Interface
+	Tiers           []Tier
+	Users           []User
+}
+
+// Daemon is the [daemon] table.
+type Daemon struct {
+	// Socket is the control socket's path. Default /run/shaperd/shaperd.sock.
+	Socket string
+	// SocketGroup is the group that may use the socket (mode 0660); empty:
+	// only root (mode 0600). Default empty.
+	SocketGroup string
+	// StateDir keeps state across restarts. Default /var/lib/shaperd.
+	StateDir string
+	// Metrics is the host:port of the Prometheus endpoint; empty disables
+	// it. Default empty (off).
+	Metrics string
+	// ReconcileInterval is how often the kernel is dumped, diffed and
+	// repaired. Default 5s; at least 100ms.
+	ReconcileInterval time.Duration
+	// UsersFile is daemon.users_file as written (default "users.toml");
+	// Plan.UsersPath is the resolved path.
+	UsersFile string
+	// LogLevel is daemon.log_level: debug, info (default), warn or error.
+	LogLevel slog.Level
+}
+
+// Policy is the [policy] table.
+type Policy struct {
+	// Interval is the policy tick. Default 1s; more than 0.
+	Interval time.Duration
+	// Ramp is the default duration of a smooth rate change; 0 changes at
+	// once. Default 2s.
+	Ramp time.Duration
+	// SmoothWindow: after a decrease, keep at most new_rate*SmoothWindow of
+	// burst. Default 1s; 0 disables the limit.
+	SmoothWindow time.Duration
+	// Location is the time zone schedules and quota periods are read in.
+	// policy.timezone: "local" (default), "UTC" or an IANA name.
+	Location *time.Location
+}
+
+// ShaperKind is interface.shaper. Its values equal model.ShaperKind's.
+type ShaperKind string
+
+// Shaper kinds.
+const (
+	ShaperHTB ShaperKind = "htb" // per-user classes (default)
+	ShaperTBF ShaperKind = "tbf" // one token bucket for the whole interface
+)
+
+// Direction is interface.direction. Its values equal model.Direction's.
+type Direction string
+
+// Directions.
+const (
+	Egress  Direction = "egress"  // leaving the interface (default; downloads on a LAN port)
+	Ingress Direction = "ingress" // arriving, shaped on an IFB device (uploads)
+)
+
+// MatchField is interface.match. Its values equal model.MatchField's.
+type MatchField string
+
+// Match fields.
+const (
+	MatchDst MatchField = "dst" // the user's address is the destination (default for egress)
+	MatchSrc MatchField = "src" // the user's address is the source (default for ingress)
+)
+
+// Interface is one [[interface]] entry. The same Name may appear once per
+// Direction.
+type Interface struct {
+	// Name is the Linux interface (at most 15 bytes).
+	Name      string
+	Shaper    ShaperKind
+	Direction Direction
+	// IFB is the IFB device for Ingress: interface.ifb or "ifb-"+Name cut
+	// to 15 bytes. Unique among IFBs and not the name of a managed
+	// interface. Empty for Egress.
+	IFB string
+	// Bandwidth is the root class's rate and ceil (HTB) or the TBF rate.
+	Bandwidth tbf.Rate
+	Match     MatchField
+
+	// HTB only. Unclassified traffic goes to a default class. DefaultTier
+	// names the tier whose (scheduled) rates it gets; DefaultRate and
+	// DefaultCeil, when non-zero, are fixed values that take precedence.
+	// With neither set, DefaultRate is Bandwidth/100 (at least 8bit) and
+	// DefaultCeil is Bandwidth. So DefaultTier != "" || DefaultRate != 0.
+	// DefaultCeil >= DefaultRate whenever DefaultRate != 0.
+	DefaultTier              string
+	DefaultRate, DefaultCeil tbf.Rate
+	// LeafQdisc is the kind of qdisc under every user class ("pfifo",
+	// "bfifo", "fq_codel", ...); empty: the kernel's default. Any kind is
+	// accepted here; the running kernel may refuse it.
+	LeafQdisc string
+	// LeafLimit is the leaf qdisc's limit (packets for pfifo, bytes for
+	// bfifo); 0: the kernel's default.
+	LeafLimit uint32
+
+	// TBF only. Burst is the bucket size (0: a default from the rate; else
+	// at least 1514b), Latency bounds queueing (limit = rate*latency +
+	// burst; default 50ms), PeakRate (0: none; else above Bandwidth) needs
+	// MTU (the peak bucket's size).
+	Burst    tbf.Size
+	Latency  time.Duration
+	PeakRate tbf.Rate
+	MTU      tbf.Size
+}
+
+// Tier is one [tiers.NAME] table with its values resolved: Ceil >= Rate,
+// UploadCeil >= UploadRate, all at least 8bit.
+type Tier struct {
+	Name string
+	// Rate and Ceil apply on Egress interfaces (downloads); Ceil defaults
+	// to Rate.
+	Rate, Ceil tbf.Rate
+	// UploadRate and UploadCeil apply on Ingress interfaces; they default
+	// to Rate and Ceil.
+	UploadRate, UploadCeil tbf.Rate
+	// Burst and CBurst are HTB bucket sizes; 0: the default for the rate.
+	Burst, CBurst tbf.Size
+	// Prio is the HTB priority, 0 (first) to 7. Default 0.
+	Prio uint32
+	// AggregateRate/AggregateCeil (Egress) and AggregateUploadRate/
+	// AggregateUploadCeil (Ingress, defaulting to the Egress values) make
+	// a parent class that all of the tier's users share; 0: no such class.
+	AggregateRate, AggregateCeil             tbf.Rate
+	AggregateUploadRate, AggregateUploadCeil tbf.Rate
+	// Schedules replace the tier's rates during their windows; the first
+	// one that contains the time applies.
+	Schedules []Schedule
+	// Quota, when non-zero, is the bytes a user of this tier may move
+	// (sent and received, all interfaces) per QuotaPeriod; beyond it the
+	// user gets OverQuotaRate/OverQuotaCeil in both directions until the
+	// period ends.
+	Quota                        tbf.Size
+	QuotaPeriod                  Period
+	OverQuotaRate, OverQuotaCeil tbf.Rate
+}
+
+// Period is a quota period; periods start at midnight in Policy.Location,
+// weeks on Monday, months on the 1st.
+type Period string
+
+// Quota periods.
+const (
+	PeriodDay   Period = "day"
+	PeriodWeek  Period = "week"
+	PeriodMonth Period = "month" // the default
+)
+
+// User is one [[user]] entry of the users file.
+type User struct {
+	// Name follows the name rule ([a-z0-9_-]+, at most 64 bytes) and is unique.
+	Name string
+	// Tier names an existing tier.
+	Tier string
+	// Prefixes are the user's addresses, masked; a bare address is a /32
+	// or /128. No prefix overlaps another user's (or another of the same
+	// user's).
+	Prefixes []netip.Prefix
+	// Rate/Ceil and UploadRate/UploadCeil override the tier's (scheduled)
+	// values; 0 keeps the tier's. When a rate is set and its ceil is not,
+	// the ceiling is the larger of that rate and the tier's ceil. When
+	// both are set, ceil >= rate.
+	Rate, Ceil             tbf.Rate
+	UploadRate, UploadCeil tbf.Rate
+}
+
+// Tier returns the tier called name.
+func (p *Plan) Tier(name string) (*Tier, bool) {
+	i := tierIndex(p.Tiers, name)
+	if i < 0 {
+		return nil, false
+	}
+	return &p.Tiers[i], true
+}
+
+// Rates returns the tier's rate and ceil for direction d.
+func (t *Tier) Rates(d Direction) (rate, ceil tbf.Rate) {
+	if d == Ingress {
+		return t.UploadRate, t.UploadCeil
+	}
+	return t.Rate, t.Ceil
+}
+
+// AggregateRates returns the tier's aggregate rate and ceil for direction
+// d; 0, 0 when the tier has no aggregate class.
+func (t *Tier) AggregateRates(d Direction) (rate, ceil tbf.Rate) {
+	if d == Ingress {
+		return t.AggregateUploadRate, t.AggregateUploadCeil
+	}
+	return t.AggregateRate, t.AggregateCeil
+}

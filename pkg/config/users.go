@@ -1,0 +1,115 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// decodeUsers reads every [[user]] of the users file and checks names,
+// tiers and that no two addresses overlap.
+func decodeUsers(ut *table, tiers []Tier) []User {
+	entries, ok := ut.tables("user")
+	if !ok {
+		return nil
+	}
+	f := ut.f
+	users := make([]User, 0, len(entries))
+	var addrs []addrEntry
+	first := map[string]string{} // name -> path of its first entry
+	for i, t := range entries {
+		u := decodeUser(t, tiers)
+		if u.Name != "" {
+			if p, dup := first[u.Name]; dup {
+				f.errf(t.key("name"), "duplicate user %q (first defined by %s at %s)", u.Name, p, f.where(p+".name"))
+			} else {
+				first[u.Name] = t.path
+			}
+		}
+		for j, p := range u.Prefixes {
+			addrs = append(addrs, addrEntry{prefix: p, user: i, path: index(t.key("addresses"), j)})
+		}
+		users = append(users, u)
+	}
+	for _, o := range overlaps(addrs) {
+		a, b := addrs[o[0]], addrs[o[1]]
+		if f.at(b.path).Line < f.at(a.path).Line {
+			a, b = b, a
+		}
+		owner := fmt.Sprintf("user %q", users[a.user].Name)
+		if a.user == b.user {
+			owner = "another address of the same user"
+		}
+		f.errf(b.path, "%s overlaps %s of %s at %s", b.prefix, a.prefix, owner, f.where(a.path))
+	}
+	return users
+}
+
+// decodeUser reads one [[user]].
+func decodeUser(t *table, tiers []Tier) User {
+	var u User
+	t.require("name", "tier", "addresses")
+	if s, ok := t.str("name"); ok {
+		if validName(s) {
+			u.Name = s
+		} else {
+			t.errf("name", "user name %q is not valid: use %s", s, NameRule)
+		}
+	}
+	if s, ok := t.str("tier"); ok {
+		if tierIndex(tiers, s) < 0 {
+			t.errf("tier", "unknown tier %q for user %q (%s)", s, u.Name, tierList(tiers))
+		} else {
+			u.Tier = s
+		}
+	}
+	if addrs, ok := t.strs("addresses"); ok {
+		if len(addrs) == 0 && len(t.m["addresses"].([]any)) == 0 {
+			t.errf("addresses", "no addresses given")
+		}
+		for i, a := range addrs {
+			p, err := parseAddress(a)
+			if err != nil {
+				t.f.errf(index(t.key("addresses"), i), "%v", err)
+				continue
+			}
+			u.Prefixes = append(u.Prefixes, p)
+		}
+	}
+	u.Rate, u.Ceil, _, _ = rateCeil(t, "rate", "ceil")
+	if !t.has("ceil") {
+		u.Ceil = 0
+	}
+	u.UploadRate, u.UploadCeil, _, _ = rateCeil(t, "upload_rate", "upload_ceil")
+	if !t.has("upload_ceil") {
+		u.UploadCeil = 0
+	}
+	t.finish()
+	return u
+}
+
+// parseAddress reads an IP address (a /32 or /128) or a CIDR prefix
+// without host bits.
+func parseAddress(s string) (netip.Prefix, error) {
+	var p netip.Prefix
+	if strings.Contains(s, "/") {
+		var err error
+		p, err = netip.ParsePrefix(s)
+		if err != nil {
+			return p, fmt.Errorf("%q is not an IP address or CIDR prefix", s)
+		}
+		if p.Masked() != p {
+			return p, fmt.Errorf("%s has bits set after the prefix length (did you mean %s?)", s, p.Masked())
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return p, fmt.Errorf("%q is not an IP address or CIDR prefix", s)
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
+	}
+	if p.Addr().Is4In6() {
+		return p, fmt.Errorf("%s is an IPv4-mapped IPv6 address: write the IPv4 address", s)
+	}
+	return p, nil
+}

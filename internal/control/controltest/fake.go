@@ -1,0 +1,211 @@
+// Package controltest provides a fake control.Service and a helper that
+// serves one on a real unix socket, for tests of the control API's users.
+package controltest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/control"
+)
+
+// Fake is an in-memory Service. Targets it knows are the users, "tier:"
+// tiers and "iface:" interfaces of its Status; others give a
+// *control.NotFoundError. Set the Err fields to make calls fail.
+type Fake struct {
+	mu sync.Mutex
+	// State is what Status returns (a copy each time).
+	State control.Status
+	// DefaultRamp is reported by SetRate when the request gives none.
+	DefaultRamp time.Duration
+	// Now stamps Status.Generated and override expiries; nil: a fixed time.
+	Now func() time.Time
+	// StatusErr, SetRateErr, ClearErr, ReloadErr are returned when set.
+	StatusErr, SetRateErr, ClearErr, ReloadErr error
+	// Calls records the method calls in order ("status", "set-rate alice", ...).
+	Calls []string
+	// SetRates records the SetRate requests received.
+	SetRates []control.SetRateRequest
+}
+
+var _ control.Service = (*Fake)(nil)
+
+func (f *Fake) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+}
+
+// Status returns a copy of State stamped with the fake's clock.
+func (f *Fake) Status(ctx context.Context) (*control.Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, "status")
+	if f.StatusErr != nil {
+		return nil, f.StatusErr
+	}
+	st := f.State
+	st.Interfaces = slices.Clone(st.Interfaces)
+	st.Users = slices.Clone(st.Users)
+	st.Generated = f.now()
+	return &st, nil
+}
+
+// SetRate records req and applies it to the matching users' effective rates.
+func (f *Fake) SetRate(ctx context.Context, req control.SetRateRequest) (*control.SetRateResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, "set-rate "+req.Target)
+	f.SetRates = append(f.SetRates, req)
+	if f.SetRateErr != nil {
+		return nil, f.SetRateErr
+	}
+	users, err := f.match(req.Target)
+	if err != nil {
+		return nil, err
+	}
+	ceil := req.Rate
+	if req.Ceil != nil {
+		ceil = *req.Ceil
+	}
+	resp := &control.SetRateResponse{Target: req.Target, Users: users, Rate: req.Rate, Ceil: ceil, Ramp: control.Duration(f.DefaultRamp)}
+	if req.Ramp != nil {
+		resp.Ramp = *req.Ramp
+	}
+	if req.For != nil {
+		until := f.now().Add(req.For.Std())
+		resp.Until = &until
+	}
+	for i := range f.State.Users {
+		if slices.Contains(users, f.State.Users[i].Name) {
+			f.State.Users[i].EffectiveRate, f.State.Users[i].EffectiveCeil = req.Rate, ceil
+			f.State.Users[i].Reason = "override"
+		}
+	}
+	return resp, nil
+}
+
+// Clear records the call and checks the target exists.
+func (f *Fake) Clear(ctx context.Context, target string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, "clear "+target)
+	if f.ClearErr != nil {
+		return f.ClearErr
+	}
+	_, err := f.match(target)
+	return err
+}
+
+// Reload records the call and returns ReloadErr.
+func (f *Fake) Reload(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, "reload")
+	return f.ReloadErr
+}
+
+// CallLog returns a copy of Calls.
+func (f *Fake) CallLog() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.Calls)
+}
+
+// match returns the names of the users a target selects.
+func (f *Fake) match(target string) ([]string, error) {
+	t, err := control.ParseTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	var users []string
+	for _, u := range f.State.Users {
+		switch {
+		case t.Kind == control.TargetUser && u.Name == t.Name,
+			t.Kind == control.TargetTier && u.Tier == t.Name,
+			t.Kind == control.TargetIface && u.Interface == t.Name:
+			if !slices.Contains(users, u.Name) {
+				users = append(users, u.Name)
+			}
+		}
+	}
+	if len(users) == 0 {
+		return nil, &control.NotFoundError{Target: target}
+	}
+	return users, nil
+}
+
+// Serve serves svc on a new socket in a fresh temporary directory and
+// returns the socket's path; the server is shut down when the test ends
+// (and the test fails if Serve returned an error).
+func Serve(t testing.TB, svc control.Service) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.sock")
+	l, err := control.Listen(path, "")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	return ServeOn(t, svc, l)
+}
+
+// ServeOn serves svc on l until the test ends and returns l's address.
+func ServeOn(t testing.TB, svc control.Service, l net.Listener) string {
+	t.Helper()
+	srv := control.NewServer(svc, nil)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return l.Addr().String()
+}
+
+// Sample returns a status with two interfaces and three users: alice
+// (gold, on lan0 and upload wan0-ingress), bob (silver, ramping) and carol
+// (bronze, over quota), with distinct throughputs (bob heaviest).
+func Sample() control.Status {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	return control.Status{
+		Interfaces: []control.InterfaceStatus{
+			{Name: "lan0", Device: "lan0", Shaper: "htb", Direction: "egress", Bandwidth: 1_000_000_000,
+				Users: []string{"alice", "bob", "carol"},
+				Tiers: []control.TierStatus{{Name: "bronze", Rate: 5e6, Ceil: 10e6}, {Name: "gold", Rate: 50e6, Ceil: 100e6}, {Name: "silver", Rate: 20e6, Ceil: 40e6}}},
+			{Name: "wan0", Device: "ifb-wan0", Shaper: "htb", Direction: "ingress", Bandwidth: 100_000_000,
+				Users: []string{"alice"},
+				Tiers: []control.TierStatus{{Name: "gold", Rate: 10e6, Ceil: 20e6}}},
+		},
+		Users: []control.UserStatus{
+			{Name: "alice", Tier: "gold", Interface: "lan0", Rate: 50e6, Ceil: 100e6, EffectiveRate: 50e6, EffectiveCeil: 60e6,
+				Reason: "schedule peak", Throughput: 9_873_456, Bytes: 1_234_567_890, Drops: 12},
+			{Name: "alice", Tier: "gold", Interface: "wan0", Rate: 10e6, Ceil: 20e6, EffectiveRate: 10e6, EffectiveCeil: 20e6,
+				Reason: "tier", Throughput: 1_500_000, Bytes: 98_765, Drops: 0},
+			{Name: "bob", Tier: "silver", Interface: "lan0", Rate: 20e6, Ceil: 40e6, EffectiveRate: 3e6, EffectiveCeil: 3e6,
+				Reason: "override until 12:00", Throughput: 35_120_000, Bytes: 5_000_000_000, Drops: 3456,
+				Ramp: &control.RampStatus{From: 40e6, To: 3e6, Until: t0.Add(2 * time.Second)}},
+			{Name: "carol", Tier: "bronze", Interface: "lan0", Rate: 5e6, Ceil: 10e6, EffectiveRate: 1e6, EffectiveCeil: 1e6,
+				Reason: "quota exceeded", Throughput: 999_000, Bytes: 10_737_418_240, Drops: 0,
+				Quota: &control.QuotaStatus{Used: 10_737_418_240, Limit: 10_737_418_240, PeriodEnd: t0.Add(24 * time.Hour)}},
+		},
+	}
+}
+
+// String describes the fake for test failure messages.
+func (f *Fake) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fmt.Sprintf("fake{calls: %v}", f.Calls)
+}

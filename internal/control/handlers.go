@@ -1,0 +1,100 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+func (s *Server) handleStatus(ctx context.Context, _ *http.Request) (any, error) {
+	st, err := s.svc.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	if st == nil {
+		return nil, errors.New("status: the daemon returned no status")
+	}
+	return st, nil
+}
+
+func (s *Server) handleSetRate(ctx context.Context, r *http.Request) (any, error) {
+	var req SetRateRequest
+	if err := decodeBody(r.Body, &req); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	req.normalize()
+	resp, err := s.svc.SetRate(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("set-rate %s: %w", req.Target, err)
+	}
+	if resp == nil {
+		return nil, fmt.Errorf("set-rate %s: the daemon returned no answer", req.Target)
+	}
+	return resp, nil
+}
+
+func (s *Server) handleClear(ctx context.Context, r *http.Request) (any, error) {
+	var req ClearRequest
+	if err := decodeBody(r.Body, &req); err != nil {
+		return nil, err
+	}
+	if _, err := ParseTarget(req.Target); err != nil {
+		return nil, err
+	}
+	if err := s.svc.Clear(ctx, req.Target); err != nil {
+		return nil, fmt.Errorf("clear %s: %w", req.Target, err)
+	}
+	return struct{}{}, nil
+}
+
+func (s *Server) handleReload(ctx context.Context, r *http.Request) (any, error) {
+	// The body is optional ({} or nothing); read it so limits apply.
+	if _, err := io.Copy(io.Discard, r.Body); err != nil {
+		return nil, fmt.Errorf("request body: %w", err)
+	}
+	if err := s.svc.Reload(ctx); err != nil {
+		return nil, fmt.Errorf("reload: %w", err)
+	}
+	return struct{}{}, nil
+}
+
+// decodeBody decodes exactly one JSON object into v, refusing unknown fields
+// and trailing data. Errors are *BadRequestError (or *http.MaxBytesError).
+func decodeBody(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("request body larger than %d bytes: %w", mbe.Limit, err)
+		}
+		if errors.Is(err, io.EOF) {
+			return BadRequest("request body: empty; expected a JSON object")
+		}
+		return BadRequest("request body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return BadRequest("request body: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// writeJSON writes v with status. Encoding errors of our own types cannot
+// happen; a failed write means the client went away.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(ErrorResponse{Error: "encode response: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)+1))
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,28 @@
+package control
+
+import "context"
+
+// Service is what the daemon offers over the control socket. The server
+// validates requests before calling it (see SetRateRequest.Validate) and
+// maps the errors it returns to HTTP statuses:
+//
+//   - *NotFoundError: 404 (unknown target)
+//   - *BadRequestError: 400 (a request the daemon cannot honour)
+//   - *ValidationError: 422 (a reload refused; the old config stays)
+//   - ErrUnavailable, context.DeadlineExceeded: 503
+//   - anything else: 500
+//
+// Every method must honour ctx: the server cancels it when the request times
+// out or the client goes away. Methods may be called concurrently.
+type Service interface {
+	// Status returns the current state of every interface and user.
+	Status(ctx context.Context) (*Status, error)
+	// SetRate overrides a target's rates. req has been validated and
+	// req.Ceil is non-nil.
+	SetRate(ctx context.Context, req SetRateRequest) (*SetRateResponse, error)
+	// Clear removes the overrides of target (validated with ParseTarget).
+	Clear(ctx context.Context, target string) error
+	// Reload rereads the configuration and swaps it in when valid; when not,
+	// it returns a *ValidationError listing the problems and keeps the old one.
+	Reload(ctx context.Context) error
+}

@@ -1,0 +1,140 @@
+package control
+
+import (
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// Status is everything shaperctl status and top show: the managed interfaces
+// and every user's configured and effective shaping with measured traffic.
+// A user shaped on two interfaces (download and upload) appears twice in
+// Users, once per interface.
+type Status struct {
+	Interfaces []InterfaceStatus `json:"interfaces"`
+	Users      []UserStatus      `json:"users"`
+	// Generated is when the daemon assembled this status (its clock).
+	Generated time.Time `json:"generated"`
+}
+
+// InterfaceStatus is one managed interface.
+type InterfaceStatus struct {
+	// Name is the configured interface ("lan0").
+	Name string `json:"name"`
+	// Device carries the shaper: Name for egress, the IFB device for ingress.
+	Device    string           `json:"device"`
+	Shaper    model.ShaperKind `json:"shaper"`
+	Direction model.Direction  `json:"direction"`
+	// Bandwidth is the interface's configured capacity ("1gbit").
+	Bandwidth tbf.Rate `json:"bandwidth"`
+	// Users names the users shaped on this interface, sorted.
+	Users []string `json:"users"`
+	// Tiers are the tiers in use on this interface, with their rates for this
+	// interface's direction.
+	Tiers []TierStatus `json:"tiers"`
+}
+
+// TierStatus is one tier's plan on one interface (upload rates on ingress
+// interfaces, download rates on egress ones).
+type TierStatus struct {
+	Name string `json:"name"`
+	// Rate is guaranteed to each user of the tier, Ceil is what each may
+	// borrow up to, as configured (schedules and overrides not applied).
+	Rate tbf.Rate `json:"rate"`
+	Ceil tbf.Rate `json:"ceil"`
+}
+
+// UserStatus is one user on one interface.
+type UserStatus struct {
+	Name      string `json:"name"`
+	Tier      string `json:"tier"`
+	Interface string `json:"interface"`
+	// Rate and Ceil are configured (tier or per-user settings).
+	Rate tbf.Rate `json:"rate"`
+	Ceil tbf.Rate `json:"ceil"`
+	// EffectiveRate and EffectiveCeil are in force now, after schedules,
+	// overrides, quotas and ramps.
+	EffectiveRate tbf.Rate `json:"effective_rate"`
+	EffectiveCeil tbf.Rate `json:"effective_ceil"`
+	// Reason says why the effective rates are what they are, for people:
+	// "tier", "schedule peak", "override until 12:00", "quota exceeded".
+	Reason string `json:"reason"`
+	// Throughput is the measured rate in bits/s over the daemon's last
+	// sampling interval (from the kernel's class byte counters); 0 when
+	// nothing was measured yet.
+	Throughput tbf.Rate `json:"throughput"`
+	// Bytes and Drops are the kernel's counters for the user's class: bytes
+	// sent and packets dropped since the class was created.
+	Bytes uint64 `json:"bytes"`
+	Drops uint64 `json:"drops"`
+	// Ramp is set while the effective ceiling moves smoothly to a new value.
+	Ramp *RampStatus `json:"ramp,omitempty"`
+	// Quota is set for users with a data quota.
+	Quota *QuotaStatus `json:"quota,omitempty"`
+}
+
+// RampStatus is a smooth change in progress: the effective ceiling goes from
+// From to To, arriving at Until.
+type RampStatus struct {
+	From  tbf.Rate  `json:"from"`
+	To    tbf.Rate  `json:"to"`
+	Until time.Time `json:"until"`
+}
+
+// QuotaStatus is a user's data quota: Used of Limit bytes in the period
+// ending at PeriodEnd.
+type QuotaStatus struct {
+	Used      uint64    `json:"used"`
+	Limit     uint64    `json:"limit"`
+	PeriodEnd time.Time `json:"period_end"`
+}
+
+// SetRateRequest asks for an override of a target's rates.
+//
+// Target is a user name, "tier:NAME" (every user of the tier) or
+// "iface:NAME" (every user on the interface). Rate is guaranteed and must be
+// positive. Ceil is the most the target may borrow up to; nil means Rate
+// (the server fills it in, so a Service always sees a non-nil Ceil), and it
+// must not be below Rate. Ramp is how long the change takes: nil means the
+// policy's default ramp, 0 at once. For is how long the override lasts: nil
+// until it is cleared; when set it must be positive.
+type SetRateRequest struct {
+	Target string    `json:"target"`
+	Rate   tbf.Rate  `json:"rate"`
+	Ceil   *tbf.Rate `json:"ceil,omitempty"`
+	Ramp   *Duration `json:"ramp,omitempty"`
+	For    *Duration `json:"for,omitempty"`
+}
+
+// SetRateResponse says what a set-rate did.
+type SetRateResponse struct {
+	// Target is the request's target; Users are the users it affected.
+	Target string   `json:"target"`
+	Users  []string `json:"users"`
+	// Rate and Ceil are the override now in force (the ramp's destination).
+	Rate tbf.Rate `json:"rate"`
+	Ceil tbf.Rate `json:"ceil"`
+	// Ramp is the ramp duration applied (the policy default when the request
+	// gave none); 0 means at once.
+	Ramp Duration `json:"ramp"`
+	// Until is when the override expires; nil until cleared.
+	Until *time.Time `json:"until,omitempty"`
+}
+
+// ClearRequest removes the overrides of a target (same forms as
+// SetRateRequest.Target); the target returns to its plan.
+type ClearRequest struct {
+	Target string `json:"target"`
+}
+
+// ErrorResponse is the body of every 4xx/5xx answer.
+type ErrorResponse struct {
+	// Error is a message for people, saying what went wrong and what to do.
+	Error string `json:"error"`
+	// Target is the unknown target of a 404.
+	Target string `json:"target,omitempty"`
+	// Problems lists the configuration errors of a refused reload (422),
+	// one "file:line:col: message" each.
+	Problems []string `json:"problems,omitempty"`
+}

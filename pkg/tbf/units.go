@@ -3,6 +3,7 @@ package tbf
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -37,8 +38,14 @@ const (
 // it to the kernel (1 bit/s becomes 0 bytes/s).
 func (r Rate) BytesPerSecond() uint64 { return uint64(r) / 8 }
 
-// RateFromBytes returns the rate of n bytes per second.
-func RateFromBytes(n uint64) Rate { return Rate(n * 8) }
+// RateFromBytes returns the rate of n bytes per second. Above 2^61-1 B/s
+// the bit rate does not fit in 64 bits and saturates at the largest Rate.
+func RateFromBytes(n uint64) Rate {
+	if n > math.MaxUint64/8 {
+		return Rate(math.MaxUint64)
+	}
+	return Rate(n * 8)
+}
 
 // unit is one suffix with its scale in the base unit (bits for rates, bytes
 // for sizes).
@@ -212,6 +219,12 @@ func splitNumber(s string) (decimal, string, error) {
 			hi, lo := bits.Mul64(d.digits, 10)
 			sum, carry := bits.Add64(lo, uint64(c-'0'), 0)
 			if hi != 0 || carry != 0 {
+				if seenDot && c == '0' {
+					continue // a trailing fractional zero does not change the value
+				}
+				if seenDot {
+					return decimal{}, "", errors.New("too many significant digits")
+				}
 				return decimal{}, "", ErrOverflow
 			}
 			d.digits = sum
@@ -233,6 +246,10 @@ done:
 
 // scale returns d * scale / div, which must be a whole number that fits in 64 bits.
 func (d decimal) scale(scale, div uint64) (uint64, error) {
+	for d.frac > 0 && d.digits%10 == 0 { // "1.50" is "1.5": fewer decimal places to scale
+		d.digits /= 10
+		d.frac--
+	}
 	hi, lo := bits.Mul64(d.digits, scale)
 	den := div
 	for i := 0; i < d.frac; i++ {

@@ -41,7 +41,7 @@ func decodeInterfaces(rt *table, tiers []Tier) []Interface {
 	// Each interface once per direction.
 	seen := map[string]int{}
 	for i, in := range out {
-		if in.Name == "" {
+		if in.Name == "" || in.Direction == "" {
 			continue
 		}
 		k := in.Name + "\x00" + string(in.Direction)
@@ -57,7 +57,7 @@ func decodeInterfaces(rt *table, tiers []Tier) []Interface {
 	for _, in := range out {
 		names[in.Name] = true
 	}
-	ifbs := map[string]int{}
+	ifbs := map[string]string{} // IFB -> key path that names it
 	for i, in := range out {
 		if in.IFB == "" {
 			continue
@@ -70,14 +70,14 @@ func decodeInterfaces(rt *table, tiers []Tier) []Interface {
 		if !entries[i].has("ifb") {
 			hint = fmt.Sprintf(" (the default for %q; set ifb to another name)", in.Name)
 		}
-		if j, dup := ifbs[in.IFB]; dup {
-			f.errf(key, "IFB device %q is also used by %s at %s%s", in.IFB, paths[j], f.where(paths[j]), hint)
+		if other, dup := ifbs[in.IFB]; dup {
+			f.errf(key, "IFB device %q is also used by %s at %s%s", in.IFB, other[:strings.LastIndexByte(other, '.')], f.where(other), hint)
 			continue
 		}
 		if names[in.IFB] {
 			f.errf(key, "IFB device %q is also the name of a shaped interface%s", in.IFB, hint)
 		}
-		ifbs[in.IFB] = i
+		ifbs[in.IFB] = key
 	}
 	return out
 }
@@ -98,6 +98,8 @@ func decodeInterface(t *table, tiers []Tier) Interface {
 	}
 	if s, ok := t.enum("direction", string(Egress), string(Ingress)); ok {
 		in.Direction = Direction(s)
+	} else if t.has("direction") {
+		in.Direction = "" // invalid: reported; no duplicate check
 	}
 	in.Match = MatchDst
 	if in.Direction == Ingress {
@@ -194,7 +196,7 @@ func decodeTBF(t *table, in *Interface) {
 		}
 		in.PeakRate = v
 		if !t.has("mtu") {
-			t.errf("mtu", "missing required key \"mtu\" (needed with peakrate)")
+			t.errf("peakrate", "needs mtu (the peak bucket's size)")
 		}
 	}
 	if v, ok := t.size("mtu"); ok {

@@ -51,7 +51,12 @@ func Check(path string) []Error {
 // resolve, and validates everything.
 func load(mainPath string, read func(string) ([]byte, error), resolve func(string) string) (*Plan, error) {
 	c := &collector{order: map[string]int{mainPath: 0}}
-	root, mf, ok := parseFile(mainPath, read, c)
+	data, err := read(mainPath)
+	if err != nil {
+		c.add(Error{File: mainPath, Msg: err.Error()})
+		return nil, c.result()
+	}
+	root, mf, ok := parseFile(mainPath, data, c)
 	if !ok {
 		return nil, c.result()
 	}
@@ -68,8 +73,9 @@ func load(mainPath string, read func(string) ([]byte, error), resolve func(strin
 		mf.errf("daemon.users_file", "the users file must not be the main file")
 	} else {
 		c.order[plan.UsersPath] = 1
-		users, uf, ok := parseFile(plan.UsersPath, read, c)
-		if ok {
+		if data, err := read(plan.UsersPath); err != nil {
+			mf.errf("daemon.users_file", "cannot read the users file: %v", err)
+		} else if users, uf, ok := parseFile(plan.UsersPath, data, c); ok {
 			ut := uf.table("", users)
 			plan.Users = decodeUsers(ut, plan.Tiers)
 			ut.finish()
@@ -81,15 +87,9 @@ func load(mainPath string, read func(string) ([]byte, error), resolve func(strin
 	return plan, nil
 }
 
-// parseFile reads and parses one TOML file into a map, reporting an
-// unreadable file or a syntax error.
-func parseFile(name string, read func(string) ([]byte, error), c *collector) (map[string]any, *file, bool) {
+// parseFile parses one TOML file into a map, reporting a syntax error.
+func parseFile(name string, data []byte, c *collector) (map[string]any, *file, bool) {
 	f := &file{name: name, c: c}
-	data, err := read(name)
-	if err != nil {
-		c.add(Error{File: name, Msg: err.Error()})
-		return nil, f, false
-	}
 	var m map[string]any
 	if _, err := toml.Decode(string(data), &m); err != nil {
 		var pe toml.ParseError

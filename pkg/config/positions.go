@@ -269,7 +269,7 @@ func (s *posScanner) value(path string) {
 	}
 }
 
-// multiline skips a """ or ''' string.
+// multiline skips a multi-line string (three double or three single quotes).
 func (s *posScanner) multiline(q byte) {
 	s.i += 3
 	for !s.eof() {

@@ -75,7 +75,7 @@ var dayNames = map[time.Weekday]string{
 var dayWords = map[string]Weekdays{
 	"sun": 1 << time.Sunday, "mon": 1 << time.Monday, "tue": 1 << time.Tuesday,
 	"wed": 1 << time.Wednesday, "thu": 1 << time.Thursday, "fri": 1 << time.Friday,
-	"sat": 1 << time.Saturday,
+	"sat":      1 << time.Saturday,
 	"weekdays": 1<<time.Monday | 1<<time.Tuesday | 1<<time.Wednesday | 1<<time.Thursday | 1<<time.Friday,
 	"weekend":  1<<time.Saturday | 1<<time.Sunday,
 	"all":      0x7f,

@@ -22,29 +22,17 @@ func decodeSchedule(t *table, tier *Tier, upRateSet, upCeilSet bool) (Schedule, 
 			s.Days |= w
 		}
 	}
-	for _, k := range []string{"from", "to"} {
-		v, present := t.str(k)
-		if !present {
-			continue
-		}
-		tod, err := parseTimeOfDay(v)
-		if err != nil {
-			t.errf(k, "%v", err)
-			ok = false
-			continue
-		}
-		if k == "from" {
-			s.From = tod
-		} else {
-			s.To = tod
-		}
-	}
-	if ok && s.From == 24*60 {
+	from, fromOK := scheduleTime(t, "from")
+	to, toOK := scheduleTime(t, "to")
+	s.From, s.To = from, to
+	switch {
+	case fromOK && from == 24*60:
 		t.errf("from", "from must be before 24:00")
 		ok = false
-	}
-	if ok && s.From == s.To {
-		t.errf("to", "the window is empty: from and to are both %s", s.From)
+	case fromOK && toOK && from == to:
+		t.errf("to", "the window is empty: from and to are both %s", from)
+		ok = false
+	case !fromOK || !toOK:
 		ok = false
 	}
 
@@ -97,4 +85,18 @@ func decodeSchedule(t *table, tier *Tier, upRateSet, upCeilSet bool) (Schedule, 
 		}
 	}
 	return s, ok
+}
+
+// scheduleTime reads the HH:MM time at k.
+func scheduleTime(t *table, k string) (TimeOfDay, bool) {
+	v, ok := t.str(k)
+	if !ok {
+		return 0, false
+	}
+	tod, err := parseTimeOfDay(v)
+	if err != nil {
+		t.errf(k, "%v", err)
+		return 0, false
+	}
+	return tod, true
 }

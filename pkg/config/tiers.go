@@ -118,6 +118,6 @@ func decodeQuota(t *table, tier *Tier) {
 	}
 	tier.Quota = q
 	if !rateSet && !t.has("over_quota_rate") {
-		t.errf("over_quota_rate", "missing required key \"over_quota_rate\" (needed with quota)")
+		t.errf("quota", "needs over_quota_rate (the rate beyond the quota)")
 	}
 }

@@ -33,14 +33,20 @@ func decodeUsers(ut *table, tiers []Tier) []User {
 	}
 	for _, o := range overlaps(addrs) {
 		a, b := addrs[o[0]], addrs[o[1]]
-		if f.at(b.path).Line < f.at(a.path).Line {
+		if pa, pb := f.at(a.path), f.at(b.path); pb.Line < pa.Line || pb.Line == pa.Line && pb.Col < pa.Col {
 			a, b = b, a
 		}
 		owner := fmt.Sprintf("user %q", users[a.user].Name)
 		if a.user == b.user {
-			owner = "another address of the same user"
+			owner = "the same user"
 		}
-		f.errf(b.path, "%s overlaps %s of %s at %s", b.prefix, a.prefix, owner, f.where(a.path))
+		if a.prefix == b.prefix {
+			f.errf(b.path, "%s of user %q is also an address of %s at %s",
+				showPrefix(b.prefix), users[b.user].Name, owner, f.where(a.path))
+		} else {
+			f.errf(b.path, "%s of user %q overlaps %s of %s at %s",
+				showPrefix(b.prefix), users[b.user].Name, showPrefix(a.prefix), owner, f.where(a.path))
+		}
 	}
 	return users
 }
@@ -112,4 +118,12 @@ func parseAddress(s string) (netip.Prefix, error) {
 		return p, fmt.Errorf("%s is an IPv4-mapped IPv6 address: write the IPv4 address", s)
 	}
 	return p, nil
+}
+
+// showPrefix writes a single address without its /32 or /128.
+func showPrefix(p netip.Prefix) string {
+	if p.IsSingleIP() {
+		return p.Addr().String()
+	}
+	return p.String()
 }

@@ -88,7 +88,11 @@ func (t *table) finish() {
 	known := slices.Clone(t.allowed)
 	slices.Sort(known)
 	for _, k := range unknown {
-		t.errf(k, "unknown key (allowed here: %s)", strings.Join(known, ", "))
+		if near := nearest(k, known); near != "" {
+			t.errf(k, "unknown key; did you mean %q?", near)
+		} else {
+			t.errf(k, "unknown key (allowed here: %s)", strings.Join(known, ", "))
+		}
 	}
 }
 
@@ -141,9 +145,24 @@ func (t *table) str(k string) (string, bool) {
 	return s, ok
 }
 
+// typed returns the string at k like str, naming what the string should
+// hold when it is of another type.
+func (t *table) typed(k, what string) (string, bool) {
+	t.allow(k)
+	v, ok := t.m[k]
+	if !ok {
+		return "", false
+	}
+	s, ok := v.(string)
+	if !ok {
+		t.errf(k, "must be %s (a string), not %s", what, typeName(v))
+	}
+	return s, ok
+}
+
 // rate returns the rate at k (at least MinRate).
 func (t *table) rate(k string) (tbf.Rate, bool) {
-	s, ok := t.str(k)
+	s, ok := t.typed(k, `a rate such as "10mbit"`)
 	if !ok {
 		return 0, false
 	}
@@ -187,7 +206,7 @@ func (t *table) size(k string) (tbf.Size, bool) {
 
 // duration returns the Go duration at k, which must be at least lo.
 func (t *table) duration(k string, lo time.Duration) (time.Duration, bool) {
-	s, ok := t.str(k)
+	s, ok := t.typed(k, `a duration such as "2s"`)
 	if !ok {
 		return 0, false
 	}

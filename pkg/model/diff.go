@@ -63,7 +63,7 @@ func Diff(actual, desired Tree) []Change {
 
 // differ collects the changes of each step.
 type differ struct {
-	redirAdds, qdisc, reFilterDels, reClassDels, classAdds []Change
+	redirAdds, qdisc, reFilterDels, reClassDels, classAdds  []Change
 	filterDels, filterAdds, classDels, qdiscDels, redirDels []Change
 }
 

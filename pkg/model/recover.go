@@ -16,7 +16,8 @@ import (
 // matching prefixes wins (ties: the name that sorts first); the loser, and
 // users without evidence, stay unassigned and get fresh minors from the next
 // Assign. Damaged filters count as evidence too: they still name the class.
-// The allocation cursor restarts after the highest recovered minor. Tier
+// The allocation cursor restarts after the highest user minor in actual, so
+// new users do not take over the classes of removed users. Tier
 // minors are recovered separately by RecoverTiers.
 func AssignmentFromTree(actual Tree, users map[string][]netip.Prefix) *Assignment {
 	a := NewAssignment()
@@ -43,6 +44,7 @@ func AssignmentFromTree(actual Tree, users map[string][]netip.Prefix) *Assignmen
 		}
 	}
 	a.users.settle(cands)
+	a.users.skipPast(actual.Classes)
 	return a
 }
 
@@ -86,6 +88,7 @@ func (a *Assignment) RecoverTiers(actual Tree, userTiers map[string]string) {
 		}
 	}
 	a.tiers.settle(cands)
+	a.tiers.skipPast(actual.Classes)
 }
 
 // claim is a name's best-supported minor.
@@ -133,6 +136,20 @@ func (p *pool) settle(cands []claim) {
 		p.owner[c.minor] = c.name
 	}
 	p.setCursor(0)
+}
+
+// skipPast moves the cursor past the highest minor of p's range among the
+// classes of the root qdisc, if it is not beyond it already.
+func (p *pool) skipPast(cs []Class) {
+	hi := uint16(0)
+	for _, c := range cs {
+		if m := c.Handle.Minor(); c.Handle.Major() == RootQdisc.Major() && m >= p.lo && m <= p.hi {
+			hi = max(hi, m)
+		}
+	}
+	if hi != 0 && p.next <= hi {
+		p.next = p.step(hi)
+	}
 }
 
 func classMap(cs []Class) map[Handle]*Class {

@@ -1,0 +1,302 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+func TestBuildHTBWithoutTiers(t *testing.T) {
+	tg := Targets{
+		Interface: egressSpec(),
+		Users: []UserTarget{
+			{Name: "bob", Tier: "gold", Prefixes: []netip.Prefix{pfx(t, "2001:db8::20/128"), pfx(t, "198.18.1.20/32")}, Rate: 20 * tbf.Mbit},
+			{Name: "alice", Tier: "gold", Prefixes: []netip.Prefix{pfx(t, "198.18.1.10/32")}, Rate: 10 * tbf.Mbit, Ceil: 50 * tbf.Mbit},
+		},
+	}
+	tree := mustBuild(t, tg, nil)
+	if tree.Device != "lan0" || tree.Redirect != nil {
+		t.Fatalf("device %q redirect %v, want lan0 and none", tree.Device, tree.Redirect)
+	}
+	if r := tree.Root; r == nil || r.Kind != ShaperHTB || r.Handle != RootQdisc || r.DefaultMinor != 2 || r.TBF != nil {
+		t.Fatalf("root qdisc %+v, want htb 1: default 2", tree.Root)
+	}
+	handles := []Handle{}
+	for _, c := range tree.Classes {
+		handles = append(handles, c.Handle)
+	}
+	// A fresh assignment follows sorted names: alice 1:100, bob 1:101.
+	want := []Handle{RootClass, DefaultClass, MakeHandle(1, 0x100), MakeHandle(1, 0x101)}
+	if !slices.Equal(handles, want) {
+		t.Fatalf("classes %v, want %v", handles, want)
+	}
+	root := findClass(t, tree, RootClass)
+	if root.Parent != RootQdisc || root.Rate != tbf.Gbit || root.Ceil != tbf.Gbit || root.Labels.Kind != "root" || root.Leaf != nil {
+		t.Errorf("root class %+v", root)
+	}
+	def := findClass(t, tree, DefaultClass)
+	if def.Parent != RootClass || def.Rate != 10*tbf.Mbit || def.Ceil != tbf.Gbit || def.Labels.Kind != "default" {
+		t.Errorf("default class %+v, want rate 10mbit (1%% of 1gbit) ceil 1gbit under 1:1", def)
+	}
+	alice := classOfUser(t, tree, "alice")
+	if alice.Handle != MakeHandle(1, 0x100) || alice.Parent != RootClass {
+		t.Errorf("alice at %s under %s, want 1:100 under 1:1 (gold has no aggregate)", alice.Handle, alice.Parent)
+	}
+	// 10mbit: burst max(1.25e6 B/s * 5ms, 15140) = 15140 B = 189250 ticks; quantum 1.25e6/10.
+	if alice.Burst != 15140 || alice.Buffer != 189250 || alice.Quantum != 125000 {
+		t.Errorf("alice burst %d buffer %d quantum %d, want 15140, 189250, 125000", alice.Burst, alice.Buffer, alice.Quantum)
+	}
+	if alice.Ceil != 50*tbf.Mbit || alice.CBurst != tbf.RecommendedBurst(50*tbf.Mbit) {
+		t.Errorf("alice ceil %s cburst %d", alice.Ceil, alice.CBurst)
+	}
+	if cb, _ := tbf.BufferTicks(50*tbf.Mbit, alice.CBurst); alice.CBuffer != cb {
+		t.Errorf("alice cbuffer %d, want %d", alice.CBuffer, cb)
+	}
+	if alice.Labels != (Labels{Kind: "user", Tier: "gold", User: "alice"}) {
+		t.Errorf("alice labels %+v", alice.Labels)
+	}
+	bob := classOfUser(t, tree, "bob")
+	if bob.Ceil != bob.Rate {
+		t.Errorf("bob ceil %s, want his rate %s (ceil 0 means rate)", bob.Ceil, bob.Rate)
+	}
+	// Filters: sorted, IPv4 before IPv6, each pointing to its user's class.
+	var got []string
+	for _, f := range tree.Filters {
+		if f.Match != MatchDst {
+			t.Errorf("filter %s match %s, want dst", f.Prefix, f.Match)
+		}
+		got = append(got, f.Prefix.String()+"->"+f.ClassID.String()+"/"+f.Labels.User)
+	}
+	wantF := []string{"198.18.1.10/32->1:100/alice", "198.18.1.20/32->1:101/bob", "2001:db8::20/128->1:101/bob"}
+	if !slices.Equal(got, wantF) {
+		t.Errorf("filters %v, want %v", got, wantF)
+	}
+}
+
+func TestBuildHTBWithTierAggregates(t *testing.T) {
+	tg := Targets{
+		Interface: egressSpec(),
+		Tiers:     []TierTarget{{Name: "gold", Rate: 300 * tbf.Mbit, Ceil: 500 * tbf.Mbit, Burst: 1 << 20}},
+		Users: []UserTarget{
+			{Name: "alice", Tier: "gold", Prefixes: []netip.Prefix{pfx(t, "198.18.1.10/32")}, Rate: 10 * tbf.Mbit},
+			{Name: "carol", Tier: "silver", Prefixes: []netip.Prefix{pfx(t, "198.18.1.30/32")}, Rate: 5 * tbf.Mbit},
+		},
+	}
+	tree := mustBuild(t, tg, nil)
+	gold := findClass(t, tree, MakeHandle(1, FirstTierMinor))
+	if gold.Parent != RootClass || gold.Labels != (Labels{Kind: "tier", Tier: "gold"}) || gold.Leaf != nil {
+		t.Errorf("gold class %+v", gold)
+	}
+	if gold.Burst != 1<<20 || gold.CBurst != 1<<20 || gold.Rate != 300*tbf.Mbit || gold.Ceil != 500*tbf.Mbit {
+		t.Errorf("gold rate %s ceil %s burst %d cburst %d", gold.Rate, gold.Ceil, gold.Burst, gold.CBurst)
+	}
+	if gold.Quantum != tbf.HTBQuantumMax {
+		t.Errorf("gold quantum %d, want the clamp %d", gold.Quantum, tbf.HTBQuantumMax)
+	}
+	if a := classOfUser(t, tree, "alice"); a.Parent != gold.Handle {
+		t.Errorf("alice under %s, want gold's %s", a.Parent, gold.Handle)
+	}
+	if c := classOfUser(t, tree, "carol"); c.Parent != RootClass {
+		t.Errorf("carol (tier without aggregate) under %s, want 1:1", c.Parent)
+	}
+	if len(tree.Classes) != 5 {
+		t.Errorf("%d classes, want root, default, gold, alice, carol", len(tree.Classes))
+	}
+}
+
+func TestBuildIngressLeafPrioBursts(t *testing.T) {
+	spec := egressSpec()
+	spec.Direction, spec.IFB, spec.Match = Ingress, "ifb-lan0", ""
+	spec.Leaf = &LeafQdisc{Kind: "fq_codel"}
+	spec.DefaultRate, spec.DefaultCeil = 2*tbf.Mbit, 100*tbf.Mbit
+	tg := Targets{Interface: spec, Users: []UserTarget{{
+		Name: "alice", Prefixes: []netip.Prefix{pfx(t, "198.18.2.5/28"), pfx(t, "2001:db8:1::/48")},
+		Rate: 10 * tbf.Mbit, Ceil: 20 * tbf.Mbit, Burst: 64 << 10, CBurst: 128 << 10, Prio: 3,
+	}}}
+	tree := mustBuild(t, tg, nil)
+	if tree.Device != "ifb-lan0" || tree.Redirect == nil || *tree.Redirect != (Redirect{Interface: "lan0", IFB: "ifb-lan0"}) {
+		t.Fatalf("device %q redirect %+v, want ifb-lan0 with a redirect from lan0", tree.Device, tree.Redirect)
+	}
+	a := classOfUser(t, tree, "alice")
+	if a.Burst != 64<<10 || a.CBurst != 128<<10 || a.Prio != 3 {
+		t.Errorf("alice burst %d cburst %d prio %d", a.Burst, a.CBurst, a.Prio)
+	}
+	if want, _ := tbf.BufferTicks(10*tbf.Mbit, 64<<10); a.Buffer != want {
+		t.Errorf("alice buffer %d, want %d", a.Buffer, want)
+	}
+	if a.Leaf == nil || a.Leaf.Kind != "fq_codel" {
+		t.Errorf("alice leaf %+v, want fq_codel", a.Leaf)
+	}
+	def := findClass(t, tree, DefaultClass)
+	if def.Rate != 2*tbf.Mbit || def.Ceil != 100*tbf.Mbit || def.Leaf == nil || def.Leaf.Kind != "fq_codel" {
+		t.Errorf("default class %+v", def)
+	}
+	if findClass(t, tree, RootClass).Leaf != nil {
+		t.Error("root class has a leaf qdisc")
+	}
+	if len(tree.Filters) != 2 || tree.Filters[0].Prefix != pfx(t, "198.18.2.0/28") || tree.Filters[1].Prefix != pfx(t, "2001:db8:1::/48") {
+		t.Fatalf("filters %+v, want the masked 198.18.2.0/28 then 2001:db8:1::/48", tree.Filters)
+	}
+	for _, f := range tree.Filters {
+		if f.Match != MatchSrc {
+			t.Errorf("ingress filter %s matches %s, want src by default", f.Prefix, f.Match)
+		}
+	}
+	// A pfifo leaf without a limit is the kernel's default: nil.
+	tg.Interface.Leaf = &LeafQdisc{Kind: "pfifo"}
+	if l := classOfUser(t, mustBuild(t, tg, nil), "alice").Leaf; l != nil {
+		t.Errorf("pfifo without limit gave leaf %+v, want nil", l)
+	}
+}
+
+func TestBuildTBF(t *testing.T) {
+	spec := InterfaceSpec{Name: "wan0", Shaper: ShaperTBF, Bandwidth: 100 * tbf.Mbit}
+	tg := Targets{Interface: spec, Users: manyUsers(3)}
+	ids := NewAssignment()
+	tree := mustBuild(t, tg, ids)
+	if tree.Root == nil || tree.Root.Kind != ShaperTBF || tree.Root.TBF == nil {
+		t.Fatalf("root %+v, want tbf", tree.Root)
+	}
+	// 100mbit = 12.5e6 B/s: burst 5 ms = 62500 B; limit 50 ms * rate + burst.
+	want := TBFParams{Rate: 100 * tbf.Mbit, Burst: 62500, Limit: 625000 + 62500}
+	if *tree.Root.TBF != want {
+		t.Errorf("tbf %+v, want %+v", *tree.Root.TBF, want)
+	}
+	if len(tree.Classes) != 0 || len(tree.Filters) != 0 || len(ids.Users()) != 0 {
+		t.Errorf("tbf tree has %d classes, %d filters, %d assigned users; users are ignored", len(tree.Classes), len(tree.Filters), len(ids.Users()))
+	}
+	spec.Burst, spec.Latency, spec.PeakRate = 32<<10, 10*time.Millisecond, 200*tbf.Mbit
+	tree = mustBuild(t, Targets{Interface: spec}, nil)
+	want = TBFParams{Rate: 100 * tbf.Mbit, Burst: 32 << 10, Limit: 125000 + 32<<10, PeakRate: 200 * tbf.Mbit, MTU: MaxFrame}
+	if *tree.Root.TBF != want {
+		t.Errorf("tbf %+v, want %+v", *tree.Root.TBF, want)
+	}
+	// A slow link still gets a burst of at least ten frames.
+	spec = InterfaceSpec{Name: "wan0", Shaper: ShaperTBF, Bandwidth: 64 * tbf.Kbit}
+	if b := mustBuild(t, Targets{Interface: spec}, nil).Root.TBF.Burst; b != tbf.RecommendedBurstMin {
+		t.Errorf("64kbit tbf burst %d, want %d", b, tbf.RecommendedBurstMin)
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	user := func(mod func(*UserTarget)) Targets {
+		u := UserTarget{Name: "alice", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.1.10/32")}, Rate: 10 * tbf.Mbit}
+		mod(&u)
+		return Targets{Interface: egressSpec(), Users: []UserTarget{u}}
+	}
+	spec := func(mod func(*InterfaceSpec)) Targets {
+		s := egressSpec()
+		mod(&s)
+		return Targets{Interface: s}
+	}
+	tests := []struct {
+		name string
+		tg   Targets
+		want []string // substrings of the error
+	}{
+		{"ceil below rate", user(func(u *UserTarget) { u.Ceil = 5 * tbf.Mbit }), []string{"lan0", "user alice", "ceil 5mbit is below rate 10mbit"}},
+		{"zero byte rate", user(func(u *UserTarget) { u.Rate = 7 }), []string{"user alice", "0 bytes/s"}},
+		{"invalid prefix", user(func(u *UserTarget) { u.Prefixes = []netip.Prefix{{}} }), []string{"user alice", "invalid prefix"}},
+		{"prio", user(func(u *UserTarget) { u.Prio = 8 }), []string{"user alice", "prio 8"}},
+		{"buffer overflow", user(func(u *UserTarget) { u.Rate, u.Burst = 8, 1 << 30 }), []string{"user alice", "burst 1gb", "32-bit tick"}},
+		{"unnamed user", user(func(u *UserTarget) { u.Name = "" }), []string{"user without a name"}},
+		{"bandwidth", spec(func(s *InterfaceSpec) { s.Bandwidth = 0 }), []string{"lan0", "bandwidth"}},
+		{"ingress without ifb", spec(func(s *InterfaceSpec) { s.Direction = Ingress }), []string{"lan0", "IFB"}},
+		{"shaper", spec(func(s *InterfaceSpec) { s.Shaper = "cake" }), []string{"lan0", `"cake"`}},
+		{"match", spec(func(s *InterfaceSpec) { s.Match = "both" }), []string{"lan0", `"both"`}},
+		{"default ceil", spec(func(s *InterfaceSpec) { s.DefaultRate, s.DefaultCeil = 5*tbf.Mbit, tbf.Mbit }), []string{"default class", "ceil 1mbit"}},
+		{"leaf kind", spec(func(s *InterfaceSpec) { s.Leaf = &LeafQdisc{} }), []string{"leaf qdisc without a kind"}},
+		{"tbf burst", spec(func(s *InterfaceSpec) { s.Shaper, s.Burst = ShaperTBF, 1000 }), []string{"lan0", "burst 1000b", "1514b"}},
+		{"tbf peak", spec(func(s *InterfaceSpec) { s.Shaper, s.PeakRate = ShaperTBF, tbf.Gbit }), []string{"peak rate 1gbit must be above"}},
+		{"tbf bucket too long", spec(func(s *InterfaceSpec) { s.Shaper, s.Bandwidth, s.Burst = ShaperTBF, tbf.Mbit, 1 << 20 }), []string{"4.29s"}},
+		{"tbf limit", spec(func(s *InterfaceSpec) { s.Shaper, s.Latency = ShaperTBF, time.Minute }), []string{"limit", "32-bit"}},
+		{"tier ceil", Targets{Interface: egressSpec(), Tiers: []TierTarget{{Name: "gold", Rate: 2 * tbf.Mbit, Ceil: tbf.Mbit}}}, []string{"tier gold", "ceil 1mbit"}},
+		{"duplicate tier", Targets{Interface: egressSpec(), Tiers: []TierTarget{{Name: "gold", Rate: tbf.Mbit}, {Name: "gold", Rate: tbf.Mbit}}}, []string{"tier gold", "twice"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Build(tt.tg, NewAssignment())
+			if err == nil {
+				t.Fatalf("Build succeeded, want an error containing %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestBuildDuplicatesNameBothUsers(t *testing.T) {
+	us := manyUsers(2)
+	us[1].Prefixes = append(us[1].Prefixes, us[0].Prefixes[0])
+	_, err := Build(Targets{Interface: egressSpec(), Users: us}, nil)
+	if err == nil || !strings.Contains(err.Error(), "user u00001") || !strings.Contains(err.Error(), "user u00000") {
+		t.Fatalf("error %v, want one naming u00001 and u00000", err)
+	}
+	us = manyUsers(2)
+	us[1].Name = us[0].Name
+	if _, err := Build(Targets{Interface: egressSpec(), Users: us}, nil); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("duplicate user: error %v", err)
+	}
+}
+
+func TestBuildErrorLeavesAssignment(t *testing.T) {
+	ids := NewAssignment()
+	mustBuild(t, Targets{Interface: egressSpec(), Users: manyUsers(5)}, ids)
+	before := ids.Users()
+	us := manyUsers(7)[2:]
+	us[3].Ceil = 1 // invalid
+	if _, err := Build(Targets{Interface: egressSpec(), Users: us}, ids); err == nil {
+		t.Fatal("Build with an invalid user succeeded")
+	}
+	if !maps.Equal(before, ids.Users()) {
+		t.Errorf("assignment changed by a failed Build: %v -> %v", before, ids.Users())
+	}
+}
+
+func TestBuildTooManyUsers(t *testing.T) {
+	us := manyUsers(MaxUsers + 1)
+	_, err := Build(Targets{Interface: egressSpec(), Users: us}, nil)
+	if !errors.Is(err, ErrTooManyUsers) || !strings.Contains(err.Error(), "65279") {
+		t.Fatalf("error %v, want ErrTooManyUsers stating the limit 65279", err)
+	}
+	tiers := make([]TierTarget, MaxTiers+1)
+	for i := range tiers {
+		tiers[i] = TierTarget{Name: fmt.Sprintf("t%03d", i), Rate: tbf.Mbit}
+	}
+	_, err = Build(Targets{Interface: egressSpec(), Tiers: tiers}, nil)
+	if !errors.Is(err, ErrTooManyTiers) {
+		t.Fatalf("error %v, want ErrTooManyTiers", err)
+	}
+}
+
+func TestBuildStableAcrossRebuilds(t *testing.T) {
+	ids := NewAssignment()
+	us := manyUsers(20)
+	first := mustBuild(t, Targets{Interface: egressSpec(), Users: us}, ids)
+	// Reverse the order, drop two users and add one: the others keep their classes.
+	rev := slices.Clone(us)
+	slices.Reverse(rev)
+	rev = append(rev[:3], rev[5:]...)
+	rev = append(rev, UserTarget{Name: "zed", Prefixes: []netip.Prefix{pfx(t, "198.18.9.9/32")}, Rate: tbf.Mbit})
+	second := mustBuild(t, Targets{Interface: egressSpec(), Users: rev}, ids)
+	for _, u := range rev[:len(rev)-1] {
+		if a, b := classOfUser(t, first, u.Name).Handle, classOfUser(t, second, u.Name).Handle; a != b {
+			t.Errorf("user %s moved from %s to %s", u.Name, a, b)
+		}
+	}
+	for _, c := range first.Classes {
+		if c.Labels.Kind == "user" && classOfUser(t, second, "zed").Handle == c.Handle {
+			t.Errorf("new user zed got %s, which %s had a moment ago", c.Handle, c.Labels.User)
+		}
+	}
+}

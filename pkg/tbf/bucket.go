@@ -133,7 +133,23 @@ func (b *Bucket) AllowN(n float64) bool {
 	}
 	need := n * bucketNano
 	b.mu.Lock()
-	b.advance(b.now())
+	// advance(now), by hand for the common case: this is the hot path.
+	var now time.Duration
+	if b.clock == nil {
+		now = clockNow()
+	} else {
+		now = b.clock.Now()
+	}
+	if now > b.last {
+		if b.ramp {
+			b.advanceRamp(now)
+		} else {
+			if b.tokens < b.capN { // a full bucket skips the math
+				b.tokens = min(b.tokens+b.rate*float64(now-b.last), b.capN)
+			}
+			b.last = now
+		}
+	}
 	if b.inf {
 		b.mu.Unlock()
 		return true

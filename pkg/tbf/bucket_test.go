@@ -123,7 +123,7 @@ func TestBucketRateAndCapacityEdges(t *testing.T) {
 		t.Fatal("rate 0 refilled")
 	}
 
-	b, c = newFakeBucket(math.Inf(1), 3)
+	b, _ = newFakeBucket(math.Inf(1), 3)
 	for i := range 100 {
 		if !b.AllowN(1000) {
 			t.Fatalf("infinite rate refused AllowN(1000) #%d", i)

@@ -54,7 +54,7 @@ func xmitTicks(rateBytes, size uint64) float64 {
 //
 //	ticks = ceil(1e6 * (size/rate) * 15.625)   (float64, as tc's double)
 //
-// saturated at MaxUint32 (iproute2 >= 6.17 does the same; tc then refuses a
+// saturated at MaxUint32 (iproute2 >= 6.18 does the same; tc then refuses a
 // result of MaxUint32 with "burst out of range"). Older tc and
 // vishvananda/netlink's Xmittime truncate twice instead (1e6*size/rate to an
 // integer, then the product), which gives 0 ticks for bursts under one
@@ -81,7 +81,7 @@ func xmitTime64(rateBytes, size uint64) uint32 {
 
 // XmitTimeFits reports whether XmitTime(rateBytes, size) is a real value
 // that tc would accept: the rate is not 0 and the tick count is below
-// MaxUint32. size is 64-bit as in iproute2 >= 6.17.
+// MaxUint32. size is 64-bit as in iproute2 >= 6.18.
 func XmitTimeFits(rateBytes, size uint64) bool {
 	return rateBytes != 0 && math.Ceil(xmitTicks(rateBytes, size)) < math.MaxUint32
 }
@@ -99,7 +99,7 @@ func XmitSize(rateBytes uint64, ticks uint32) uint64 {
 
 // BufferTicks is the tick value tc puts into HTB's buffer/cbuffer and TBF's
 // buffer for a burst at a rate: XmitTime(rate in bytes/s, burst), with the
-// 64-bit burst of iproute2 >= 6.17. It fails with ErrZeroByteRate for rates
+// 64-bit burst of iproute2 >= 6.18. It fails with ErrZeroByteRate for rates
 // below 8 bit/s and with ErrTicksOverflow when the buffer does not fit the
 // u32 field (burst/rate of ~274.9 s or more). For TBF, shaperd sends the
 // burst itself (TCA_TBF_BURST) and the kernel ignores these ticks except in

@@ -125,8 +125,8 @@ func (b *Bucket) Allow() bool { return b.AllowN(1) }
 
 // AllowN takes n tokens and reports true when at least n are in the bucket;
 // otherwise it takes nothing and reports false. n <= 0 always succeeds and
-// takes nothing; n > Capacity always fails unless the rate is infinite.
-// It never blocks.
+// takes nothing; n > Capacity, n = +Inf and n = NaN always fail unless the
+// rate is infinite. It never blocks.
 func (b *Bucket) AllowN(n float64) bool {
 	if n <= 0 {
 		return true
@@ -154,7 +154,7 @@ func (b *Bucket) AllowN(n float64) bool {
 		b.mu.Unlock()
 		return true
 	}
-	if b.tokens >= need {
+	if b.tokens >= need && need <= math.MaxFloat64 { // not Inf - Inf
 		b.tokens -= need
 		b.mu.Unlock()
 		return true

@@ -163,6 +163,12 @@ func TestBucketRateAndCapacityEdges(t *testing.T) {
 	if !b.AllowN(1e12) {
 		t.Fatal("infinite capacity refused a large request")
 	}
+	if b.AllowN(math.Inf(1)) {
+		t.Fatal("AllowN(+Inf) succeeded at a finite rate")
+	}
+	if got := b.Tokens(); !math.IsInf(got, 1) {
+		t.Fatalf("Tokens with infinite capacity = %v, want +Inf", got)
+	}
 }
 
 func TestBucketRamp(t *testing.T) {

@@ -23,7 +23,8 @@ var (
 // n <= 0 returns nil at once (unless ctx is already done).
 //
 // It returns an error at once when ctx is already done (ctx.Err()), when
-// n > Capacity and the rate is finite (ErrBucketCapacity), when the tokens are
+// n > Capacity, n = +Inf or n is NaN and the rate is finite
+// (ErrBucketCapacity), when the tokens are
 // short and the rate is 0, or ramps to 0 before enough have come
 // (ErrBucketNoRefill), or when ctx's deadline comes before the tokens would
 // (ErrBucketDeadline; only when the Clock has Until, as the default one does).
@@ -59,7 +60,7 @@ func (b *Bucket) Wait(ctx context.Context, n float64) error {
 			b.mu.Unlock()
 			return nil
 		}
-		if need > b.capN {
+		if !(need <= b.capN) || math.IsInf(need, 1) { // also NaN
 			c := b.capacity
 			b.mu.Unlock()
 			return fmt.Errorf("tbf: wait for %g tokens: %w (capacity %g tokens)", n, ErrBucketCapacity, c)

@@ -94,6 +94,16 @@ func TestBucketWaitFailsAtOnce(t *testing.T) {
 		t.Fatalf("Wait above capacity = %v, want ErrBucketCapacity", err)
 	}
 
+	for _, n := range []float64{math.NaN(), math.Inf(1)} {
+		if err := b.Wait(context.Background(), n); !errors.Is(err, tbf.ErrBucketCapacity) {
+			t.Fatalf("Wait(%v) = %v, want ErrBucketCapacity", n, err)
+		}
+	}
+	huge, _ := newFakeBucket(1, math.Inf(1))
+	if err := huge.Wait(context.Background(), math.Inf(1)); !errors.Is(err, tbf.ErrBucketCapacity) {
+		t.Fatalf("Wait(+Inf) with infinite capacity = %v, want ErrBucketCapacity", err)
+	}
+
 	b.SetRate(0)
 	b.Drain()
 	if err := b.Wait(context.Background(), 1); !errors.Is(err, tbf.ErrBucketNoRefill) {

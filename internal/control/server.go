@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,10 +26,10 @@ const (
 
 // Server serves a Service over HTTP on a unix socket listener.
 type Server struct {
-	svc  Service
-	log  *slog.Logger
-	http *http.Server
-	mux  *http.ServeMux
+	svc    Service
+	log    *slog.Logger
+	http   *http.Server
+	routes map[string]http.Handler
 	// RequestTimeout bounds each Service call (default
 	// DefaultRequestTimeout). Set it before Serve.
 	RequestTimeout time.Duration
@@ -40,16 +41,14 @@ func NewServer(svc Service, logger *slog.Logger) *Server {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{svc: svc, log: logger, RequestTimeout: DefaultRequestTimeout}
-	s.mux = http.NewServeMux()
-	s.mux.Handle("/v1/status", s.endpoint(http.MethodGet, s.handleStatus))
-	s.mux.Handle("/v1/rate", s.endpoint(http.MethodPost, s.handleSetRate))
-	s.mux.Handle("/v1/clear", s.endpoint(http.MethodPost, s.handleClear))
-	s.mux.Handle("/v1/reload", s.endpoint(http.MethodPost, s.handleReload))
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, ErrorResponse{
-			Error: "no endpoint " + r.URL.Path + " (are shaperctl and shaperd the same version?)",
-		})
-	})
+	// Exact paths, no ServeMux: it would answer unclean paths with
+	// redirects that are not JSON.
+	s.routes = map[string]http.Handler{
+		"/v1/status": s.endpoint(http.MethodGet, s.handleStatus),
+		"/v1/rate":   s.endpoint(http.MethodPost, s.handleSetRate),
+		"/v1/clear":  s.endpoint(http.MethodPost, s.handleClear),
+		"/v1/reload": s.endpoint(http.MethodPost, s.handleReload),
+	}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -73,7 +72,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusInternalServerError, ErrorResponse{Error: "internal error in shaperd (see its log)"})
 		}
 	}()
-	s.mux.ServeHTTP(w, r)
+	h, ok := s.routes[r.URL.Path]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, ErrorResponse{
+			Error: fmt.Sprintf("no endpoint %q (are shaperctl and shaperd the same version?)", r.URL.Path),
+		})
+		return
+	}
+	h.ServeHTTP(w, r)
 }
 
 // Serve accepts connections on l until Shutdown; it returns nil after

@@ -81,8 +81,9 @@ func (d *differ) run(actual, desired Tree) {
 	if fresh {
 		actual = Tree{Device: desired.Device}
 	}
-	gone := d.reparented(actual, desired)
-	d.classes(actual, desired, gone)
+	am, wm := classMap(actual.Classes), classMap(desired.Classes)
+	gone := d.reparented(actual, desired, am)
+	d.classes(actual, desired, am, wm, gone)
 	d.filters(actual, desired, gone)
 }
 
@@ -162,8 +163,7 @@ func copyClass(c Class) *Class {
 // reparented finds desired classes whose actual parent differs, deletes
 // them with their actual subtrees (filters pointing into them first) and
 // returns the set of actual classes so deleted.
-func (d *differ) reparented(actual, desired Tree) map[Handle]bool {
-	am := classMap(actual.Classes)
+func (d *differ) reparented(actual, desired Tree, am map[Handle]*Class) map[Handle]bool {
 	var roots []Handle
 	for _, w := range desired.Classes {
 		if a, ok := am[w.Handle]; ok && a.Parent != w.Parent {
@@ -192,22 +192,25 @@ func (d *differ) reparented(actual, desired Tree) map[Handle]bool {
 			d.reFilterDels = append(d.reFilterDels, filterChange(OpDelete, actual.Device, f))
 		}
 	}
-	d.reClassDels = deletesChildrenFirst(actual, func(c Class) bool { return gone[c.Handle] })
+	d.reClassDels = deletesChildrenFirst(actual, am, func(c Class) bool { return gone[c.Handle] })
 	return gone
 }
 
 // deletesChildrenFirst returns deletes of the actual classes pick selects,
-// deepest first, then by handle descending.
-func deletesChildrenFirst(actual Tree, pick func(Class) bool) []Change {
-	depth := depths(actual.Classes)
+// deepest first, then by handle descending. am indexes actual.Classes.
+func deletesChildrenFirst(actual Tree, am map[Handle]*Class, pick func(Class) bool) []Change {
 	var del []Class
 	for _, c := range actual.Classes {
 		if pick(c) {
 			del = append(del, c)
 		}
 	}
+	if len(del) == 0 {
+		return nil
+	}
+	depth := depthFunc(am)
 	slices.SortFunc(del, func(x, y Class) int {
-		if c := cmp.Compare(depth[y.Handle], depth[x.Handle]); c != 0 {
+		if c := cmp.Compare(depth(y.Handle), depth(x.Handle)); c != 0 {
 			return c
 		}
 		return cmp.Compare(y.Handle, x.Handle)
@@ -219,53 +222,51 @@ func deletesChildrenFirst(actual Tree, pick func(Class) bool) []Change {
 	return out
 }
 
-// depths returns each class's distance from the root qdisc (a class whose
-// parent is not a class in cs has depth 0).
-func depths(cs []Class) map[Handle]int {
-	parent := make(map[Handle]Handle, len(cs))
-	for _, c := range cs {
-		parent[c.Handle] = c.Parent
-	}
-	depth := make(map[Handle]int, len(cs))
+// depthFunc returns a memoizing function giving a class's distance from the
+// root qdisc in m: a class whose parent is not in m has depth 0.
+func depthFunc(m map[Handle]*Class) func(Handle) int {
+	memo := map[Handle]int{}
 	var walk func(h Handle, guard int) int
 	walk = func(h Handle, guard int) int {
-		if v, ok := depth[h]; ok {
+		if v, ok := memo[h]; ok {
 			return v
 		}
-		p, ok := parent[h]
-		if !ok || guard > len(cs) {
+		c, ok := m[h]
+		if !ok || guard > len(m) {
 			return -1 // not a class (or a cycle, which the kernel cannot have)
 		}
-		v := walk(p, guard+1) + 1
-		depth[h] = v
+		v := walk(c.Parent, guard+1) + 1
+		memo[h] = v
 		return v
 	}
-	for _, c := range cs {
-		walk(c.Handle, 0)
-	}
-	return depth
+	return func(h Handle) int { return walk(h, 0) }
 }
 
 // classes adds and changes desired classes (parents first) and deletes
 // actual ones not desired (children first). gone are actual classes
 // already deleted in step 3.
-func (d *differ) classes(actual, desired Tree, gone map[Handle]bool) {
-	am := classMap(actual.Classes)
-	depth := depths(desired.Classes)
+func (d *differ) classes(actual, desired Tree, am, wm map[Handle]*Class, gone map[Handle]bool) {
 	type pending struct {
 		c     Change
 		depth int
 	}
 	var ps []pending
+	var depth func(Handle) int
 	for _, w := range desired.Classes {
 		a, ok := am[w.Handle]
+		var c Change
 		switch {
 		case !ok || gone[w.Handle]:
-			ps = append(ps, pending{Change{Op: OpAdd, Device: desired.Device, Class: copyClass(w)}, depth[w.Handle]})
+			c = Change{Op: OpAdd, Device: desired.Device, Class: copyClass(w)}
 		case !ClassParamsEqual(*a, w):
-			c := Change{Op: OpChange, Device: desired.Device, Class: copyClass(w), FromClass: copyClass(*a)}
-			ps = append(ps, pending{c, depth[w.Handle]})
+			c = Change{Op: OpChange, Device: desired.Device, Class: copyClass(w), FromClass: copyClass(*a)}
+		default:
+			continue
 		}
+		if depth == nil {
+			depth = depthFunc(wm)
+		}
+		ps = append(ps, pending{c, depth(w.Handle)})
 	}
 	slices.SortStableFunc(ps, func(x, y pending) int {
 		if c := cmp.Compare(x.depth, y.depth); c != 0 {
@@ -277,8 +278,7 @@ func (d *differ) classes(actual, desired Tree, gone map[Handle]bool) {
 	for i, p := range ps {
 		d.classAdds[i] = p.c
 	}
-	wm := classMap(desired.Classes)
-	d.classDels = deletesChildrenFirst(actual, func(c Class) bool {
+	d.classDels = deletesChildrenFirst(actual, am, func(c Class) bool {
 		_, want := wm[c.Handle]
 		return !want && !gone[c.Handle]
 	})
@@ -299,38 +299,35 @@ func filterChange(op Op, dev string, f Filter) Change {
 // filters adds, deletes and re-creates filters. Filters pointing to gone
 // classes were deleted in step 3.
 func (d *differ) filters(actual, desired Tree, gone map[Handle]bool) {
-	count := make(map[filterKey]int, len(actual.Filters))
-	for _, f := range actual.Filters {
-		count[keyOf(f)]++
-	}
-	am := make(map[filterKey]Filter, len(actual.Filters))
-	for _, f := range actual.Filters {
+	// am maps a key to its index in actual.Filters, or -1 when the key is
+	// duplicated (all copies are deleted and the filter added afresh).
+	am := make(map[filterKey]int, len(actual.Filters))
+	for i, f := range actual.Filters {
 		k := keyOf(f)
-		if count[k] > 1 { // duplicates: delete them all, add afresh
-			if !gone[f.ClassID] {
-				d.filterDels = append(d.filterDels, filterChange(OpDelete, actual.Device, f))
-			}
-			continue
+		if _, dup := am[k]; dup {
+			am[k] = -1
+		} else {
+			am[k] = i
 		}
-		am[k] = f
 	}
-	want := make(map[filterKey]bool, len(desired.Filters))
+	wanted := make([]bool, len(actual.Filters))
 	for _, w := range desired.Filters {
-		k := keyOf(w)
-		want[k] = true
-		a, ok := am[k]
-		switch {
-		case !ok || gone[a.ClassID]:
-		case !filterOK(a, w):
-			d.filterDels = append(d.filterDels, filterChange(OpDelete, actual.Device, a))
-		default:
-			continue
+		i, ok := am[keyOf(w)]
+		if ok && i >= 0 {
+			wanted[i] = true
+			a := actual.Filters[i]
+			switch {
+			case gone[a.ClassID]: // deleted in step 3
+			case !filterOK(a, w):
+				d.filterDels = append(d.filterDels, filterChange(OpDelete, actual.Device, a))
+			default:
+				continue
+			}
 		}
 		d.filterAdds = append(d.filterAdds, filterChange(OpAdd, desired.Device, w))
 	}
-	for _, a := range actual.Filters {
-		k := keyOf(a)
-		if !want[k] && count[k] == 1 && !gone[a.ClassID] {
+	for i, a := range actual.Filters {
+		if !wanted[i] && !gone[a.ClassID] {
 			d.filterDels = append(d.filterDels, filterChange(OpDelete, actual.Device, a))
 		}
 	}

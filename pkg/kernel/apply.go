@@ -1,0 +1,306 @@
+package kernel
+
+import (
+	"fmt"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/shaperd/shaperd/pkg/model"
+)
+
+// Result says what Apply did.
+type Result struct {
+	// Writes is the number of write requests the kernel accepted (creates,
+	// changes, deletes, including those the u32 classifier made).
+	Writes int
+	// Replaced describes foreign root qdiscs that were replaced by shaperd's
+	// (e.g. "eth0: replaced root qdisc prio 1:"), for the daemon to log.
+	Replaced []string
+}
+
+// LeafHandle is the handle of the explicit leaf qdisc shaperd attaches to
+// class c: major = c's minor (class 1:105 gets leaf 105:).
+func LeafHandle(c model.Handle) model.Handle { return model.MakeHandle(c.Minor(), 0) }
+
+// RedirectPref is the filter priority of shaperd's ingress redirect filter
+// (u32 match-all, protocol all, mirred egress redirect to the IFB).
+const RedirectPref uint16 = 0xc05d
+
+// Apply performs changes in order, one kernel write per object (the u32
+// classifier may need several per filter), and stops at the first refusal
+// with an *Error naming the device, object, op and the kernel's text.
+// Result counts the writes done until then.
+//
+//   - Root qdisc add: create-or-replace at the root with handle 1:, so a
+//     pfifo_fast/mq/noqueue/fq_codel or any other root is replaced. A foreign
+//     root that already has handle 1: but another kind is deleted first; both
+//     cases are listed in Result.Replaced. After an HTB root is added the
+//     device's u32 hash tables are created. Change modifies in place (TBF
+//     refills its bucket; the kernel cannot change an HTB qdisc in place and
+//     refuses). Delete removes the tree with its classes and filters.
+//   - Class add: create (exclusive), then its explicit leaf qdisc if any
+//     (handle LeafHandle). Change: an in-place change request (HTB keeps the
+//     class's tokens and counters), skipped when only the leaf differs from
+//     FromClass; a different leaf is replaced (a leaf of another kind is
+//     deleted first; nil returns the class to the kernel's default pfifo).
+//     Delete removes the class and its leaf.
+//   - Filter add/delete: through the device's u32 classifier, whose tables
+//     are ensured once per Apply before the first filter change of a device.
+//   - Redirect add: the IFB link is created and set up if needed, the
+//     ingress qdisc ffff: is added unless present, and the redirect filter
+//     (priority RedirectPref) is (re)installed. Delete removes the filter,
+//     and the ingress qdisc when no other filter is left on it.
+//
+// Deleting an object that is already gone is not an error. A change for a
+// device that does not exist fails with ErrNoDevice.
+func (k *Kernel) Apply(changes []model.Change) (Result, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	a := applier{k: k, idx: map[string]uint32{}, ensured: map[uint32]bool{}}
+	for i := range changes {
+		if err := a.apply(&changes[i]); err != nil {
+			return a.res, err
+		}
+	}
+	return a.res, nil
+}
+
+// applier is the state of one Apply: ifindexes and ensured classifiers are
+// looked up once per device.
+type applier struct {
+	k       *Kernel
+	res     Result
+	idx     map[string]uint32
+	ensured map[uint32]bool
+}
+
+func (a *applier) ifindex(dev string) (uint32, error) {
+	if i, ok := a.idx[dev]; ok {
+		return i, nil
+	}
+	i, err := a.k.ifindex(dev)
+	if err != nil {
+		return 0, err
+	}
+	a.idx[dev] = i
+	return i, nil
+}
+
+func (a *applier) apply(c *model.Change) error {
+	switch {
+	case c.Redirect != nil:
+		return a.redirect(c)
+	case c.Qdisc != nil:
+		return a.qdisc(c)
+	case c.Class != nil:
+		return a.class(c)
+	case c.Filter != nil:
+		return a.filter(c)
+	}
+	return fmt.Errorf("%s: %s: change without an object", c.Device, c.Op)
+}
+
+// write sends one request and counts it; a refusal becomes *Error.
+func (a *applier) write(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, fn func(*attrs) error,
+	dev string, op model.Op, object, kind string) error {
+	if err := a.k.write(typ, flags, m, fn); err != nil {
+		return kernelError(err, dev, op, object, kind)
+	}
+	a.res.Writes++
+	return nil
+}
+
+func (a *applier) qdisc(c *model.Change) error {
+	q := c.Qdisc
+	ifi, err := a.ifindex(c.Device)
+	if err != nil {
+		return fmt.Errorf("%s root qdisc: %w", c.Op, err)
+	}
+	m := tcmsg{Ifindex: ifi, Handle: uint32(q.Handle), Parent: uint32(model.HandleRoot)}
+	object := fmt.Sprintf("root qdisc %s %s", q.Handle, q.Kind)
+	encode := func(at *attrs) error {
+		switch q.Kind {
+		case model.ShaperHTB:
+			encodeHTBQdisc(at, q)
+		case model.ShaperTBF:
+			if q.TBF == nil {
+				return fmt.Errorf("%s: %s without TBF parameters", c.Device, object)
+			}
+			return encodeTBFQdisc(at, q.TBF)
+		default:
+			return fmt.Errorf("%s: %s: unknown shaper kind", c.Device, object)
+		}
+		return nil
+	}
+	switch c.Op {
+	case model.OpAdd:
+		err := a.write(rtmNewQdisc, netlink.Create|netlink.Replace, m, encode, c.Device, c.Op, object, string(q.Kind))
+		if err != nil {
+			// A foreign root with our handle and another kind cannot be
+			// replaced in place: delete it and try once more.
+			root, derr := a.k.rootQdisc(ifi)
+			if derr != nil || root == nil || root.msg.Handle != uint32(q.Handle) || root.kind == string(q.Kind) {
+				return err
+			}
+			if derr := a.write(rtmDelQdisc, 0, tcmsg{Ifindex: ifi, Handle: root.msg.Handle, Parent: uint32(model.HandleRoot)},
+				nil, c.Device, model.OpDelete, "foreign root qdisc "+root.kind, root.kind); derr != nil {
+				return derr
+			}
+			a.res.Replaced = append(a.res.Replaced, fmt.Sprintf("%s: replaced root qdisc %s %s", c.Device, root.kind, model.Handle(root.msg.Handle)))
+			if err := a.write(rtmNewQdisc, netlink.Create|netlink.Replace, m, encode, c.Device, c.Op, object, string(q.Kind)); err != nil {
+				return err
+			}
+		}
+		a.k.forgetClassifier(ifi)
+		if q.Kind == model.ShaperHTB {
+			return a.ensureFilters(ifi, c.Device)
+		}
+		return nil
+	case model.OpChange:
+		return a.write(rtmNewQdisc, 0, m, encode, c.Device, c.Op, object, string(q.Kind))
+	case model.OpDelete:
+		a.k.forgetClassifier(ifi)
+		return a.ignoreGone(a.write(rtmDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind)))
+	}
+	return fmt.Errorf("%s: %s: unknown op %s", c.Device, object, c.Op)
+}
+
+// ignoreGone turns "already gone" answers to deletes into success.
+func (a *applier) ignoreGone(err error) error {
+	if err != nil && (isErrno(err, unix.ENOENT) || isErrno(err, unix.ENODEV)) {
+		return nil
+	}
+	return err
+}
+
+func classObject(c *model.Class) string {
+	return fmt.Sprintf("class %s%s", c.Handle, labelSuffix(c.Labels))
+}
+
+func (a *applier) class(c *model.Change) error {
+	cl := c.Class
+	ifi, err := a.ifindex(c.Device)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", c.Op, classObject(cl), err)
+	}
+	m := tcmsg{Ifindex: ifi, Handle: uint32(cl.Handle), Parent: uint32(cl.Parent)}
+	encode := func(at *attrs) error { encodeHTBClass(at, cl); return nil }
+	switch c.Op {
+	case model.OpAdd:
+		if err := a.write(rtmNewTClass, netlink.Create|netlink.Excl, m, encode, c.Device, c.Op, classObject(cl), "htb"); err != nil {
+			return err
+		}
+		return a.leaf(ifi, c.Device, cl, nil, cl.Leaf)
+	case model.OpChange:
+		var from *model.LeafQdisc
+		if f := c.FromClass; f != nil {
+			from = f.Leaf
+		}
+		if c.FromClass == nil || !classParamsEqualNoLeaf(*c.FromClass, *cl) {
+			if err := a.write(rtmNewTClass, 0, m, encode, c.Device, c.Op, classObject(cl), "htb"); err != nil {
+				return err
+			}
+		}
+		if c.FromClass != nil && model.LeafEqual(from, cl.Leaf) {
+			return nil
+		}
+		return a.leaf(ifi, c.Device, cl, from, cl.Leaf)
+	case model.OpDelete:
+		return a.ignoreGone(a.write(rtmDelTClass, 0, m, nil, c.Device, c.Op, classObject(cl), "htb"))
+	}
+	return fmt.Errorf("%s: %s: unknown op %s", c.Device, classObject(cl), c.Op)
+}
+
+// classParamsEqualNoLeaf is model.ClassParamsEqual ignoring the leaf.
+func classParamsEqualNoLeaf(x, y model.Class) bool {
+	x.Leaf, y.Leaf = nil, nil
+	return model.ClassParamsEqual(x, y)
+}
+
+// leaf moves class cl's leaf qdisc from `from` (nil: the kernel default,
+// or unknown) to `to` (nil: the kernel default).
+func (a *applier) leaf(ifi uint32, dev string, cl *model.Class, from, to *model.LeafQdisc) error {
+	if to == nil {
+		if from == nil {
+			return nil
+		}
+		// Deleting the leaf makes HTB graft its default pfifo.
+		m := tcmsg{Ifindex: ifi, Parent: uint32(cl.Handle)}
+		return a.ignoreGone(a.write(rtmDelQdisc, 0, m, nil, dev, model.OpDelete,
+			fmt.Sprintf("leaf qdisc %s of %s", from.Kind, classObject(cl)), from.Kind))
+	}
+	object := fmt.Sprintf("leaf qdisc %s of %s", to.Kind, classObject(cl))
+	if from != nil && from.Kind != to.Kind {
+		// The kernel cannot change a qdisc's kind in place.
+		m := tcmsg{Ifindex: ifi, Parent: uint32(cl.Handle)}
+		if err := a.ignoreGone(a.write(rtmDelQdisc, 0, m, nil, dev, model.OpDelete,
+			fmt.Sprintf("leaf qdisc %s of %s", from.Kind, classObject(cl)), from.Kind)); err != nil {
+			return err
+		}
+	}
+	m := tcmsg{Ifindex: ifi, Handle: uint32(LeafHandle(cl.Handle)), Parent: uint32(cl.Handle)}
+	op := model.OpAdd
+	if from != nil {
+		op = model.OpChange
+	}
+	return a.write(rtmNewQdisc, netlink.Create|netlink.Replace, m, func(at *attrs) error { encodeLeaf(at, to); return nil },
+		dev, op, object, to.Kind)
+}
+
+func filterObject(f *model.Filter) string {
+	return fmt.Sprintf("filter %s %s -> %s%s", f.Match, f.Prefix, f.ClassID, labelSuffix(f.Labels))
+}
+
+// ensureFilters makes sure the device's u32 tables exist, once per Apply.
+func (a *applier) ensureFilters(ifi uint32, dev string) error {
+	if a.ensured[ifi] {
+		return nil
+	}
+	cls, err := a.k.classifierFor(ifi)
+	if err != nil {
+		return fmt.Errorf("%s: u32 classifier: %w", dev, err)
+	}
+	if cls == nil {
+		return nil // no classifier: nothing to ensure
+	}
+	n, err := cls.Ensure()
+	a.res.Writes += n
+	if err != nil {
+		return kernelError(err, dev, model.OpAdd, "u32 hash tables", "u32")
+	}
+	a.ensured[ifi] = true
+	return nil
+}
+
+func (a *applier) filter(c *model.Change) error {
+	f := c.Filter
+	ifi, err := a.ifindex(c.Device)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", c.Op, filterObject(f), err)
+	}
+	if err := a.ensureFilters(ifi, c.Device); err != nil {
+		return err
+	}
+	cls, err := a.k.classifierFor(ifi)
+	if err != nil {
+		return fmt.Errorf("%s: u32 classifier: %w", c.Device, err)
+	}
+	if cls == nil {
+		return fmt.Errorf("%s: %s %s: %w", c.Device, c.Op, filterObject(f), ErrNoFilters)
+	}
+	var n int
+	switch c.Op {
+	case model.OpAdd:
+		n, err = cls.Add(*f)
+	case model.OpDelete:
+		n, err = cls.Delete(*f)
+	default:
+		return fmt.Errorf("%s: %s: unsupported op %s (filters are added or deleted)", c.Device, filterObject(f), c.Op)
+	}
+	a.res.Writes += n
+	if err != nil {
+		return kernelError(err, c.Device, c.Op, filterObject(f), "u32")
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// object is one dumped qdisc, class or filter: its tcmsg, kind, raw
+// options and counters.
+type object struct {
+	msg     tcmsg
+	kind    string
+	options []byte
+	stats   *model.Stats
+}
+
+// parseObject decodes a RTM_NEWQDISC/NEWTCLASS/NEWTFILTER message body.
+// Unknown attributes are ignored.
+func parseObject(b []byte) (object, error) {
+	m, rest, err := parseTcmsg(b)
+	if err != nil {
+		return object{}, err
+	}
+	o := object{msg: m}
+	err = eachAttr(rest, func(typ uint16, p []byte) {
+		switch typ {
+		case tcaKind:
+			o.kind = cString(p)
+		case tcaOptions:
+			o.options = p
+		case tcaStats2:
+			o.stats = parseStats2(p)
+		}
+	})
+	return o, err
+}
+
+func cString(p []byte) string {
+	for i, c := range p {
+		if c == 0 {
+			return string(p[:i])
+		}
+	}
+	return string(p)
+}
+
+// parseStats2 decodes TCA_STATS2: basic, queue, rate estimator and HTB's
+// xstats (TCA_STATS_APP, struct tc_htb_xstats) when present.
+func parseStats2(b []byte) *model.Stats {
+	ne := binary.NativeEndian
+	s := &model.Stats{}
+	_ = eachAttr(b, func(typ uint16, p []byte) {
+		switch typ {
+		case tcaStatsBasic:
+			if len(p) >= 12 {
+				s.Bytes = ne.Uint64(p)
+				if s.Packets == 0 {
+					s.Packets = uint64(ne.Uint32(p[8:]))
+				}
+			}
+		case tcaStatsPkt64:
+			if len(p) >= 8 {
+				s.Packets = ne.Uint64(p)
+			}
+		case tcaStatsQueue:
+			if len(p) >= 20 {
+				s.Qlen = ne.Uint32(p)
+				s.Backlog = ne.Uint32(p[4:])
+				s.Drops = ne.Uint32(p[8:])
+				s.Overlimits = ne.Uint32(p[16:])
+			}
+		case tcaStatsRateEst:
+			if len(p) >= 8 && s.RateEstimateBits == 0 {
+				s.RateEstimateBits = uint64(ne.Uint32(p)) * 8
+			}
+		case tcaStatsRateEst64:
+			if len(p) >= 16 {
+				s.RateEstimateBits = ne.Uint64(p) * 8
+			}
+		case tcaStatsApp:
+			if len(p) == 20 { // struct tc_htb_xstats
+				s.Tokens = int32(ne.Uint32(p[12:]))
+				s.CTokens = int32(ne.Uint32(p[16:]))
+			}
+		}
+	})
+	return s
+}
+
+// decodeHTBClass turns a dumped HTB class into a model.Class: Rate/Ceil from
+// the 64-bit attributes when present, Buffer/CBuffer ticks, and Burst/CBurst
+// reconstructed from them (informative). Leaf and Labels are left to the caller.
+func decodeHTBClass(o object) (model.Class, error) {
+	c := model.Class{Handle: model.Handle(o.msg.Handle), Parent: model.Handle(o.msg.Parent), Stats: o.stats}
+	if c.Parent == model.HandleRoot {
+		// HTB reports a top-level class's parent as TC_H_ROOT; the model
+		// (and our requests) use the qdisc's handle.
+		c.Parent = model.MakeHandle(c.Handle.Major(), 0)
+	}
+	var parms []byte
+	var rate64, ceil64 uint64
+	err := eachAttr(o.options, func(typ uint16, p []byte) {
+		switch typ {
+		case tcaHTBParms:
+			parms = p
+		case tcaHTBRate64:
+			if len(p) >= 8 {
+				rate64 = binary.NativeEndian.Uint64(p)
+			}
+		case tcaHTBCeil64:
+			if len(p) >= 8 {
+				ceil64 = binary.NativeEndian.Uint64(p)
+			}
+		}
+	})
+	if err != nil {
+		return c, fmt.Errorf("class %s: %w", c.Handle, err)
+	}
+	if len(parms) < 44 {
+		return c, fmt.Errorf("class %s: no HTB parameters in dump", c.Handle)
+	}
+	ne := binary.NativeEndian
+	rate := max(uint64(parseRatespec(parms).Rate), rate64)
+	ceil := max(uint64(parseRatespec(parms[12:]).Rate), ceil64)
+	c.Rate, c.Ceil = tbf.RateFromBytes(rate), tbf.RateFromBytes(ceil)
+	c.Buffer, c.CBuffer = ne.Uint32(parms[24:]), ne.Uint32(parms[28:])
+	c.Quantum = ne.Uint32(parms[32:])
+	c.Prio = ne.Uint32(parms[40:])
+	c.Burst = tbf.Size(tbf.XmitSize(rate, c.Buffer))
+	c.CBurst = tbf.Size(tbf.XmitSize(ceil, c.CBuffer))
+	return c, nil
+}
+
+// decodeHTBQdisc returns the default class minor of a dumped HTB qdisc.
+func decodeHTBQdisc(o object) (uint16, error) {
+	var defcls uint32
+	found := false
+	err := eachAttr(o.options, func(typ uint16, p []byte) {
+		if typ == tcaHTBInit && len(p) >= 12 {
+			defcls, found = binary.NativeEndian.Uint32(p[8:]), true
+		}
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("no HTB init parameters in dump")
+	}
+	return uint16(defcls), err
+}
+
+// decodeTBF returns a dumped TBF's parameters. The kernel reports the
+// bucket and peak bucket as ticks; Burst and MTU are the byte sizes they
+// hold at the rate (tbf.BurstFromTicks), which model.TBFParamsEqual
+// compares with a tolerance of one tick.
+func decodeTBF(o object) (*model.TBFParams, error) {
+	var parms []byte
+	var rate64, prate64 uint64
+	err := eachAttr(o.options, func(typ uint16, p []byte) {
+		switch typ {
+		case tcaTBFParms:
+			parms = p
+		case tcaTBFRate64:
+			if len(p) >= 8 {
+				rate64 = binary.NativeEndian.Uint64(p)
+			}
+		case tcaTBFPrate64:
+			if len(p) >= 8 {
+				prate64 = binary.NativeEndian.Uint64(p)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(parms) < 36 {
+		return nil, fmt.Errorf("no TBF parameters in dump")
+	}
+	ne := binary.NativeEndian
+	rate := max(uint64(parseRatespec(parms).Rate), rate64)
+	peak := max(uint64(parseRatespec(parms[12:]).Rate), prate64)
+	p := &model.TBFParams{
+		Rate:  tbf.RateFromBytes(rate),
+		Limit: tbf.Size(ne.Uint32(parms[24:])),
+	}
+	p.Burst = tbf.BurstFromTicks(p.Rate, ne.Uint32(parms[28:]))
+	if peak != 0 {
+		p.PeakRate = tbf.RateFromBytes(peak)
+		p.MTU = tbf.BurstFromTicks(p.PeakRate, ne.Uint32(parms[32:]))
+	}
+	return p, nil
+}
+
+// decodeLeaf returns the leaf qdisc as the model sees it: kind, and the
+// limit of pfifo/bfifo.
+func decodeLeaf(o object) *model.LeafQdisc {
+	l := &model.LeafQdisc{Kind: o.kind}
+	if (o.kind == "pfifo" || o.kind == "bfifo") && len(o.options) >= 4 {
+		l.Limit = binary.NativeEndian.Uint32(o.options)
+	}
+	return l
+}
+
+// decodeRedirect reports the IFB ifindex a dumped u32 filter redirects to
+// with mirred egress redirect, if it is a match-all filter that does so.
+func decodeRedirect(o object) (uint32, bool) {
+	if o.kind != "u32" {
+		return 0, false
+	}
+	var ifindex uint32
+	var matchAll, found bool
+	ne := binary.NativeEndian
+	_ = eachAttr(o.options, func(typ uint16, p []byte) {
+		switch typ {
+		case tcaU32Sel:
+			if len(p) >= 32 && p[2] == 1 && ne.Uint32(p[16:]) == 0 && ne.Uint32(p[20:]) == 0 {
+				matchAll = true
+			}
+		case tcaU32Act:
+			_ = eachAttr(p, func(_ uint16, act []byte) {
+				var kind string
+				var opts []byte
+				_ = eachAttr(act, func(t uint16, v []byte) {
+					switch t {
+					case tcaActKind:
+						kind = cString(v)
+					case tcaActOptions:
+						opts = v
+					}
+				})
+				if kind != "mirred" {
+					return
+				}
+				_ = eachAttr(opts, func(t uint16, v []byte) {
+					if t == tcaMirredParms && len(v) >= 28 && ne.Uint32(v[20:]) == tcaEgressRedir {
+						ifindex, found = ne.Uint32(v[24:]), true
+					}
+				})
+			})
+		}
+	})
+	return ifindex, matchAll && found
+}

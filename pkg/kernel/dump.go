@@ -1,0 +1,167 @@
+package kernel
+
+import (
+	"fmt"
+
+	"github.com/shaperd/shaperd/pkg/model"
+)
+
+// rootQdisc returns the device's root qdisc, or nil when it has none that
+// the dump shows.
+func (k *Kernel) rootQdisc(ifi uint32) (*object, error) {
+	qs, err := k.dump(rtmGetQdisc, tcmsg{Ifindex: ifi}, nil)
+	if err != nil {
+		return nil, err
+	}
+	for i := range qs {
+		if qs[i].msg.Ifindex == ifi && qs[i].msg.Parent == uint32(model.HandleRoot) {
+			return &qs[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// isShaperRoot reports whether a root qdisc is shaperd's: htb or tbf with
+// handle 1:.
+func isShaperRoot(o object) bool {
+	return o.msg.Handle == uint32(model.RootQdisc) && (o.kind == string(model.ShaperHTB) || o.kind == string(model.ShaperTBF))
+}
+
+// Dump returns the actual tree on device with counters.
+//
+// Root is nil when the device's root qdisc is not shaperd's (htb or tbf
+// with handle 1:); Classes and Filters are then empty. For an HTB root:
+// every class with Rate/Ceil (64-bit when the kernel sends them), Buffer and
+// CBuffer ticks, Quantum, Prio, Burst/CBurst reconstructed from the ticks,
+// Stats (bytes, packets, drops, overlimits, backlog, qlen, tokens, ctokens)
+// and Leaf: nil when the class has the kernel's default pfifo (handle 0),
+// else the visible qdisc under it (kind; limit for pfifo/bfifo). Labels are
+// left empty (the daemon knows which minor serves whom). Filters come from
+// the u32 classifier (Damaged where its objects are broken).
+//
+// When device is an IFB device, Redirect is set if some interface's ingress
+// qdisc holds a match-all u32 filter with a mirred egress redirect to it.
+//
+// A missing device gives Tree{Device: device} and an error wrapping
+// ErrNoDevice.
+func (k *Kernel) Dump(device string) (model.Tree, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t := model.Tree{Device: device}
+	link, err := k.link.LinkByName(device)
+	if err != nil {
+		_, ierr := k.ifindex(device)
+		return t, fmt.Errorf("dump: %w", ierr)
+	}
+	ifi := uint32(link.Attrs().Index)
+	// All qdiscs of all devices: the ingress qdiscs of other devices are
+	// needed to find a redirect to an IFB.
+	qs, err := k.dump(rtmGetQdisc, tcmsg{}, nil)
+	if err != nil {
+		return t, fmt.Errorf("dump qdiscs of %s: %w", device, err)
+	}
+	leaves := map[uint32]object{} // by handle, on this device
+	var root *object
+	for i := range qs {
+		q := qs[i]
+		if q.msg.Ifindex != ifi {
+			continue
+		}
+		switch {
+		case q.msg.Parent == uint32(model.HandleRoot):
+			root = &qs[i]
+		case q.msg.Handle != 0:
+			leaves[q.msg.Handle] = q
+		}
+	}
+	if link.Type() == "ifb" {
+		if t.Redirect, err = k.findRedirect(qs, ifi, device); err != nil {
+			return t, err
+		}
+	}
+	if root == nil || !isShaperRoot(*root) {
+		return t, nil
+	}
+	rq := &model.Qdisc{Kind: model.ShaperKind(root.kind), Handle: model.Handle(root.msg.Handle), Stats: root.stats}
+	switch rq.Kind {
+	case model.ShaperHTB:
+		if rq.DefaultMinor, err = decodeHTBQdisc(*root); err != nil {
+			return t, fmt.Errorf("dump %s: root qdisc: %w", device, err)
+		}
+	case model.ShaperTBF:
+		if rq.TBF, err = decodeTBF(*root); err != nil {
+			return t, fmt.Errorf("dump %s: root qdisc: %w", device, err)
+		}
+		t.Root = rq
+		return t, nil
+	}
+	t.Root = rq
+	if t.Classes, err = k.dumpClasses(ifi, device, leaves); err != nil {
+		return t, err
+	}
+	cls, err := k.classifierFor(ifi)
+	if err != nil {
+		return t, fmt.Errorf("dump %s: u32 classifier: %w", device, err)
+	}
+	if cls != nil {
+		if t.Filters, err = cls.Dump(); err != nil {
+			return t, fmt.Errorf("dump filters of %s: %w", device, err)
+		}
+	}
+	t.Sort()
+	return t, nil
+}
+
+// dumpClasses returns the HTB classes of qdisc 1: on the device.
+func (k *Kernel) dumpClasses(ifi uint32, device string, leaves map[uint32]object) ([]model.Class, error) {
+	os, err := k.dump(rtmGetTClass, tcmsg{Ifindex: ifi, Parent: uint32(model.RootQdisc)}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("dump classes of %s: %w", device, err)
+	}
+	classes := make([]model.Class, 0, len(os))
+	for _, o := range os {
+		if o.msg.Ifindex != ifi || o.kind != "htb" || model.Handle(o.msg.Handle).Major() != model.RootQdisc.Major() {
+			continue
+		}
+		c, err := decodeHTBClass(o)
+		if err != nil {
+			return nil, fmt.Errorf("dump %s: %w", device, err)
+		}
+		if lh := o.msg.Info; lh != 0 { // tcm_info of a leaf class is its qdisc's handle
+			if l, ok := leaves[lh]; ok {
+				c.Leaf = decodeLeaf(l)
+			} else {
+				c.Leaf = &model.LeafQdisc{Kind: "unknown"}
+			}
+		}
+		classes = append(classes, c)
+	}
+	return classes, nil
+}
+
+// findRedirect looks through the ingress qdiscs in qs for shaperd's
+// redirect to the IFB with index ifb.
+func (k *Kernel) findRedirect(qs []object, ifb uint32, name string) (*model.Redirect, error) {
+	for _, q := range qs {
+		if q.kind != "ingress" || q.msg.Parent != uint32(model.HandleIngress) || q.msg.Ifindex == ifb {
+			continue
+		}
+		fs, err := k.dump(rtmGetTFilter, tcmsg{Ifindex: q.msg.Ifindex, Parent: ingressQdisc}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("dump ingress filters of ifindex %d: %w", q.msg.Ifindex, err)
+		}
+		for _, f := range fs {
+			if uint16(f.msg.Info>>16) != RedirectPref {
+				continue
+			}
+			if to, ok := decodeRedirect(f); ok && to == ifb {
+				l, err := k.link.LinkByIndex(int(q.msg.Ifindex))
+				if err != nil {
+					return nil, fmt.Errorf("redirect to %s: ifindex %d: %w", name, q.msg.Ifindex, err)
+				}
+				return &model.Redirect{Interface: l.Attrs().Name, IFB: name}, nil
+			}
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,144 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// HTBR2Q is the r2q shaperd gives its HTB root qdisc. Every class carries
+// an explicit quantum, so r2q only matters for classes made by others.
+const HTBR2Q = 10
+
+// encodeHTBQdisc returns TCA_KIND and TCA_OPTIONS of an HTB root qdisc.
+func encodeHTBQdisc(a *attrs, q *model.Qdisc) {
+	a.str(tcaKind, "htb")
+	a.nest(tcaOptions, func() {
+		ne := binary.NativeEndian
+		var g []byte
+		g = ne.AppendUint32(g, htbVersion)
+		g = ne.AppendUint32(g, HTBR2Q)
+		g = ne.AppendUint32(g, uint32(q.DefaultMinor))
+		g = ne.AppendUint32(g, 0) // debug
+		g = ne.AppendUint32(g, 0) // direct_pkts
+		a.bytes(tcaHTBInit, g)
+	})
+}
+
+// encodeHTBClass returns TCA_KIND and TCA_OPTIONS of an HTB class: the
+// 32-bit rate fields saturated (never 0), TCA_HTB_RATE64/CEIL64 when the
+// rate needs more than 32 bits, buffer/cbuffer ticks and quantum as given.
+func encodeHTBClass(a *attrs, c *model.Class) {
+	rate, ceil := c.Rate.BytesPerSecond(), c.Ceil.BytesPerSecond()
+	a.str(tcaKind, "htb")
+	a.nest(tcaOptions, func() {
+		ne := binary.NativeEndian
+		p := make([]byte, 0, 44)
+		p = ratespec{Linklayer: tcLinklayerEth, Rate: rate32(rate)}.appendTo(p)
+		p = ratespec{Linklayer: tcLinklayerEth, Rate: rate32(ceil)}.appendTo(p)
+		p = ne.AppendUint32(p, c.Buffer)
+		p = ne.AppendUint32(p, c.CBuffer)
+		p = ne.AppendUint32(p, c.Quantum)
+		p = ne.AppendUint32(p, 0) // level: the kernel's
+		p = ne.AppendUint32(p, c.Prio)
+		a.bytes(tcaHTBParms, p)
+		if rate > 0xFFFFFFFF {
+			a.u64(tcaHTBRate64, rate)
+		}
+		if ceil > 0xFFFFFFFF {
+			a.u64(tcaHTBCeil64, ceil)
+		}
+	})
+}
+
+// encodeTBFQdisc returns TCA_KIND and TCA_OPTIONS of a TBF root qdisc. It
+// sends TCA_TBF_BURST (so the kernel's max_size is the burst) and, with a
+// peak rate, TCA_TBF_PBURST = MTU, plus 64-bit rates when needed.
+func encodeTBFQdisc(a *attrs, p *model.TBFParams) error {
+	rate, peak := p.Rate.BytesPerSecond(), p.PeakRate.BytesPerSecond()
+	if rate == 0 {
+		return fmt.Errorf("tbf rate %s is below 8bit/s", p.Rate)
+	}
+	if p.Burst == 0 || p.Burst > 0xFFFFFFFF || p.Limit > 0xFFFFFFFF || p.MTU > 0xFFFFFFFF {
+		return fmt.Errorf("tbf burst %s, limit %s or mtu %s outside the kernel's 32-bit fields", p.Burst, p.Limit, p.MTU)
+	}
+	buf, err := tbf.BufferTicks(p.Rate, p.Burst)
+	if err != nil {
+		return fmt.Errorf("tbf burst: %w", err)
+	}
+	var mtu uint32
+	if peak != 0 {
+		if mtu, err = tbf.BufferTicks(p.PeakRate, p.MTU); err != nil {
+			return fmt.Errorf("tbf mtu: %w", err)
+		}
+	}
+	a.str(tcaKind, "tbf")
+	a.nest(tcaOptions, func() {
+		ne := binary.NativeEndian
+		q := make([]byte, 0, 36)
+		q = ratespec{Linklayer: tcLinklayerEth, Rate: rate32(rate)}.appendTo(q)
+		if peak != 0 {
+			q = ratespec{Linklayer: tcLinklayerEth, Rate: rate32(peak)}.appendTo(q)
+		} else {
+			q = ratespec{}.appendTo(q)
+		}
+		q = ne.AppendUint32(q, uint32(p.Limit))
+		q = ne.AppendUint32(q, buf)
+		q = ne.AppendUint32(q, mtu)
+		a.bytes(tcaTBFParms, q)
+		if rate > 0xFFFFFFFF {
+			a.u64(tcaTBFRate64, rate)
+		}
+		if peak > 0xFFFFFFFF {
+			a.u64(tcaTBFPrate64, peak)
+		}
+		a.u32(tcaTBFBurst, uint32(p.Burst))
+		if peak != 0 {
+			a.u32(tcaTBFPburst, uint32(p.MTU))
+		}
+	})
+	return nil
+}
+
+// encodeLeaf returns TCA_KIND and, for pfifo/bfifo with a limit, TCA_OPTIONS
+// (struct tc_fifo_qopt). Any other kind is sent without options, so the
+// kernel decides whether it knows it.
+func encodeLeaf(a *attrs, l *model.LeafQdisc) {
+	a.str(tcaKind, l.Kind)
+	if (l.Kind == "pfifo" || l.Kind == "bfifo") && l.Limit != 0 {
+		a.u32(tcaOptions, l.Limit)
+	}
+}
+
+// encodeRedirectFilter returns the u32 match-all filter with a mirred
+// egress redirect to ifbIndex (tc filter add ... u32 match u32 0 0 action
+// mirred egress redirect dev IFB).
+func encodeRedirectFilter(a *attrs, ifbIndex uint32) {
+	a.str(tcaKind, "u32")
+	a.nest(tcaOptions, func() {
+		ne := binary.NativeEndian
+		sel := make([]byte, 16, 32)
+		sel[0] = tcU32Terminal
+		sel[2] = 1                             // nkeys
+		sel = append(sel, make([]byte, 16)...) // key: mask 0, val 0, off 0, offmask 0
+		a.bytes(tcaU32Sel, sel)
+		a.nest(tcaU32Act, func() {
+			a.nest(1, func() { // action priority 1
+				a.str(tcaActKind, "mirred")
+				a.nest(tcaActOptions, func() {
+					var m []byte
+					m = ne.AppendUint32(m, 0) // index
+					m = ne.AppendUint32(m, 0) // capab
+					m = ne.AppendUint32(m, tcActStolen)
+					m = ne.AppendUint32(m, 0) // refcnt
+					m = ne.AppendUint32(m, 0) // bindcnt
+					m = ne.AppendUint32(m, tcaEgressRedir)
+					m = ne.AppendUint32(m, ifbIndex)
+					a.bytes(tcaMirredParms, m)
+				})
+			})
+		})
+	})
+}

@@ -1,0 +1,153 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/mdlayher/netlink"
+	vnl "github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Options configure Open.
+type Options struct {
+	// NetNS is the name of a network namespace (as `ip netns` knows it,
+	// /run/netns/NAME); "" is the namespace of the calling process.
+	NetNS string
+}
+
+// Kernel is shaperd's connection to the kernel's traffic control in one
+// network namespace: one rtnetlink socket for qdiscs, classes and filters
+// and one vishvananda/netlink handle for links. Its methods are safe for
+// concurrent use; requests are serialized.
+type Kernel struct {
+	mu   sync.Mutex
+	ns   netns.NsHandle // -1 (netns.None) for the current namespace
+	conn *netlink.Conn
+	link *vnl.Handle
+	req  attrs // reused request buffer (under mu)
+	// filters holds the u32 classifier of each device, by ifindex.
+	filters map[uint32]classifier
+}
+
+// Open connects to the kernel in the namespace o names.
+func Open(o Options) (*Kernel, error) {
+	k := &Kernel{ns: netns.None(), filters: map[uint32]classifier{}}
+	if o.NetNS != "" {
+		ns, err := netns.GetFromName(o.NetNS)
+		if err != nil {
+			return nil, fmt.Errorf("open network namespace %s: %w", o.NetNS, err)
+		}
+		k.ns = ns
+	}
+	fail := func(err error) (*Kernel, error) {
+		k.Close()
+		return nil, err
+	}
+	conn, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: int(k.ns)})
+	if err != nil {
+		return fail(fmt.Errorf("rtnetlink socket%s: %w", k.where(o.NetNS), err))
+	}
+	k.conn = conn
+	// Errors then carry the kernel's extended-ack text; strict checking
+	// makes dumps honour the ifindex/parent we ask for.
+	if err := conn.SetOption(netlink.ExtendedAcknowledge, true); err != nil {
+		return fail(fmt.Errorf("rtnetlink extended acks: %w", err))
+	}
+	_ = conn.SetOption(netlink.GetStrictCheck, true)
+	_ = conn.SetReadBuffer(4 << 20)
+	if k.link, err = vnl.NewHandleAt(k.ns); err != nil {
+		return fail(fmt.Errorf("link netlink handle%s: %w", k.where(o.NetNS), err))
+	}
+	return k, nil
+}
+
+func (k *Kernel) where(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " in netns " + name
+}
+
+// Close releases the sockets and the namespace handle.
+func (k *Kernel) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var errs []error
+	for _, c := range k.filters {
+		errs = append(errs, c.Close())
+	}
+	k.filters = map[uint32]classifier{}
+	if k.conn != nil {
+		errs = append(errs, k.conn.Close())
+		k.conn = nil
+	}
+	if k.link != nil {
+		k.link.Close()
+		k.link = nil
+	}
+	if k.ns.IsOpen() {
+		errs = append(errs, k.ns.Close())
+		k.ns = netns.None()
+	}
+	return errors.Join(errs...)
+}
+
+// ifindex returns the index of the named link.
+func (k *Kernel) ifindex(dev string) (uint32, error) {
+	l, err := k.link.LinkByName(dev)
+	if err != nil {
+		var nf vnl.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return 0, fmt.Errorf("device %s: %w", dev, ErrNoDevice)
+		}
+		return 0, fmt.Errorf("device %s: %w", dev, err)
+	}
+	return uint32(l.Attrs().Index), nil
+}
+
+// execute sends one request and waits for its ack (or the dump). The
+// request body is the tcmsg followed by the attributes in a.
+func (k *Kernel) execute(typ netlink.HeaderType, flags netlink.HeaderFlags, body []byte) ([]netlink.Message, error) {
+	return k.conn.Execute(netlink.Message{
+		Header: netlink.Header{Type: typ, Flags: netlink.Request | flags},
+		Data:   body,
+	})
+}
+
+// write sends a create/change/delete request built by fn (after the tcmsg m)
+// and waits for the kernel's ack.
+func (k *Kernel) write(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, fn func(a *attrs) error) error {
+	k.req.b = m.appendTo(k.req.b[:0])
+	if fn != nil {
+		if err := fn(&k.req); err != nil {
+			return err
+		}
+	}
+	_, err := k.execute(typ, flags|netlink.Acknowledge, k.req.b)
+	return err
+}
+
+// dump runs a dump request (tcmsg m plus optional attributes) and decodes
+// every answer.
+func (k *Kernel) dump(typ netlink.HeaderType, m tcmsg, fn func(a *attrs)) ([]object, error) {
+	k.req.b = m.appendTo(k.req.b[:0])
+	if fn != nil {
+		fn(&k.req)
+	}
+	msgs, err := k.execute(typ, netlink.Dump, k.req.b)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]object, 0, len(msgs))
+	for _, msg := range msgs {
+		o, err := parseObject(msg.Data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}

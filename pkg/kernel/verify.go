@@ -1,0 +1,65 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/shaperd/shaperd/pkg/model"
+)
+
+// Verify dumps desired.Device and returns model.Mismatches(actual,
+// desired): one line per difference, none when the kernel holds desired.
+func (k *Kernel) Verify(desired model.Tree) ([]string, error) {
+	actual, err := k.Dump(desired.Device)
+	if err != nil {
+		return nil, err
+	}
+	return model.Mismatches(actual, desired), nil
+}
+
+// Teardown removes what shaperd installed for one managed interface:
+// the root qdisc of device if it is shaperd's (htb or tbf with handle 1:;
+// any other root is left alone) with its classes and filters and, when
+// redirectFrom is not "" (ingress shaping: device is the IFB), the redirect
+// filter on redirectFrom, its ingress qdisc if no other filter is left on
+// it, and the IFB device itself. Missing objects are not errors.
+func (k *Kernel) Teardown(device, redirectFrom string) error {
+	var errs []error
+	if err := k.teardownRoot(device); err != nil {
+		errs = append(errs, err)
+	}
+	if redirectFrom != "" {
+		if _, err := k.Apply([]model.Change{{Op: model.OpDelete, Device: redirectFrom,
+			Redirect: &model.Redirect{Interface: redirectFrom, IFB: device}}}); err != nil && !errors.Is(err, ErrNoDevice) {
+			errs = append(errs, err)
+		}
+		if err := k.DeleteIFB(device); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (k *Kernel) teardownRoot(device string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ifi, err := k.ifindex(device)
+	if errors.Is(err, ErrNoDevice) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("teardown: %w", err)
+	}
+	root, err := k.rootQdisc(ifi)
+	if err != nil {
+		return fmt.Errorf("teardown %s: %w", device, err)
+	}
+	if root == nil || !isShaperRoot(*root) {
+		return nil
+	}
+	k.forgetClassifier(ifi)
+	if err := k.write(rtmDelQdisc, 0, tcmsg{Ifindex: ifi, Handle: root.msg.Handle, Parent: uint32(model.HandleRoot)}, nil); err != nil {
+		return kernelError(err, device, model.OpDelete, "root qdisc 1: "+root.kind, root.kind)
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Netlink and tc constants (include/uapi/linux/rtnetlink.h, pkt_sched.h,
+// pkt_cls.h, tc_act/tc_mirred.h) that this package encodes by hand.
+const (
+	rtmNewQdisc   = 36
+	rtmDelQdisc   = 37
+	rtmGetQdisc   = 38
+	rtmNewTClass  = 40
+	rtmDelTClass  = 41
+	rtmGetTClass  = 42
+	rtmNewTFilter = 44
+	rtmDelTFilter = 45
+	rtmGetTFilter = 46
+
+	tcaKind          = 1
+	tcaOptions       = 2
+	tcaStats2        = 7
+	tcaDumpInvisible = 10
+
+	tcaStatsBasic     = 1
+	tcaStatsRateEst   = 2
+	tcaStatsQueue     = 3
+	tcaStatsApp       = 4
+	tcaStatsRateEst64 = 5
+	tcaStatsPkt64     = 8
+
+	tcaHTBParms      = 1
+	tcaHTBInit       = 2
+	tcaHTBDirectQlen = 5
+	tcaHTBRate64     = 6
+	tcaHTBCeil64     = 7
+
+	tcaTBFParms   = 1
+	tcaTBFRate64  = 4
+	tcaTBFPrate64 = 5
+	tcaTBFBurst   = 6
+	tcaTBFPburst  = 7
+
+	tcaU32Sel = 5
+	tcaU32Act = 7
+
+	tcaActKind    = 1
+	tcaActOptions = 2
+
+	tcaMirredParms = 2
+
+	tcActStolen    = 4
+	tcaEgressRedir = 1
+	tcU32Terminal  = 1
+	tcLinklayerEth = 1
+	htbVersion     = 3
+	ethPAll        = 0x0003
+	nlaFNested     = 1 << 15
+	nlaTypeMask    = ^uint16(3 << 14)
+)
+
+// tcmsgLen is sizeof(struct tcmsg).
+const tcmsgLen = 20
+
+// tcmsg is struct tcmsg: family, ifindex, handle, parent, info.
+type tcmsg struct {
+	Ifindex uint32
+	Handle  uint32
+	Parent  uint32
+	Info    uint32
+}
+
+// appendTo appends the tcmsg in host byte order (family AF_UNSPEC).
+func (m tcmsg) appendTo(b []byte) []byte {
+	b = append(b, 0, 0, 0, 0) // family + padding
+	b = binary.NativeEndian.AppendUint32(b, m.Ifindex)
+	b = binary.NativeEndian.AppendUint32(b, m.Handle)
+	b = binary.NativeEndian.AppendUint32(b, m.Parent)
+	return binary.NativeEndian.AppendUint32(b, m.Info)
+}
+
+var errShort = errors.New("message too short")
+
+// parseTcmsg splits a tc message into its tcmsg and its attributes.
+func parseTcmsg(b []byte) (tcmsg, []byte, error) {
+	if len(b) < tcmsgLen {
+		return tcmsg{}, nil, errShort
+	}
+	ne := binary.NativeEndian
+	return tcmsg{
+		Ifindex: ne.Uint32(b[4:]), Handle: ne.Uint32(b[8:]),
+		Parent: ne.Uint32(b[12:]), Info: ne.Uint32(b[16:]),
+	}, b[tcmsgLen:], nil
+}
+
+// attrs is a netlink attribute encoder that appends to a byte slice.
+type attrs struct{ b []byte }
+
+func align4(n int) int { return (n + 3) &^ 3 }
+
+func (a *attrs) pad() {
+	for len(a.b)%4 != 0 {
+		a.b = append(a.b, 0)
+	}
+}
+
+// bytes appends an attribute with payload p.
+func (a *attrs) bytes(typ uint16, p []byte) {
+	a.b = binary.NativeEndian.AppendUint16(a.b, uint16(4+len(p)))
+	a.b = binary.NativeEndian.AppendUint16(a.b, typ)
+	a.b = append(a.b, p...)
+	a.pad()
+}
+
+func (a *attrs) str(typ uint16, s string) {
+	a.b = binary.NativeEndian.AppendUint16(a.b, uint16(4+len(s)+1))
+	a.b = binary.NativeEndian.AppendUint16(a.b, typ)
+	a.b = append(a.b, s...)
+	a.b = append(a.b, 0)
+	a.pad()
+}
+
+func (a *attrs) u32(typ uint16, v uint32) {
+	a.bytes(typ, binary.NativeEndian.AppendUint32(nil, v))
+}
+
+func (a *attrs) u64(typ uint16, v uint64) {
+	a.bytes(typ, binary.NativeEndian.AppendUint64(nil, v))
+}
+
+// nest appends a nested attribute whose payload fn writes.
+func (a *attrs) nest(typ uint16, fn func()) {
+	start := len(a.b)
+	a.b = append(a.b, 0, 0, 0, 0)
+	fn()
+	binary.NativeEndian.PutUint16(a.b[start:], uint16(len(a.b)-start))
+	binary.NativeEndian.PutUint16(a.b[start+2:], typ|nlaFNested)
+}
+
+// eachAttr calls fn for every attribute in b (type without flag bits).
+// It stops at the first malformed attribute and returns an error.
+func eachAttr(b []byte, fn func(typ uint16, p []byte)) error {
+	for len(b) >= 4 {
+		l := int(binary.NativeEndian.Uint16(b))
+		if l < 4 || l > len(b) {
+			return errors.New("malformed netlink attribute")
+		}
+		fn(binary.NativeEndian.Uint16(b[2:])&nlaTypeMask, b[4:l])
+		if align4(l) >= len(b) {
+			return nil
+		}
+		b = b[align4(l):]
+	}
+	return nil
+}
+
+// ratespec is struct tc_ratespec (12 bytes).
+type ratespec struct {
+	Linklayer uint8
+	Rate      uint32 // bytes/s, saturated at 2^32-1
+}
+
+func (r ratespec) appendTo(b []byte) []byte {
+	b = append(b, 0, r.Linklayer)   // cell_log, linklayer
+	b = append(b, 0, 0, 0, 0, 0, 0) // overhead u16, cell_align s16, mpu u16
+	return binary.NativeEndian.AppendUint32(b, r.Rate)
+}
+
+func parseRatespec(b []byte) ratespec {
+	return ratespec{Linklayer: b[1], Rate: binary.NativeEndian.Uint32(b[8:])}
+}
+
+// rate32 is the 32-bit rate field for a 64-bit rate: saturated, never 0 for
+// a non-zero rate (HTB refuses a 0 rate.rate even with TCA_HTB_RATE64).
+func rate32(bps uint64) uint32 {
+	if bps > 0xFFFFFFFF {
+		return 0xFFFFFFFF
+	}
+	return uint32(bps)
+}

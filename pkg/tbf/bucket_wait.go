@@ -10,12 +10,14 @@ import (
 
 // Errors returned by Bucket.Wait (wrapped with the amounts involved).
 var (
-	// ErrBucketCapacity: more tokens were asked for than the bucket can hold.
+	// ErrBucketCapacity means more tokens were asked for than the bucket can
+	// hold (or +Inf or NaN tokens), so they can never be there at once.
 	ErrBucketCapacity = errors.New("more tokens than the bucket's capacity")
-	// ErrBucketNoRefill: the tokens are short and the rate is (or ramps to) 0,
-	// so they would never come.
+	// ErrBucketNoRefill means the tokens are short and the rate is 0 (or
+	// ramps to 0 before enough come), so they never would.
 	ErrBucketNoRefill = errors.New("bucket does not refill enough (rate 0)")
-	// ErrBucketDeadline: the context's deadline comes before the tokens would.
+	// ErrBucketDeadline means the context's deadline comes before the tokens
+	// would; Wait returns it at once instead of sleeping in vain.
 	ErrBucketDeadline = errors.New("tokens would not come before the context deadline")
 )
 

@@ -1,8 +1,9 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
-	"net/netip"
+	"slices"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -222,6 +223,10 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 	if err != nil {
 		return err
 	}
+	filters, err := userFilters(t.Users, match)
+	if err != nil {
+		return err
+	}
 	if len(tierNames) > MaxTiers {
 		return fmt.Errorf("%d tiers with an aggregate class: %w: at most %d", len(tierNames), ErrTooManyTiers, MaxTiers)
 	}
@@ -249,27 +254,61 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 		tierHandle[c.Labels.Tier] = c.Handle
 		classes = append(classes, c)
 	}
-	nf := 0
-	for i := range t.Users {
-		nf += len(t.Users[i].Prefixes)
-	}
-	filters := make([]Filter, 0, nf)
-	for i, c := range users {
+	first := len(classes)
+	for _, c := range users {
 		m, _ := ids.User(c.Labels.User)
 		c.Handle, c.Parent = MakeHandle(major, m), RootClass
 		if h, ok := tierHandle[c.Labels.Tier]; ok {
 			c.Parent = h
 		}
 		classes = append(classes, c)
-		for _, p := range t.Users[i].Prefixes {
-			filters = append(filters, Filter{Prefix: p.Masked(), Match: match, ClassID: c.Handle, Labels: c.Labels})
-		}
+	}
+	for i := range filters {
+		c := &classes[first+int(filters[i].ClassID)] // the user's index, see userFilters
+		filters[i].ClassID, filters[i].Labels = c.Handle, c.Labels
 	}
 	tree.Root = &Qdisc{Kind: ShaperHTB, Handle: RootQdisc, DefaultMinor: DefaultClass.Minor()}
+	slices.SortFunc(classes, CompareClasses)
 	tree.Classes = classes
-	tree.Filters = filters
-	tree.Sort()
+	tree.Filters = filters // sorted by userFilters; ClassIDs do not change the order
 	return nil
+}
+
+// userFilters validates the users' prefixes and returns their filters,
+// masked and sorted, with ClassID holding the user's index in us until the
+// caller knows the class. Two users (or one user twice) with the same
+// prefix is an error naming both.
+func userFilters(us []UserTarget, match MatchField) ([]Filter, error) {
+	n := 0
+	for i := range us {
+		n += len(us[i].Prefixes)
+	}
+	filters := make([]Filter, 0, n)
+	for i, u := range us {
+		for _, p := range u.Prefixes {
+			if !p.IsValid() {
+				return nil, fmt.Errorf("user %s: invalid prefix %q", u.Name, p.String())
+			}
+			filters = append(filters, Filter{Prefix: p.Masked(), Match: match, ClassID: Handle(i)})
+		}
+	}
+	slices.SortFunc(filters, func(a, b Filter) int {
+		if c := CompareFilters(a, b); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ClassID, b.ClassID)
+	})
+	for i := 1; i < len(filters); i++ {
+		if filters[i].Prefix != filters[i-1].Prefix {
+			continue
+		}
+		a, b := us[filters[i-1].ClassID].Name, us[filters[i].ClassID].Name
+		if a == b {
+			return nil, fmt.Errorf("user %s: prefix %s listed twice", b, filters[i].Prefix)
+		}
+		return nil, fmt.Errorf("user %s: prefix %s already belongs to user %s", b, filters[i].Prefix, a)
+	}
+	return filters, nil
 }
 
 // tierClasses validates the tier targets and makes their classes (without
@@ -303,7 +342,6 @@ func userClasses(us []UserTarget, leaf *LeafQdisc) ([]Class, []string, error) {
 	classes := make([]Class, 0, len(us))
 	names := make([]string, 0, len(us))
 	seen := make(map[string]bool, len(us))
-	owner := make(map[netip.Prefix]string)
 	for _, u := range us {
 		if u.Name == "" {
 			return nil, nil, fmt.Errorf("user without a name")
@@ -312,19 +350,6 @@ func userClasses(us []UserTarget, leaf *LeafQdisc) ([]Class, []string, error) {
 			return nil, nil, fmt.Errorf("user %s: listed twice", u.Name)
 		}
 		seen[u.Name] = true
-		for _, p := range u.Prefixes {
-			if !p.IsValid() {
-				return nil, nil, fmt.Errorf("user %s: invalid prefix %q", u.Name, p.String())
-			}
-			mp := p.Masked()
-			if o, dup := owner[mp]; dup {
-				if o == u.Name {
-					return nil, nil, fmt.Errorf("user %s: prefix %s listed twice", u.Name, mp)
-				}
-				return nil, nil, fmt.Errorf("user %s: prefix %s already belongs to user %s", u.Name, mp, o)
-			}
-			owner[mp] = u.Name
-		}
 		c, err := makeClass(classSpec{rate: u.Rate, ceil: u.Ceil, burst: u.Burst, cburst: u.CBurst, prio: u.Prio}, leaf,
 			Labels{Kind: "user", Tier: u.Tier, User: u.Name})
 		if err != nil {

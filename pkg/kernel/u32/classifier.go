@@ -1,0 +1,228 @@
+package u32
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"syscall"
+
+	tc "github.com/florianl/go-tc"
+	"github.com/mdlayher/netlink"
+
+	"github.com/shaperd/shaperd/pkg/model"
+)
+
+// Classifier manages shaperd's hashed u32 filters under one qdisc (the HTB
+// root, model.RootQdisc) of one device. It keeps a picture of the kernel's
+// u32 objects, taken by Dump (or by the first method that needs it) and
+// updated by its own writes; after a failed write it takes a new one.
+//
+// A Classifier is not safe for concurrent use, nor for use concurrently
+// with other requests on the same netlink socket.
+type Classifier struct {
+	conn    *netlink.Conn
+	connErr error
+	ifindex uint32
+	parent  model.Handle
+	st      *state // nil: unknown, dump before use
+}
+
+// New returns the Classifier of device ifindex's qdisc parent (normally
+// model.RootQdisc), writing on tcnl's netlink socket. See connOf for why it
+// does not use go-tc's u32 encoding.
+func New(tcnl *tc.Tc, ifindex uint32, parent model.Handle) *Classifier {
+	c, err := connOf(tcnl)
+	return &Classifier{conn: c, connErr: err, ifindex: ifindex, parent: parent}
+}
+
+// NewConn is New on an rtnetlink socket (netlink.Dial(unix.NETLINK_ROUTE,
+// ...)) in the device's network namespace.
+func NewConn(conn *netlink.Conn, ifindex uint32, parent model.Handle) *Classifier {
+	var err error
+	if conn == nil {
+		err = errors.New("nil netlink connection")
+	}
+	return &Classifier{conn: conn, connErr: err, ifindex: ifindex, parent: parent}
+}
+
+// errorf wraps err with the device and qdisc and what was being done.
+func (c *Classifier) errorf(err error, format string, a ...any) error {
+	return fmt.Errorf("u32 filters of ifindex %d parent %v: %s: %w", c.ifindex, c.parent, fmt.Sprintf(format, a...), err)
+}
+
+// filterName describes a filter for errors.
+func filterName(f model.Filter) string {
+	s := fmt.Sprintf("%s %v class %v", f.Match, f.Prefix, f.ClassID)
+	if f.Labels.User != "" {
+		s += " (user " + f.Labels.User + ")"
+	}
+	return s
+}
+
+// ready makes sure there is a connection and a picture of the kernel.
+func (c *Classifier) ready() error {
+	if c.connErr != nil {
+		return c.errorf(c.connErr, "no netlink connection")
+	}
+	if c.st == nil {
+		if _, err := c.Dump(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// execute sends one request and waits for its acknowledgement. On failure
+// the picture of the kernel is dropped so the next call dumps afresh.
+func (c *Classifier) execute(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, o *u32Opts) error {
+	m.ifindex, m.parent = c.ifindex, uint32(c.parent)
+	req, err := filterRequest(typ, flags|netlink.Acknowledge, m, o)
+	if err == nil {
+		_, err = c.conn.Execute(req)
+	}
+	if err != nil {
+		c.st = nil
+	}
+	return err
+}
+
+// create adds a new object (fails if the handle exists).
+func (c *Classifier) create(t int, handle uint32, o *u32Opts) error {
+	return c.execute(rtmNewTFilter, netlink.Create|netlink.Excl, tcmsg{handle: handle, info: filterInfo(trees[t].prio, trees[t].proto)}, o)
+}
+
+// change modifies an existing key node in place (class, link).
+func (c *Classifier) change(t int, handle uint32, o *u32Opts) error {
+	return c.execute(rtmNewTFilter, 0, tcmsg{handle: handle, info: filterInfo(trees[t].prio, trees[t].proto)}, o)
+}
+
+// remove deletes one object; a missing one is not an error.
+func (c *Classifier) remove(t int, handle uint32) error {
+	err := c.execute(rtmDelTFilter, 0, tcmsg{handle: handle, info: filterInfo(trees[t].prio, trees[t].proto)}, nil)
+	if errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	return err
+}
+
+// Add installs filter f: one node per replica slot, each matching the full
+// prefix and classifying into f.ClassID, creating the hash tables and links
+// it needs. When nodes for f's prefix and match field exist it makes them
+// exactly right instead: wrong class changed in place, misplaced or damaged
+// nodes replaced (new ones first), so Add also serves a class change and
+// the repair of a Damaged filter. writes counts netlink requests that
+// changed something. Prefixes rejected: /0, IPv6 /65../112, non-canonical
+// (host bits set), IPv4-mapped IPv6, zoned.
+func (c *Classifier) Add(f model.Filter) (writes int, err error) {
+	pl, err := layoutOf(f.Prefix, f.Match)
+	if err != nil {
+		return 0, c.errorf(err, "add %s", filterName(f))
+	}
+	if f.ClassID == 0 || f.ClassID.Minor() == 0 {
+		return 0, c.errorf(fmt.Errorf("class id %v is not a class", f.ClassID), "add %s", filterName(f))
+	}
+	if err := c.ready(); err != nil {
+		return 0, err
+	}
+	w, err := c.ensureFor(pl)
+	writes += w
+	if err != nil {
+		return writes, c.errorf(err, "add %s: tables", filterName(f))
+	}
+	w, err = c.place(pl, fkey{f.Prefix, f.Match}, uint32(f.ClassID))
+	writes += w
+	if err != nil {
+		return writes, c.errorf(err, "add %s", filterName(f))
+	}
+	return writes, nil
+}
+
+// place makes the nodes of filter k exactly those of pl with class cls.
+func (c *Classifier) place(pl placement, k fkey, cls uint32) (writes int, err error) {
+	st := c.st
+	t := pl.tree
+	sel := selector{Flags: flagTerminal, Keys: pl.keys}
+	lo, hi := nodeRange(pl)
+	keep := map[uint32]bool{}
+	var fix []uint32 // nodes in the right slot that need their class changed
+	for _, s := range pl.slots {
+		sb := st.slotBase(t, s)
+		var ok uint32
+		for _, h := range st.byFilter[k] {
+			n := st.nodes[h]
+			if h&^0xfff == sb && !keep[h] && n.sel.equal(sel) && n.flags&userFlags == 0 && nodeIDOf(h) >= lo && nodeIDOf(h) <= hi {
+				ok = h
+				break
+			}
+		}
+		if ok != 0 {
+			keep[ok] = true
+			if st.nodes[ok].classID != cls {
+				fix = append(fix, ok)
+			}
+			continue
+		}
+		id, err := st.freeNode(sb, lo, hi)
+		if err != nil {
+			return writes, fmt.Errorf("table %x: bucket %d: %w", s.htid, s.bucket, err)
+		}
+		h := sb | uint32(id)
+		o := &u32Opts{classID: cls, hash: c.hashAttr(t, s), sel: &sel}
+		if err := c.create(t, h, o); err != nil {
+			return writes, fmt.Errorf("create node %x: %w", h, err)
+		}
+		writes++
+		st.addNode(&node{handle: h, tree: t, classID: cls, sel: sel, key: k, user: true})
+		keep[h] = true
+	}
+	for _, h := range fix {
+		if err := c.change(t, h, &u32Opts{classID: cls}); err != nil {
+			return writes, fmt.Errorf("change class of node %x: %w", h, err)
+		}
+		writes++
+		st.nodes[h].classID = cls
+	}
+	for _, h := range append([]uint32(nil), st.byFilter[k]...) {
+		if keep[h] {
+			continue
+		}
+		if err := c.remove(st.nodes[h].tree, h); err != nil {
+			return writes, fmt.Errorf("delete misplaced node %x: %w", h, err)
+		}
+		writes++
+		st.removeNode(h)
+	}
+	return writes, nil
+}
+
+// hashAttr is TCA_U32_HASH for slot s of tree t.
+func (c *Classifier) hashAttr(t int, s slot) uint32 {
+	if s.htid == 0 {
+		return rootHTID
+	}
+	return handleOf(s.htid, s.bucket, 0)
+}
+
+// Delete removes every node of f's prefix and match field (the class is
+// not compared), wherever it is. Deleting a filter that is not there is not
+// an error and writes nothing.
+func (c *Classifier) Delete(f model.Filter) (writes int, err error) {
+	if err := c.ready(); err != nil {
+		return 0, err
+	}
+	k := fkey{f.Prefix, f.Match}
+	for _, h := range append([]uint32(nil), c.st.byFilter[k]...) {
+		if err := c.remove(c.st.nodes[h].tree, h); err != nil {
+			return writes, c.errorf(err, "delete %s: node %x", filterName(f), h)
+		}
+		writes++
+		c.st.removeNode(h)
+	}
+	return writes, nil
+}
+
+// fkey identifies a filter in the kernel: its prefix and match field.
+type fkey struct {
+	prefix netip.Prefix
+	match  model.MatchField
+}

@@ -1,0 +1,216 @@
+package u32
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/mdlayher/netlink"
+
+	"github.com/shaperd/shaperd/pkg/model"
+)
+
+// Dump reads shaperd's u32 objects under the qdisc and decodes the nodes
+// back to filters (prefix, match field, class), one per prefix and match
+// field however many replica nodes it has, sorted as Tree.Filters
+// (prefix, then match). Labels are not stored in the kernel and stay
+// empty. A filter is Damaged when its nodes are not exactly its layout:
+// a replica missing, misplaced or duplicated, replicas that disagree on the
+// class (ClassID is then the most common one), a node that is not terminal
+// or has an id out of its length's range, or a table or link on the way to
+// it missing or wrong. Nodes that decode to no filter are not returned;
+// Ensure deletes them. Dump also renews the Classifier's picture of the
+// kernel.
+func (c *Classifier) Dump() ([]model.Filter, error) {
+	if c.connErr != nil {
+		return nil, c.errorf(c.connErr, "no netlink connection")
+	}
+	c.st = nil
+	req, err := filterRequest(rtmGetTFilter, netlink.Dump, tcmsg{ifindex: c.ifindex, parent: uint32(c.parent)}, nil)
+	if err != nil {
+		return nil, c.errorf(err, "dump")
+	}
+	req.Data = req.Data[:tcmsgLen] // a dump request carries no attributes
+	msgs, err := c.conn.Execute(req)
+	if err != nil {
+		return nil, c.errorf(err, "dump")
+	}
+	var objs []object
+	for _, m := range msgs {
+		_, o, err := parseObject(m.Data)
+		if err != nil {
+			return nil, c.errorf(err, "dump: decode filter message")
+		}
+		objs = append(objs, o)
+	}
+	st := buildState(objs)
+	c.st = st
+	return st.filters(), nil
+}
+
+// treeOfPrio is the tree with priority prio and protocol proto, or -1.
+func treeOfPrio(prio, proto uint16) int {
+	for t := range trees {
+		if trees[t].prio == prio && trees[t].proto == proto {
+			return t
+		}
+	}
+	return -1
+}
+
+// buildState makes the picture of the kernel from dumped objects.
+func buildState(objs []object) *state {
+	st := newState()
+	for _, o := range objs {
+		t := treeOfPrio(o.prio, o.proto)
+		if o.kind != "u32" || t < 0 || o.handle == 0 {
+			continue // not shaperd's, or the priority's own header
+		}
+		if nodeIDOf(o.handle) == 0 {
+			htid := htidOf(o.handle)
+			if htid >= 0x800 {
+				st.roots[t] = o.handle
+			} else {
+				st.tables[htid] = table{tree: t, divisor: o.divisor}
+			}
+			continue
+		}
+		n := &node{handle: o.handle, tree: t, link: htidOf(o.link), classID: o.classID, flags: o.flags, sel: o.sel}
+		switch {
+		case o.selErr != nil || !o.hasSel:
+			st.foreign = append(st.foreign, o.handle)
+		case o.link != 0:
+			if !linkPosition(t, o.handle) {
+				st.foreign = append(st.foreign, o.handle)
+			}
+		case o.classID != 0:
+			p, err := keysPrefix(o.sel.Keys, trees[t].v6, trees[t].addrOff)
+			if err == nil {
+				n.user, n.key = true, fkey{p, trees[t].match}
+			} else {
+				st.foreign = append(st.foreign, o.handle)
+			}
+		default:
+			st.foreign = append(st.foreign, o.handle)
+		}
+		st.addNode(n)
+	}
+	return st
+}
+
+// linkPosition reports whether handle is where tree t has a link: node
+// 1..n of its root, node 1 of a level-1 bucket. Whether the link is right
+// is checked by reachable and repaired by Ensure.
+func linkPosition(t int, handle uint32) bool {
+	htid, id := htidOf(handle), nodeIDOf(handle)
+	if htid >= 0x800 {
+		return bucketOf(handle) == 0 && id >= 1 && int(id) <= len(trees[t].hiers)
+	}
+	h, level, _, ok := tableOf(htid)
+	return ok && level == 1 && hiers[h].tree == t && id == l2LinkNode
+}
+
+// reachable reports whether packets get to table htid of tree t: for
+// level 1 the root's link, for level 2 also the level-1 bucket's link,
+// each with the right hash key, and the tables with the right size.
+func (st *state) reachable(t int, htid uint16) bool {
+	if htid == 0 {
+		_, ok := st.roots[t]
+		return ok
+	}
+	h, level, b, ok := tableOf(htid)
+	if !ok || hiers[h].tree != t {
+		return false
+	}
+	if tb, ok := st.tables[htid]; !ok || tb.tree != t || tb.divisor != divisor {
+		return false
+	}
+	if level == 1 {
+		root, ok := st.roots[t]
+		return ok && st.isLink(root|uint32(rootLinkNode(h)), htid, linkSel(t, hiers[h].b1))
+	}
+	return st.reachable(t, l1HTID(h)) && st.isLink(handleOf(l1HTID(h), b, l2LinkNode), htid, linkSel(t, hiers[h].b1+1))
+}
+
+func (st *state) isLink(handle uint32, target uint16, sel selector) bool {
+	n, ok := st.nodes[handle]
+	return ok && n.link == target && n.sel.equal(sel) && n.classID == 0 && n.flags&userFlags == 0
+}
+
+// filters decodes the user nodes into filters and checks each against its
+// layout.
+func (st *state) filters() []model.Filter {
+	out := make([]model.Filter, 0, len(st.byFilter))
+	reach := map[[2]int]bool{}
+	for k, hs := range st.byFilter {
+		f := model.Filter{Prefix: k.prefix, Match: k.match}
+		f.ClassID, f.Damaged = st.majorityClass(hs)
+		if !f.Damaged {
+			f.Damaged = !st.matchesLayout(k, hs, reach)
+		}
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b model.Filter) int {
+		if c := a.Prefix.Compare(b.Prefix); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Match, b.Match)
+	})
+	return out
+}
+
+// majorityClass is the most common class among nodes hs (the lowest on a
+// tie); split reports whether they disagree.
+func (st *state) majorityClass(hs []uint32) (model.Handle, bool) {
+	count := map[uint32]int{}
+	for _, h := range hs {
+		count[st.nodes[h].classID]++
+	}
+	var best uint32
+	for cls, n := range count {
+		if n > count[best] || (n == count[best] && cls < best) {
+			best = cls
+		}
+	}
+	return model.Handle(best), len(count) > 1
+}
+
+// matchesLayout reports whether nodes hs are exactly the layout of k.
+func (st *state) matchesLayout(k fkey, hs []uint32, reach map[[2]int]bool) bool {
+	pl, err := layoutOf(k.prefix, k.match)
+	if err != nil || len(hs) != len(pl.slots) {
+		return false
+	}
+	want := selector{Flags: flagTerminal, Keys: pl.keys}
+	lo, hi := nodeRange(pl)
+	seen := map[uint32]bool{}
+	for _, h := range hs {
+		n := st.nodes[h]
+		if n.tree != pl.tree || !n.sel.equal(want) || n.flags&userFlags != 0 || nodeIDOf(h) < lo || nodeIDOf(h) > hi {
+			return false
+		}
+		seen[h&^0xfff] = true
+	}
+	for _, s := range pl.slots {
+		b := st.slotBase(pl.tree, s)
+		if !seen[b] {
+			return false
+		}
+		rk := [2]int{pl.tree, int(s.htid)}
+		r, ok := reach[rk]
+		if !ok {
+			r = st.reachable(pl.tree, s.htid)
+			reach[rk] = r
+		}
+		if !r {
+			return false
+		}
+	}
+	return true
+}
+
+// String summarises the picture for debugging.
+func (st *state) String() string {
+	return fmt.Sprintf("u32 state: %d roots, %d tables, %d nodes, %d filters, %d foreign",
+		len(st.roots), len(st.tables), len(st.nodes), len(st.byFilter), len(st.foreign))
+}

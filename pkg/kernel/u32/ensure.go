@@ -1,0 +1,205 @@
+package u32
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"syscall"
+)
+
+// divisor is the bucket count of every shaperd hash table (the kernel's
+// maximum).
+const divisor = 256
+
+// Ensure makes the skeleton of all four trees exist: each priority, the
+// level-1 hash table of every hierarchy and the root's links to them, and
+// the level-1 links of every level-2 table that exists. It deletes nodes in
+// shaperd's priorities that are neither a link nor a filter. Level-2 tables
+// are created by Add when a prefix first needs them. It writes nothing when
+// the picture of the kernel (from the last Dump, or taken now when there is
+// none) shows a complete skeleton.
+func (c *Classifier) Ensure() (writes int, err error) {
+	if err := c.ready(); err != nil {
+		return 0, err
+	}
+	for t := range trees {
+		w, err := c.ensureTree(t)
+		writes += w
+		if err != nil {
+			return writes, c.errorf(err, "ensure prio %d", trees[t].prio)
+		}
+	}
+	for _, h := range c.l2Tables() {
+		hi, _, b, _ := tableOf(h)
+		w, err := c.ensureL2(hi, b)
+		writes += w
+		if err != nil {
+			return writes, c.errorf(err, "ensure table %x", h)
+		}
+	}
+	for _, h := range slices.Clone(c.st.foreign) {
+		if err := c.remove(c.st.nodes[h].tree, h); err != nil {
+			return writes, c.errorf(err, "delete foreign node %x", h)
+		}
+		writes++
+		c.st.removeNode(h)
+		c.st.foreign = slices.DeleteFunc(c.st.foreign, func(x uint32) bool { return x == h })
+	}
+	return writes, c.refreshRoots()
+}
+
+// l2Tables lists the level-2 tables in the picture, sorted.
+func (c *Classifier) l2Tables() []uint16 {
+	var out []uint16
+	for h := range c.st.tables {
+		if _, level, _, _ := tableOf(h); level == 2 {
+			out = append(out, h)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// refreshRoots dumps again when a tree was created in this call, so that
+// the automatic handle of its root table becomes known.
+func (c *Classifier) refreshRoots() error {
+	if c.st == nil {
+		return nil
+	}
+	for t := range trees {
+		if _, ok := c.st.roots[t]; !ok {
+			_, err := c.Dump()
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureFor makes the tables and links that placement pl needs.
+func (c *Classifier) ensureFor(pl placement) (writes int, err error) {
+	writes, err = c.ensureTree(pl.tree)
+	if err == nil {
+		err = c.refreshRoots()
+	}
+	if err != nil || pl.level != 2 {
+		return writes, err
+	}
+	h, _, b, _ := tableOf(pl.slots[0].htid)
+	w, err := c.ensureL2(h, b)
+	return writes + w, err
+}
+
+// ensureTree makes tree t's level-1 tables and root links.
+func (c *Classifier) ensureTree(t int) (writes int, err error) {
+	for _, h := range trees[t].hiers {
+		w, err := c.ensureTable(t, l1HTID(h))
+		writes += w
+		if err != nil {
+			return writes, err
+		}
+		base := c.st.roots[t] // 0 while the priority does not exist: the kernel picks the root
+		w, err = c.ensureLink(t, base|uint32(rootLinkNode(h)), rootHTID, l1HTID(h), linkSel(t, hiers[h].b1))
+		writes += w
+		if err != nil {
+			return writes, err
+		}
+	}
+	return writes, nil
+}
+
+// ensureL2 makes hierarchy h's level-2 table for level-1 bucket b and the
+// link to it.
+func (c *Classifier) ensureL2(h int, b uint8) (writes int, err error) {
+	t := hiers[h].tree
+	w, err := c.ensureTable(t, l2HTID(h, b))
+	if err != nil {
+		return w, err
+	}
+	at := handleOf(l1HTID(h), b, 0)
+	w2, err := c.ensureLink(t, at|uint32(l2LinkNode), at, l2HTID(h, b), linkSel(t, hiers[h].b1+1))
+	return w + w2, err
+}
+
+// ensureTable creates hash table htid in tree t unless it exists as it
+// should. A table of the wrong size or priority is deleted first, with the
+// links to it.
+func (c *Classifier) ensureTable(t int, htid uint16) (writes int, err error) {
+	if tb, ok := c.st.tables[htid]; ok {
+		if tb.tree == t && tb.divisor == divisor {
+			return 0, nil
+		}
+		for h, n := range c.st.nodes {
+			if n.link == htid {
+				if err := c.remove(n.tree, h); err != nil {
+					return writes, fmt.Errorf("unlink table %x from node %x: %w", htid, h, err)
+				}
+				writes++
+				c.st.removeNode(h)
+			}
+		}
+		if err := c.remove(tb.tree, handleOf(htid, 0, 0)); err != nil {
+			return writes, fmt.Errorf("delete table %x (divisor %d, prio %d): %w", htid, tb.divisor, trees[tb.tree].prio, err)
+		}
+		writes++
+		c.dropTable(htid)
+	}
+	if err := c.create(t, handleOf(htid, 0, 0), &u32Opts{divisor: divisor}); err != nil {
+		return writes, fmt.Errorf("create table %x: %w", htid, err)
+	}
+	c.st.tables[htid] = table{tree: t, divisor: divisor}
+	return writes + 1, nil
+}
+
+// dropTable forgets table htid and the nodes that were in it.
+func (c *Classifier) dropTable(htid uint16) {
+	delete(c.st.tables, htid)
+	for h := range c.st.nodes {
+		if htidOf(h) == htid {
+			c.st.removeNode(h)
+		}
+	}
+}
+
+// ensureLink makes node handle (in the bucket that hash names) a link to
+// table target hashing with sel, replacing whatever node has that handle.
+func (c *Classifier) ensureLink(t int, handle, hash uint32, target uint16, sel selector) (writes int, err error) {
+	if n, ok := c.st.nodes[handle]; ok {
+		if n.link == target && n.sel.equal(sel) && n.classID == 0 && n.flags&userFlags == 0 {
+			return 0, nil
+		}
+		if err := c.remove(t, handle); err != nil {
+			return writes, fmt.Errorf("delete wrong link %x: %w", handle, err)
+		}
+		writes++
+		c.st.removeNode(handle)
+	}
+	err = c.create(t, handle, &u32Opts{hash: hash, link: uint32(target) << 20, sel: &sel})
+	if err != nil {
+		return writes, fmt.Errorf("create link %x to table %x: %w", handle, target, err)
+	}
+	if htidOf(handle) != 0 { // in the root of a new priority the handle is known after a dump
+		c.st.addNode(&node{handle: handle, tree: t, link: target, sel: sel})
+	}
+	return writes + 1, nil
+}
+
+// Remove deletes shaperd's four u32 priorities under the qdisc, and with
+// them every node and hash table shaperd made. Priorities that do not
+// exist are skipped. When other u32 priorities exist under the same qdisc,
+// the kernel keeps the deleted priorities' non-root hash tables until the
+// last u32 priority or the qdisc goes (cls_u32 shares tables per qdisc);
+// they are reused when shaperd's priorities are created again.
+func (c *Classifier) Remove() error {
+	if c.connErr != nil {
+		return c.errorf(c.connErr, "no netlink connection")
+	}
+	for t := range trees {
+		err := c.execute(rtmDelTFilter, 0, tcmsg{info: filterInfo(trees[t].prio, trees[t].proto)}, nil)
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			c.st = nil
+			return c.errorf(err, "delete prio %d", trees[t].prio)
+		}
+	}
+	c.st = nil
+	return nil
+}

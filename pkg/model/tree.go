@@ -120,8 +120,12 @@ type Qdisc struct {
 
 // TBFParams are the parameters of a whole-interface TBF shaper.
 type TBFParams struct {
-	Rate  tbf.Rate
-	Burst tbf.Size // bucket size in bytes; also the largest packet (max_size)
+	Rate tbf.Rate
+	// Burst is the bucket size in bytes; also the largest packet (max_size).
+	// The kernel dumps only the bucket in ticks: pkg/kernel reconstructs
+	// Burst (tbf.XmitSize or tbf.BurstFromTicks), and TBFParamsEqual
+	// compares bursts (and MTUs) as dumped ticks, within one tick.
+	Burst tbf.Size
 	Limit tbf.Size // bytes queued before dropping (from latency)
 	// PeakRate and MTU enable the second (peak) bucket; 0 disables it.
 	PeakRate tbf.Rate
@@ -144,6 +148,13 @@ type Class struct {
 	Quantum         uint32 // bytes; always explicit
 	Prio            uint32
 	// Leaf is the qdisc under a leaf class; nil leaves the kernel default.
+	// Convention for actual (dumped) trees: a class whose leaf is the
+	// kernel's default (the pfifo HTB creates itself, without a handle of
+	// its own) and an inner class (no leaf at all) have Leaf == nil;
+	// only a leaf qdisc that someone installed is reported. Build leaves a
+	// pfifo without a limit as nil too. Diff compares Leaf with LeafEqual
+	// (Limit 0 matches any limit); an OpChange to Leaf nil means "delete the
+	// leaf qdisc", after which the kernel grafts its default pfifo again.
 	Leaf *LeafQdisc
 	// Labels say whom the class serves (not stored in the kernel).
 	Labels Labels

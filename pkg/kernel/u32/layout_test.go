@@ -215,4 +215,3 @@ func span(a, b int) []int {
 	}
 	return out
 }
-

@@ -26,12 +26,12 @@ type table struct {
 
 // state is the Classifier's picture of its u32 objects in the kernel.
 type state struct {
-	roots    map[int]uint32     // tree -> its root table's handle (htid<<20)
-	tables   map[uint16]table   // shaperd's tables by htid
-	nodes    map[uint32]*node   // every key node of shaperd's trees, by handle
-	byFilter map[fkey][]uint32  // user nodes by filter
+	roots    map[int]uint32      // tree -> its root table's handle (htid<<20)
+	tables   map[uint16]table    // shaperd's tables by htid
+	nodes    map[uint32]*node    // every key node of shaperd's trees, by handle
+	byFilter map[fkey][]uint32   // user nodes by filter
 	used     map[uint32][]uint16 // node ids in use per table bucket (handle&^0xfff)
-	foreign  []uint32           // nodes that are neither links nor filters
+	foreign  []uint32            // nodes that are neither links nor filters
 }
 
 func newState() *state {

@@ -36,8 +36,9 @@ const MaxTiers = int(LastTierMinor) - int(FirstTierMinor) + 1
 // Stability across restarts comes from persisting the Assignment (it
 // marshals to JSON) or, without a state file, from AssignmentFromTree.
 //
-// The zero value is not usable; use NewAssignment. An Assignment is not safe
-// for concurrent use.
+// The zero value is an empty Assignment, as NewAssignment returns. Use it by
+// pointer (*Assignment carries the JSON methods). It is not safe for
+// concurrent use.
 type Assignment struct {
 	users *pool
 	tiers *pool
@@ -51,13 +52,29 @@ func NewAssignment() *Assignment {
 	}
 }
 
+// u returns the user pool, creating it in a zero Assignment.
+func (a *Assignment) u() *pool {
+	if a.users == nil {
+		a.users = newPool(FirstUserMinor, LastUserMinor)
+	}
+	return a.users
+}
+
+// t returns the tier pool, creating it in a zero Assignment.
+func (a *Assignment) t() *pool {
+	if a.tiers == nil {
+		a.tiers = newPool(FirstTierMinor, LastTierMinor)
+	}
+	return a.tiers
+}
+
 // Assign gives every name in users a user class minor: names that already
 // have one keep it, names no longer listed are released, new names get
 // minors as described on Assignment. Duplicate names count once. More than
 // MaxUsers names is an error wrapping ErrTooManyUsers, and then the
 // Assignment is unchanged.
 func (a *Assignment) Assign(users []string) error {
-	if err := a.users.assign(users); err != nil {
+	if err := a.u().assign(users); err != nil {
 		return fmt.Errorf("%d users: %w: an interface holds at most %d user classes (minors %x..%x)",
 			countUnique(users), ErrTooManyUsers, MaxUsers, FirstUserMinor, LastUserMinor)
 	}
@@ -67,7 +84,7 @@ func (a *Assignment) Assign(users []string) error {
 // AssignTiers does for tier aggregate classes what Assign does for users;
 // more than MaxTiers names is an error wrapping ErrTooManyTiers.
 func (a *Assignment) AssignTiers(tiers []string) error {
-	if err := a.tiers.assign(tiers); err != nil {
+	if err := a.t().assign(tiers); err != nil {
 		return fmt.Errorf("%d tiers: %w: an interface holds at most %d tier classes (minors %x..%x)",
 			countUnique(tiers), ErrTooManyTiers, MaxTiers, FirstTierMinor, LastTierMinor)
 	}
@@ -76,32 +93,32 @@ func (a *Assignment) AssignTiers(tiers []string) error {
 
 // User returns the minor of user's class.
 func (a *Assignment) User(user string) (uint16, bool) {
-	m, ok := a.users.byName[user]
+	m, ok := a.u().byName[user]
 	return m, ok
 }
 
 // Tier returns the minor of tier's aggregate class.
 func (a *Assignment) Tier(tier string) (uint16, bool) {
-	m, ok := a.tiers.byName[tier]
+	m, ok := a.t().byName[tier]
 	return m, ok
 }
 
 // Users returns a copy of the user name -> minor map.
-func (a *Assignment) Users() map[string]uint16 { return maps.Clone(a.users.byName) }
+func (a *Assignment) Users() map[string]uint16 { return maps.Clone(a.u().byName) }
 
 // Tiers returns a copy of the tier name -> minor map.
-func (a *Assignment) Tiers() map[string]uint16 { return maps.Clone(a.tiers.byName) }
+func (a *Assignment) Tiers() map[string]uint16 { return maps.Clone(a.t().byName) }
 
 // UserByMinor returns the user whose class has minor m.
-func (a *Assignment) UserByMinor(m uint16) (string, bool) { return a.users.nameOf(m) }
+func (a *Assignment) UserByMinor(m uint16) (string, bool) { return a.u().nameOf(m) }
 
 // TierByMinor returns the tier whose aggregate class has minor m.
-func (a *Assignment) TierByMinor(m uint16) (string, bool) { return a.tiers.nameOf(m) }
+func (a *Assignment) TierByMinor(m uint16) (string, bool) { return a.t().nameOf(m) }
 
 // SetUser pins user to minor m, as a recovered or operator-chosen
 // assignment. It fails if m is outside the user range or held by another user.
 func (a *Assignment) SetUser(user string, m uint16) error {
-	if err := a.users.set(user, m); err != nil {
+	if err := a.u().set(user, m); err != nil {
 		return fmt.Errorf("user %q: %w", user, err)
 	}
 	return nil
@@ -109,7 +126,7 @@ func (a *Assignment) SetUser(user string, m uint16) error {
 
 // SetTier pins tier to minor m; see SetUser.
 func (a *Assignment) SetTier(tier string, m uint16) error {
-	if err := a.tiers.set(tier, m); err != nil {
+	if err := a.t().set(tier, m); err != nil {
 		return fmt.Errorf("tier %q: %w", tier, err)
 	}
 	return nil
@@ -117,7 +134,7 @@ func (a *Assignment) SetTier(tier string, m uint16) error {
 
 // Clone returns an independent copy.
 func (a *Assignment) Clone() *Assignment {
-	return &Assignment{users: a.users.clone(), tiers: a.tiers.clone()}
+	return &Assignment{users: a.u().clone(), tiers: a.t().clone()}
 }
 
 // assignmentJSON is the state-file form of an Assignment. NextUser/NextTier
@@ -134,8 +151,8 @@ type assignmentJSON struct {
 // (minors in decimal).
 func (a *Assignment) MarshalJSON() ([]byte, error) {
 	return json.Marshal(assignmentJSON{
-		Users: a.users.byName, Tiers: a.tiers.byName,
-		NextUser: a.users.next, NextTier: a.tiers.next,
+		Users: a.u().byName, Tiers: a.t().byName,
+		NextUser: a.u().next, NextTier: a.t().next,
 	})
 }
 

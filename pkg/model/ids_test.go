@@ -225,3 +225,16 @@ func TestAssignmentFromTreeConflictsAndNewUsers(t *testing.T) {
 		t.Errorf("Assign moved recovered users: %v", got.Users())
 	}
 }
+
+func TestAssignmentZeroValue(t *testing.T) {
+	var a Assignment
+	if _, ok := a.User("alice"); ok {
+		t.Fatal("zero Assignment has alice")
+	}
+	if err := a.Assign([]string{"alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := a.User("alice"); !ok || m != FirstUserMinor {
+		t.Errorf("alice got %x, %v", m, ok)
+	}
+}

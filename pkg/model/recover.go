@@ -43,8 +43,8 @@ func AssignmentFromTree(actual Tree, users map[string][]netip.Prefix) *Assignmen
 			cands = append(cands, c)
 		}
 	}
-	a.users.settle(cands)
-	a.users.skipPast(actual.Classes)
+	a.u().settle(cands)
+	a.u().skipPast(actual.Classes)
 	return a
 }
 
@@ -58,10 +58,10 @@ func (a *Assignment) RecoverTiers(actual Tree, userTiers map[string]string) {
 	votes := map[string]map[uint16]int{}
 	for _, user := range sortedKeys(userTiers) {
 		tier := userTiers[user]
-		if _, ok := a.tiers.byName[tier]; ok || tier == "" {
+		if _, ok := a.t().byName[tier]; ok || tier == "" {
 			continue
 		}
-		m, ok := a.users.byName[user]
+		m, ok := a.u().byName[user]
 		if !ok {
 			continue
 		}
@@ -87,8 +87,8 @@ func (a *Assignment) RecoverTiers(actual Tree, userTiers map[string]string) {
 			cands = append(cands, c)
 		}
 	}
-	a.tiers.settle(cands)
-	a.tiers.skipPast(actual.Classes)
+	a.t().settle(cands)
+	a.t().skipPast(actual.Classes)
 }
 
 // claim is a name's best-supported minor.

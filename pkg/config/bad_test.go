@@ -19,7 +19,7 @@ type archive struct {
 	files map[string]string
 }
 
-func readArchive(t *testing.T, path string) archive {
+func readArchive(t testing.TB, path string) archive {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

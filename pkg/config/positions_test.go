@@ -1,0 +1,81 @@
+package config
+
+import "testing"
+
+// TestKeyPositions checks the scanner on the TOML forms a config may use:
+// dotted and quoted keys, inline tables, arrays over several lines,
+// multi-line strings that contain brackets and '=', and arrays of tables.
+func TestKeyPositions(t *testing.T) {
+	src := `# comment [not a table]
+top = 1
+a.b = "x"   # trailing
+"quoted key" = 'lit'
+text = """
+[fake]
+x = 1"""
+lit = '''
+[[fake]]'''
+arr = [
+  "one", # c
+  { k = 1, m = [2, 3] },
+]
+
+[tbl]
+key = { inner = "v", deep.er = 2 }
+
+[[list]]
+name = "first"
+
+[[list]]
+  name = "second"
+  [list.sub]
+  x = 1
+  [[list.items]]
+  y = 2
+`
+	want := map[string]pos{
+		"top":                {2, 1},
+		"a":                  {3, 1},
+		"a.b":                {3, 1},
+		"quoted key":         {4, 1},
+		"text":               {5, 1},
+		"lit":                {8, 1},
+		"arr":                {10, 1},
+		"arr[0]":             {11, 3},
+		"arr[1]":             {12, 3},
+		"arr[1].k":           {12, 5},
+		"arr[1].m":           {12, 12},
+		"arr[1].m[1]":        {12, 20},
+		"tbl":                {15, 1},
+		"tbl.key":            {16, 1},
+		"tbl.key.inner":      {16, 9},
+		"tbl.key.deep.er":    {16, 22},
+		"list":               {18, 1},
+		"list[0]":            {18, 1},
+		"list[0].name":       {19, 1},
+		"list[1]":            {21, 1},
+		"list[1].name":       {22, 3},
+		"list[1].sub":        {23, 3},
+		"list[1].sub.x":      {24, 3},
+		"list[1].items[0]":   {25, 3},
+		"list[1].items[0].y": {26, 3},
+	}
+	got := keyPositions([]byte(src))
+	for k, w := range want {
+		if g, ok := got[k]; !ok || g != w {
+			t.Errorf("%s: got %v (found %v), want %v", k, g, ok, w)
+		}
+	}
+	for _, k := range []string{"fake", "x", "text.x"} {
+		if _, ok := got[k]; ok {
+			t.Errorf("%q recorded from inside a string", k)
+		}
+	}
+}
+
+// TestKeyPositionsGarbage feeds text that is not TOML: no panic, no hang.
+func TestKeyPositionsGarbage(t *testing.T) {
+	for _, src := range []string{"[", "[[", "a = [", "a = {", `a = "`, `a = """`, "= = =", "[a.\n", "a = [1,,]", "\x00\xff", "'''", "a.'b"} {
+		keyPositions([]byte(src))
+	}
+}

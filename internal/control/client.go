@@ -137,18 +137,38 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return nil
 }
 
-// connError explains a failed connection in terms of what to do.
+// connError explains a failed connection in terms of what to do. The
+// message leaves out the HTTP wrapping; the error still wraps the cause.
 func (c *Client) connError(err error) error {
+	cause := err
+	var op *net.OpError
+	if errors.As(err, &op) {
+		cause = op.Err
+	}
+	var msg string
 	switch {
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("cannot reach shaperd at %s: is the daemon running? (systemctl status shaperd): %w", c.path, err)
+		msg = fmt.Sprintf("cannot reach shaperd at %s: is the daemon running? (systemctl status shaperd) [%v]", c.path, cause)
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		return fmt.Errorf("permission denied on %s: run as root or as a member of the socket's group (socket_group in shaperd.toml): %w", c.path, err)
+		msg = fmt.Sprintf("permission denied on %s: run as root or as a member of the socket's group (socket_group in shaperd.toml)", c.path)
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("shaperd at %s did not answer in time: %w", c.path, err)
+		msg = fmt.Sprintf("shaperd at %s did not answer in time", c.path)
+	case errors.Is(err, context.Canceled):
+		msg = "interrupted"
+	default:
+		msg = fmt.Sprintf("talk to shaperd at %s: %v", c.path, cause)
 	}
-	return fmt.Errorf("talk to shaperd at %s: %w", c.path, err)
+	return &wrapped{msg: msg, err: err}
 }
+
+// wrapped is an error with its own message that still wraps err.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.err }
 
 // decodeError turns an error answer into an *APIError.
 func decodeError(status int, data []byte) error {

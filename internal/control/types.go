@@ -3,7 +3,6 @@ package control
 import (
 	"time"
 
-	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -23,9 +22,11 @@ type InterfaceStatus struct {
 	// Name is the configured interface ("lan0").
 	Name string `json:"name"`
 	// Device carries the shaper: Name for egress, the IFB device for ingress.
-	Device    string           `json:"device"`
-	Shaper    model.ShaperKind `json:"shaper"`
-	Direction model.Direction  `json:"direction"`
+	Device string `json:"device"`
+	// Shaper is "htb" or "tbf" (model.ShaperKind as a string).
+	Shaper string `json:"shaper"`
+	// Direction is "egress" or "ingress" (model.Direction as a string).
+	Direction string `json:"direction"`
 	// Bandwidth is the interface's configured capacity ("1gbit").
 	Bandwidth tbf.Rate `json:"bandwidth"`
 	// Users names the users shaped on this interface, sorted.

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+)
+
+// mainUsage is shaperctl's help.
+const mainUsage = `shaperctl controls a running shaperd over its control socket.
+
+Usage:
+  shaperctl [--socket PATH] COMMAND [ARGS] [FLAGS]
+
+Commands:
+  status     show interfaces and users: configured, effective and measured rates
+  set-rate   change the rates of a user, a tier or an interface at run time
+  clear      remove run-time changes; the target returns to its plan
+  reload     reread the configuration (refused, old one kept, when invalid)
+  top        live per-user throughput, heaviest first
+  help       show help for a command: shaperctl help set-rate
+
+Global flags:
+  --socket PATH   the control socket (default $SHAPERD_SOCKET, else /run/shaperd/shaperd.sock)
+
+Rates use tc's units: bit kbit mbit gbit tbit, or bps kbps mbps gbps for bytes/s.
+Durations use Go syntax: 250ms, 2s, 1h30m.
+Exit status: 0 ok, 1 error, 2 usage error.
+`
+
+// commandHelp is each command's help.
+var commandHelp = map[string]string{
+	"status": `Usage: shaperctl status [--json]
+
+Show every managed interface and every user: the configured rate and
+ceiling, the effective ones in force now (after schedules, overrides, quotas
+and ramps) with the reason, the measured throughput, bytes and drops.
+
+Flags:
+  --json   print the status as JSON (rates as tc strings, "10mbit")
+`,
+	"set-rate": `Usage: shaperctl set-rate TARGET RATE [--ceil RATE] [--ramp DUR] [--for DUR] [--json]
+
+Change the rates of TARGET at run time, until cleared or for a while.
+TARGET is a user name, tier:NAME (each user of the tier) or iface:NAME (each
+user on the interface). RATE becomes both the guaranteed rate and the
+ceiling, unless --ceil gives a higher ceiling.
+
+Flags:
+  --ceil RATE   the most the target may borrow up to; at least RATE
+  --ramp DUR    how long the change takes; 0s changes at once
+                (default: the policy's ramp from shaperd.toml)
+  --for DUR     undo the change after DUR (default: until 'shaperctl clear')
+  --json        print the daemon's answer as JSON
+
+Examples:
+  shaperctl set-rate alice 3mbit
+  shaperctl set-rate tier:gold 20mbit --ceil 50mbit --for 2h
+  shaperctl set-rate iface:lan0 100mbit --ramp 0s
+`,
+	"clear": `Usage: shaperctl clear TARGET
+
+Remove the run-time changes (set-rate) of TARGET: a user name, tier:NAME or
+iface:NAME. The target returns to its plan, smoothly (the policy's ramp).
+`,
+	"reload": `Usage: shaperctl reload
+
+Reread shaperd.toml and users.toml. An invalid configuration is refused and
+its errors listed (file:line:col: message); the old one stays in force.
+Same as sending SIGHUP to shaperd.
+`,
+	"top": `Usage: shaperctl top [--interval DUR] [--iterations N]
+
+Show per-user throughput, heaviest first, refreshed every second, like top.
+Press q or Ctrl-C to quit. When the output is not a terminal, print one
+plain snapshot per refresh instead.
+
+Flags:
+  --interval DUR    time between refreshes (default 1s)
+  --iterations N    stop after N refreshes (default 0: until quit)
+`,
+	"help": `Usage: shaperctl help [COMMAND]
+
+Show help for shaperctl or for one command.
+`,
+}
+
+// printHelp writes the help of cmd ("" for shaperctl) to w.
+func printHelp(w io.Writer, cmd string) {
+	if h, ok := commandHelp[cmd]; ok {
+		fmt.Fprint(w, h)
+		fmt.Fprint(w, "\nGlobal flags:\n  --socket PATH   the control socket (default $SHAPERD_SOCKET, else /run/shaperd/shaperd.sock)\n")
+		return
+	}
+	fmt.Fprint(w, mainUsage)
+}

@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+func isHelp(err error) bool { return errors.Is(err, flag.ErrHelp) }
+
+func runSetRate(ctx context.Context, c *control.Client, args []string, out io.Writer, _ Env) error {
+	fs := newFlagSet("set-rate")
+	var ceil rateFlag
+	var ramp, dur durationFlag
+	fs.Var(&ceil, "ceil", "")
+	fs.Var(&ramp, "ramp", "")
+	fs.Var(&dur, "for", "")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagError("set-rate", err)
+	}
+	req, err := setRateRequest(pos, ceil.v, ramp.v, dur.v)
+	if err != nil {
+		return err
+	}
+	resp, err := c.SetRate(ctx, req)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(out, resp)
+	}
+	fmt.Fprintln(out, describeSetRate(resp))
+	return nil
+}
+
+// setRateRequest checks the command line and builds the request; mistakes
+// are usage errors.
+func setRateRequest(pos []string, ceil *tbf.Rate, ramp, dur *control.Duration) (control.SetRateRequest, error) {
+	const cmd = "set-rate"
+	if len(pos) != 2 {
+		return control.SetRateRequest{}, usagef(cmd, "want TARGET RATE, got %d arguments", len(pos))
+	}
+	target := pos[0]
+	if _, err := control.ParseTarget(target); err != nil {
+		return control.SetRateRequest{}, usagef(cmd, "%v", err)
+	}
+	rate, err := tbf.ParseRate(pos[1])
+	if err != nil {
+		return control.SetRateRequest{}, usagef(cmd, "%v", err)
+	}
+	if rate == 0 {
+		return control.SetRateRequest{}, usagef(cmd, "RATE must be positive")
+	}
+	if ceil != nil && *ceil < rate {
+		return control.SetRateRequest{}, usagef(cmd, "--ceil %s is below RATE %s: the ceiling must be at least the rate (omit --ceil to use RATE as both)", ceil, rate)
+	}
+	if ramp != nil && *ramp < 0 {
+		return control.SetRateRequest{}, usagef(cmd, "--ramp %s: must not be negative (0s changes at once)", ramp)
+	}
+	if dur != nil && *dur <= 0 {
+		return control.SetRateRequest{}, usagef(cmd, "--for %s: must be positive (omit it to keep the change until cleared)", dur)
+	}
+	return control.SetRateRequest{Target: target, Rate: rate, Ceil: ceil, Ramp: ramp, For: dur}, nil
+}
+
+// describeSetRate says what a set-rate did, in one line.
+func describeSetRate(r *control.SetRateResponse) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: rate %s, ceil %s", r.Target, r.Rate, r.Ceil)
+	if r.Ramp == 0 {
+		b.WriteString(", at once")
+	} else {
+		fmt.Fprintf(&b, ", ramping over %s", r.Ramp)
+	}
+	if r.Until != nil {
+		fmt.Fprintf(&b, ", until %s", r.Until.Format(time.DateTime+" MST"))
+	} else {
+		b.WriteString(", until cleared")
+	}
+	if len(r.Users) != 1 || r.Users[0] != r.Target {
+		fmt.Fprintf(&b, " (%d users: %s)", len(r.Users), strings.Join(r.Users, ", "))
+	}
+	return b.String()
+}
+
+func runClear(ctx context.Context, c *control.Client, args []string, out io.Writer, _ Env) error {
+	fs := newFlagSet("clear")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagError("clear", err)
+	}
+	if len(pos) != 1 {
+		return usagef("clear", "want one TARGET, got %d arguments", len(pos))
+	}
+	if _, err := control.ParseTarget(pos[0]); err != nil {
+		return usagef("clear", "%v", err)
+	}
+	if err := c.Clear(ctx, pos[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: run-time changes cleared; back to its plan\n", pos[0])
+	return nil
+}
+
+func runReload(ctx context.Context, c *control.Client, args []string, out io.Writer, _ Env) error {
+	fs := newFlagSet("reload")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagError("reload", err)
+	}
+	if len(pos) > 0 {
+		return usagef("reload", "unexpected argument %q", pos[0])
+	}
+	if err := c.Reload(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "configuration reloaded")
+	return nil
+}

@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/control"
+)
+
+func runStatus(ctx context.Context, c *control.Client, args []string, out io.Writer, _ Env) error {
+	fs := newFlagSet("status")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagError("status", err)
+	}
+	if len(pos) > 0 {
+		return usagef("status", "unexpected argument %q", pos[0])
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(out, st)
+	}
+	return writeStatus(out, st)
+}
+
+// flagError turns a flag parse error into a usage error (or ErrHelp).
+func flagError(cmd string, err error) error {
+	if err == nil || isHelp(err) {
+		return err
+	}
+	return usagef(cmd, "%v", err)
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeStatus writes the human status: an interfaces table and a users table.
+func writeStatus(out io.Writer, st *control.Status) error {
+	fmt.Fprintf(out, "shaperd status at %s: %d interfaces, %d users\n\n",
+		st.Generated.Format("2006-01-02 15:04:05 MST"), len(st.Interfaces), countUsers(st.Users))
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INTERFACE\tDEVICE\tSHAPER\tDIRECTION\tBANDWIDTH\tUSERS\tTIERS")
+	for _, i := range st.Interfaces {
+		tiers := make([]string, len(i.Tiers))
+		for k, t := range i.Tiers {
+			tiers[k] = fmt.Sprintf("%s %s/%s", t.Name, formatRate(t.Rate), formatRate(t.Ceil))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", i.Name, i.Device, i.Shaper, i.Direction,
+			formatRate(i.Bandwidth), len(i.Users), dash(strings.Join(tiers, ", ")))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	users := slices.Clone(st.Users)
+	slices.SortStableFunc(users, func(a, b control.UserStatus) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Interface, b.Interface))
+	})
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "USER\tINTERFACE\tTIER\tRATE/CEIL\tEFFECTIVE\tTHROUGHPUT\tBYTES\tDROPS\tREASON")
+	for _, u := range users {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%d\t%s\n", u.Name, u.Interface, dash(u.Tier),
+			formatRate(u.Rate), formatRate(u.Ceil), formatRate(u.EffectiveRate), formatRate(u.EffectiveCeil),
+			formatRate(u.Throughput), formatBytes(u.Bytes), u.Drops, reason(u))
+	}
+	return tw.Flush()
+}
+
+// reason is the REASON column: the daemon's reason with a ramp or quota in progress.
+func reason(u control.UserStatus) string {
+	parts := []string{dash(u.Reason)}
+	if r := u.Ramp; r != nil {
+		parts = append(parts, fmt.Sprintf("ramping %s -> %s until %s", formatRate(r.From), formatRate(r.To), r.Until.Format(time.TimeOnly)))
+	}
+	if q := u.Quota; q != nil {
+		parts = append(parts, fmt.Sprintf("quota %s of %s until %s", formatBytes(q.Used), formatBytes(q.Limit), q.PeriodEnd.Format("2006-01-02 15:04")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// countUsers counts distinct user names (a user may be on several interfaces).
+func countUsers(us []control.UserStatus) int {
+	seen := map[string]bool{}
+	for _, u := range us {
+		seen[u.Name] = true
+	}
+	return len(seen)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// Terminal control sequences of top.
+const (
+	clearScreen = "\x1b[H\x1b[2J" // cursor home, erase the screen
+	topHeadRows = 3               // header, blank line, column titles
+)
+
+func runTop(ctx context.Context, c *control.Client, args []string, out io.Writer, env Env) error {
+	fs := newFlagSet("top")
+	interval := fs.Duration("interval", time.Second, "")
+	iterations := fs.Int("iterations", 0, "")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagError("top", err)
+	}
+	switch {
+	case len(pos) > 0:
+		return usagef("top", "unexpected argument %q", pos[0])
+	case *interval <= 0:
+		return usagef("top", "--interval must be positive")
+	case *iterations < 0:
+		return usagef("top", "--iterations must not be negative")
+	}
+	after := env.After
+	if after == nil {
+		after = time.After
+	}
+	var quit <-chan struct{}
+	if env.Terminal {
+		if env.Cbreak != nil {
+			restore, err := env.Cbreak()
+			if err != nil {
+				return fmt.Errorf("set up the terminal: %w", err)
+			}
+			defer restore()
+		}
+		if env.Stdin != nil {
+			quit = watchQuit(env.Stdin)
+		}
+	}
+	for i := 1; ; i++ {
+		st, err := c.Status(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil // Ctrl-C: quit quietly
+		case err != nil && !env.Terminal:
+			return err
+		case err != nil:
+			// Keep going on a terminal: the daemon may be restarting.
+			fmt.Fprintf(out, "%sshaperctl top: %v\n", clearScreen, err)
+		case env.Terminal:
+			fmt.Fprint(out, clearScreen)
+			writeTop(out, st, rows(env), true)
+		default:
+			writeTop(out, st, 0, false)
+			fmt.Fprintln(out)
+		}
+		if *iterations > 0 && i >= *iterations {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-quit:
+			return nil
+		case <-after(*interval):
+		}
+	}
+}
+
+// rows is the terminal's height, 0 when unknown.
+func rows(env Env) int {
+	if env.Rows == nil {
+		return 0
+	}
+	return env.Rows()
+}
+
+// watchQuit reads keys from in and closes the returned channel on q, Q or
+// Ctrl-C (when the terminal delivers it as a key). The reader goroutine
+// ends with in.
+func watchQuit(in io.Reader) <-chan struct{} {
+	quit := make(chan struct{})
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, err := in.Read(buf)
+			for _, k := range buf[:n] {
+				if k == 'q' || k == 'Q' || k == 0x03 {
+					close(quit)
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return quit
+}
+
+// writeTop writes one top screen: a header and every user on every
+// interface, heaviest first (ties by name), at most maxRows lines in all
+// when maxRows > 0.
+func writeTop(out io.Writer, st *control.Status, maxRows int, terminal bool) {
+	users := slices.Clone(st.Users)
+	slices.SortStableFunc(users, func(a, b control.UserStatus) int {
+		return cmp.Or(cmp.Compare(b.Throughput, a.Throughput), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Interface, b.Interface))
+	})
+	var total tbf.Rate
+	for _, u := range users {
+		total += u.Throughput
+	}
+	hint := ""
+	if terminal {
+		hint = "  (q quits)"
+	}
+	fmt.Fprintf(out, "shaperd top at %s: %d users, total %s%s\n\n",
+		st.Generated.Format(time.TimeOnly), countUsers(users), formatRate(total), hint)
+	more := 0
+	if maxRows > 0 && len(users) > maxRows-topHeadRows-1 {
+		keep := max(maxRows-topHeadRows-1, 0)
+		more = len(users) - keep
+		users = users[:keep]
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "USER\tINTERFACE\tTIER\tTHROUGHPUT\tCEIL\t%CEIL\tBYTES\tDROPS")
+	for _, u := range users {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", u.Name, u.Interface, dash(u.Tier),
+			formatRate(u.Throughput), formatRate(u.EffectiveCeil), percent(u.Throughput, u.EffectiveCeil),
+			formatBytes(u.Bytes), u.Drops)
+	}
+	tw.Flush()
+	if more > 0 {
+		fmt.Fprintf(out, "... %d more\n", more)
+	}
+}
+
+// percent is a of b in whole percent, "-" when b is 0.
+func percent(a, b tbf.Rate) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", float64(a)*100/float64(b))
+}

@@ -65,6 +65,30 @@ func Diff(actual, desired Tree) []Change {
 type differ struct {
 	redirAdds, qdisc, reFilterDels, reClassDels, classAdds  []Change
 	filterDels, filterAdds, classDels, qdiscDels, redirDels []Change
+
+	// Slabs the changes' Class and Filter copies live in: a few large
+	// allocations instead of one per change.
+	classSlab  []Class
+	filterSlab []Filter
+}
+
+// class returns a stats-free copy of c that the changes may point to.
+func (d *differ) class(c Class) *Class {
+	if len(d.classSlab) == cap(d.classSlab) {
+		d.classSlab = make([]Class, 0, max(64, 2*cap(d.classSlab)))
+	}
+	c.Stats = nil
+	d.classSlab = append(d.classSlab, c)
+	return &d.classSlab[len(d.classSlab)-1]
+}
+
+// filterChange returns a change of a copy of f.
+func (d *differ) filterChange(op Op, dev string, f Filter) Change {
+	if len(d.filterSlab) == cap(d.filterSlab) {
+		d.filterSlab = make([]Filter, 0, max(64, 2*cap(d.filterSlab)))
+	}
+	d.filterSlab = append(d.filterSlab, f)
+	return Change{Op: op, Device: dev, Filter: &d.filterSlab[len(d.filterSlab)-1]}
 }
 
 func (d *differ) len() int {
@@ -189,16 +213,16 @@ func (d *differ) reparented(actual, desired Tree, am map[Handle]*Class) map[Hand
 	}
 	for _, f := range actual.Filters {
 		if gone[f.ClassID] {
-			d.reFilterDels = append(d.reFilterDels, filterChange(OpDelete, actual.Device, f))
+			d.reFilterDels = append(d.reFilterDels, d.filterChange(OpDelete, actual.Device, f))
 		}
 	}
-	d.reClassDels = deletesChildrenFirst(actual, am, func(c Class) bool { return gone[c.Handle] })
+	d.reClassDels = d.deletesChildrenFirst(actual, am, func(c Class) bool { return gone[c.Handle] })
 	return gone
 }
 
 // deletesChildrenFirst returns deletes of the actual classes pick selects,
 // deepest first, then by handle descending. am indexes actual.Classes.
-func deletesChildrenFirst(actual Tree, am map[Handle]*Class, pick func(Class) bool) []Change {
+func (d *differ) deletesChildrenFirst(actual Tree, am map[Handle]*Class, pick func(Class) bool) []Change {
 	var del []Class
 	for _, c := range actual.Classes {
 		if pick(c) {
@@ -217,7 +241,7 @@ func deletesChildrenFirst(actual Tree, am map[Handle]*Class, pick func(Class) bo
 	})
 	out := make([]Change, len(del))
 	for i, c := range del {
-		out[i] = Change{Op: OpDelete, Device: actual.Device, Class: copyClass(c)}
+		out[i] = Change{Op: OpDelete, Device: actual.Device, Class: d.class(c)}
 	}
 	return out
 }
@@ -257,9 +281,9 @@ func (d *differ) classes(actual, desired Tree, am, wm map[Handle]*Class, gone ma
 		var c Change
 		switch {
 		case !ok || gone[w.Handle]:
-			c = Change{Op: OpAdd, Device: desired.Device, Class: copyClass(w)}
+			c = Change{Op: OpAdd, Device: desired.Device, Class: d.class(w)}
 		case !ClassParamsEqual(*a, w):
-			c = Change{Op: OpChange, Device: desired.Device, Class: copyClass(w), FromClass: copyClass(*a)}
+			c = Change{Op: OpChange, Device: desired.Device, Class: d.class(w), FromClass: d.class(*a)}
 		default:
 			continue
 		}
@@ -278,7 +302,7 @@ func (d *differ) classes(actual, desired Tree, am, wm map[Handle]*Class, gone ma
 	for i, p := range ps {
 		d.classAdds[i] = p.c
 	}
-	d.classDels = deletesChildrenFirst(actual, am, func(c Class) bool {
+	d.classDels = d.deletesChildrenFirst(actual, am, func(c Class) bool {
 		_, want := wm[c.Handle]
 		return !want && !gone[c.Handle]
 	})
@@ -291,10 +315,6 @@ type filterKey struct {
 }
 
 func keyOf(f Filter) filterKey { return filterKey{f.Prefix, f.Match} }
-
-func filterChange(op Op, dev string, f Filter) Change {
-	return Change{Op: op, Device: dev, Filter: &f}
-}
 
 // filters adds, deletes and re-creates filters. Filters pointing to gone
 // classes were deleted in step 3.
@@ -319,16 +339,16 @@ func (d *differ) filters(actual, desired Tree, gone map[Handle]bool) {
 			switch {
 			case gone[a.ClassID]: // deleted in step 3
 			case !filterOK(a, w):
-				d.filterDels = append(d.filterDels, filterChange(OpDelete, actual.Device, a))
+				d.filterDels = append(d.filterDels, d.filterChange(OpDelete, actual.Device, a))
 			default:
 				continue
 			}
 		}
-		d.filterAdds = append(d.filterAdds, filterChange(OpAdd, desired.Device, w))
+		d.filterAdds = append(d.filterAdds, d.filterChange(OpAdd, desired.Device, w))
 	}
 	for i, a := range actual.Filters {
 		if !wanted[i] && !gone[a.ClassID] {
-			d.filterDels = append(d.filterDels, filterChange(OpDelete, actual.Device, a))
+			d.filterDels = append(d.filterDels, d.filterChange(OpDelete, actual.Device, a))
 		}
 	}
 	slices.SortStableFunc(d.filterDels, func(x, y Change) int { return CompareFilters(*x.Filter, *y.Filter) })

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"github.com/shaperd/shaperd/pkg/kernel/u32"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -12,7 +13,6 @@ type classifier interface {
 	Delete(f model.Filter) (writes int, err error)
 	Dump() ([]model.Filter, error)
 	Remove() error
-	Close() error
 }
 
 // classifierFor returns the device's classifier, creating it on first use.
@@ -32,12 +32,11 @@ func (k *Kernel) classifierFor(ifindex uint32) (classifier, error) {
 // forgetClassifier drops the cached classifier of a device (its root qdisc,
 // and with it every filter, was deleted).
 func (k *Kernel) forgetClassifier(ifindex uint32) {
-	if c, ok := k.filters[ifindex]; ok {
-		_ = c.Close()
-		delete(k.filters, ifindex)
-	}
+	delete(k.filters, ifindex)
 }
 
-// newClassifier makes the u32 classifier of a device; nil until
-// pkg/kernel/u32 is wired in.
-var newClassifier = func(k *Kernel, ifindex uint32) (classifier, error) { return nil, nil }
+// newClassifier makes the u32 classifier of a device's HTB root qdisc, on
+// the Kernel's socket (requests stay serialized under k.mu).
+func newClassifier(k *Kernel, ifindex uint32) (classifier, error) {
+	return u32.NewConn(k.conn, ifindex, model.RootQdisc), nil
+}

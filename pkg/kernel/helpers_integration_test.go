@@ -44,9 +44,9 @@ func reconcile(t *testing.T, k *Kernel, tg model.Targets, ids *model.Assignment)
 // apply diffs the device's actual tree against desired and applies it.
 func apply(t *testing.T, k *Kernel, desired model.Tree) (Result, error) {
 	t.Helper()
-	actual, err := k.Dump(desired.Device)
+	actual, err := k.Actual(desired)
 	if err != nil {
-		t.Fatalf("Dump %s: %v", desired.Device, err)
+		t.Fatalf("Actual %s: %v", desired.Device, err)
 	}
 	return k.Apply(model.Diff(actual, desired))
 }

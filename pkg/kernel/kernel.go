@@ -76,9 +76,6 @@ func (k *Kernel) Close() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var errs []error
-	for _, c := range k.filters {
-		errs = append(errs, c.Close())
-	}
 	k.filters = map[uint32]classifier{}
 	if k.conn != nil {
 		errs = append(errs, k.conn.Close())

@@ -7,6 +7,19 @@ import (
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
+// Actual is Dump(desired.Device) for the reconcile loop: when desired is an
+// ingress tree (Redirect set) whose IFB device does not exist yet, it
+// returns the empty Tree{Device: desired.Device} without error, since Apply
+// of the redirect creates the IFB. A missing device otherwise is an error
+// wrapping ErrNoDevice.
+func (k *Kernel) Actual(desired model.Tree) (model.Tree, error) {
+	t, err := k.Dump(desired.Device)
+	if err != nil && desired.Redirect != nil && desired.Redirect.IFB == desired.Device && errors.Is(err, ErrNoDevice) {
+		return model.Tree{Device: desired.Device}, nil
+	}
+	return t, err
+}
+
 // Verify dumps desired.Device and returns model.Mismatches(actual,
 // desired): one line per difference, none when the kernel holds desired.
 func (k *Kernel) Verify(desired model.Tree) ([]string, error) {

@@ -27,8 +27,10 @@ var (
 // (name, direction) and each IFB appears once.
 func decodeInterfaces(rt *table, tiers []Tier) []Interface {
 	entries, ok := rt.tables("interface")
-	if !ok {
+	if !ok && !rt.has("interface") || ok && len(entries) == 0 {
 		rt.f.errf("interface", "no [[interface]] is configured")
+	}
+	if len(entries) == 0 {
 		return nil
 	}
 	var out []Interface
@@ -84,7 +86,7 @@ func decodeInterfaces(rt *table, tiers []Tier) []Interface {
 
 // decodeInterface reads one [[interface]].
 func decodeInterface(t *table, tiers []Tier) Interface {
-	in := Interface{Shaper: ShaperHTB, Direction: Egress}
+	in := Interface{Shaper: ShaperHTB, Direction: Egress, Source: t.f.where(t.path)}
 	t.require("name", "bandwidth")
 	if s, ok := t.str("name"); ok {
 		if err := checkIfName(s); err != nil {
@@ -158,6 +160,9 @@ func decodeHTB(t *table, in *Interface, tiers []Tier) {
 		t.errf("default_ceil", "needs default_rate")
 	}
 	if rateSet {
+		if in.Bandwidth != 0 && rate > in.Bandwidth {
+			t.errf("default_rate", "%s is above bandwidth %s", rate, in.Bandwidth)
+		}
 		in.DefaultRate, in.DefaultCeil = rate, ceil
 	} else if in.DefaultTier == "" && !t.has("default_tier") {
 		in.DefaultRate = max(in.Bandwidth/100, MinRate)

@@ -65,6 +65,9 @@ rate = "2mbit"
 		t.Errorf("policy defaults: %+v", p)
 	}
 	eg, in, tb := plan.Interfaces[0], plan.Interfaces[1], plan.Interfaces[2]
+	if eg.Source != "etc/shaperd.toml:2:1" || in.Source != "etc/shaperd.toml:6:1" {
+		t.Errorf("interface sources %q, %q", eg.Source, in.Source)
+	}
 	if eg.Shaper != ShaperHTB || eg.Direction != Egress || eg.Match != MatchDst || eg.IFB != "" {
 		t.Errorf("egress defaults: %+v", eg)
 	}
@@ -157,6 +160,9 @@ ceil = "50mbit"
 		t.Errorf("a schedule: %+v", s)
 	}
 	x, y := plan.Users[0], plan.Users[1]
+	if x.Source != "etc/users.toml:2:3" || y.Source != "etc/users.toml:3:3" || b.Source != "etc/shaperd.toml:10:1" {
+		t.Errorf("sources: %q %q %q", x.Source, y.Source, b.Source)
+	}
 	if x.Rate != 5*tbf.Mbit || x.Ceil != 0 || x.UploadRate != 0 {
 		t.Errorf("user x overrides: %+v", x)
 	}

@@ -88,6 +88,9 @@ const (
 // Interface is one [[interface]] entry. The same Name may appear once per
 // Direction.
 type Interface struct {
+	// Source is where the entry is written, "FILE:LINE:COL", for messages
+	// about it at run time (a leaf qdisc the kernel refuses, ...).
+	Source string
 	// Name is the Linux interface (at most 15 bytes).
 	Name      string
 	Shaper    ShaperKind
@@ -130,6 +133,8 @@ type Interface struct {
 // UploadCeil >= UploadRate, all at least 8bit.
 type Tier struct {
 	Name string
+	// Source is where the tier's table is written, "FILE:LINE:COL".
+	Source string
 	// Rate and Ceil apply on Egress interfaces (downloads); Ceil defaults
 	// to Rate.
 	Rate, Ceil tbf.Rate
@@ -170,6 +175,8 @@ const (
 
 // User is one [[user]] entry of the users file.
 type User struct {
+	// Source is where the entry is written, "FILE:LINE:COL".
+	Source string
 	// Name follows the name rule ([a-z0-9_-]+, at most 64 bytes) and is unique.
 	Name string
 	// Tier names an existing tier.
@@ -180,8 +187,10 @@ type User struct {
 	Prefixes []netip.Prefix
 	// Rate/Ceil and UploadRate/UploadCeil override the tier's (scheduled)
 	// values; 0 keeps the tier's. When a rate is set and its ceil is not,
-	// the ceiling is the larger of that rate and the tier's ceil. When
-	// both are set, ceil >= rate.
+	// the ceiling is the larger of that rate and the tier's ceil; when a
+	// ceil is set and its rate is not, the rate is the smaller of the
+	// tier's rate and that ceil. When both are set, ceil >= rate. The
+	// policy applies these rules to the tier's current (scheduled) values.
 	Rate, Ceil             tbf.Rate
 	UploadRate, UploadCeil tbf.Rate
 }

@@ -47,7 +47,7 @@ func rateCeil(t *table, rateKey, ceilKey string) (rate, ceil tbf.Rate, rateSet, 
 
 // decodeTier reads one tier table.
 func decodeTier(t *table, name string) Tier {
-	tier := Tier{Name: name, QuotaPeriod: PeriodMonth}
+	tier := Tier{Name: name, QuotaPeriod: PeriodMonth, Source: t.f.where(t.path)}
 	t.require("rate")
 	tier.Rate, tier.Ceil, _, _ = rateCeil(t, "rate", "ceil")
 

@@ -53,7 +53,7 @@ func decodeUsers(ut *table, tiers []Tier) []User {
 
 // decodeUser reads one [[user]].
 func decodeUser(t *table, tiers []Tier) User {
-	var u User
+	u := User{Source: t.f.where(t.path)}
 	t.require("name", "tier", "addresses")
 	if s, ok := t.str("name"); ok {
 		if validName(s) {

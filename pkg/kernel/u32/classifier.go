@@ -226,3 +226,11 @@ type fkey struct {
 	prefix netip.Prefix
 	match  model.MatchField
 }
+
+// Close forgets the Classifier's picture of the kernel. It does not close
+// the netlink socket, which belongs to the caller, nor touch the kernel;
+// the Classifier may be used again afterwards (it dumps first).
+func (c *Classifier) Close() error {
+	c.st = nil
+	return nil
+}

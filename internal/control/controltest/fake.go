@@ -193,7 +193,7 @@ func Sample() control.Status {
 				Reason: "schedule peak", Throughput: 9_873_456, Bytes: 1_234_567_890, Drops: 12},
 			{Name: "alice", Tier: "gold", Interface: "wan0", Rate: 10e6, Ceil: 20e6, EffectiveRate: 10e6, EffectiveCeil: 20e6,
 				Reason: "tier", Throughput: 1_500_000, Bytes: 98_765, Drops: 0},
-			{Name: "bob", Tier: "silver", Interface: "lan0", Rate: 20e6, Ceil: 40e6, EffectiveRate: 3e6, EffectiveCeil: 3e6,
+			{Name: "bob", Tier: "silver", Interface: "lan0", Rate: 20e6, Ceil: 40e6, EffectiveRate: 3e6, EffectiveCeil: 38e6,
 				Reason: "override until 12:00", Throughput: 35_120_000, Bytes: 5_000_000_000, Drops: 3456,
 				Ramp: &control.RampStatus{From: 40e6, To: 3e6, Until: t0.Add(2 * time.Second)}},
 			{Name: "carol", Tier: "bronze", Interface: "lan0", Rate: 5e6, Ceil: 10e6, EffectiveRate: 1e6, EffectiveCeil: 1e6,

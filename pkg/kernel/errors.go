@@ -77,8 +77,8 @@ func kernelError(err error, dev string, op model.Op, object, kind string) error 
 	var oe *netlink.OpError
 	if errors.As(err, &oe) {
 		e.Message = oe.Message
-		if oe.Err != nil {
-			e.Err = oe.Err
+		if direct, ok := err.(*netlink.OpError); ok && direct.Err != nil {
+			e.Err = direct.Err // keep the errno; the op adds nothing
 		}
 	}
 	return e

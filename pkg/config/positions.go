@@ -136,6 +136,11 @@ func (s *posScanner) header() {
 		}
 		s.record(path, at)
 	}
+	if !array && len(segs) > 0 {
+		// [a.b] after [[a.b.c]] or [a.b.d] defines a.b here: prefer the
+		// table's own header to the one that created it implicitly.
+		s.out[path] = at
+	}
 	s.cur = path
 	for !s.eof() && s.src[s.i] != ']' && s.src[s.i] != '\n' {
 		s.advance()

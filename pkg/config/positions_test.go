@@ -26,6 +26,9 @@ key = { inner = "v", deep.er = 2 }
 [[list]]
 name = "first"
 
+[late.sub]
+[late]
+
 [[list]]
   name = "second"
   [list.sub]
@@ -53,12 +56,14 @@ name = "first"
 		"list":               {18, 1},
 		"list[0]":            {18, 1},
 		"list[0].name":       {19, 1},
-		"list[1]":            {21, 1},
-		"list[1].name":       {22, 3},
-		"list[1].sub":        {23, 3},
-		"list[1].sub.x":      {24, 3},
-		"list[1].items[0]":   {25, 3},
-		"list[1].items[0].y": {26, 3},
+		"late":               {22, 1},
+		"late.sub":           {21, 1},
+		"list[1]":            {24, 1},
+		"list[1].name":       {25, 3},
+		"list[1].sub":        {26, 3},
+		"list[1].sub.x":      {27, 3},
+		"list[1].items[0]":   {28, 3},
+		"list[1].items[0].y": {29, 3},
 	}
 	got := keyPositions([]byte(src))
 	for k, w := range want {

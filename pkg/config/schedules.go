@@ -13,10 +13,10 @@ func decodeSchedule(t *table, tier *Tier, upRateSet, upCeilSet bool) (Schedule, 
 			t.errf("days", "no days given (use mon, tue, wed, thu, fri, sat, sun, weekdays, weekend or all)")
 			ok = false
 		}
-		for i, d := range days {
-			w, known := dayWords[strings.ToLower(d)]
+		for _, d := range days {
+			w, known := dayWords[strings.ToLower(d.s)]
 			if !known {
-				t.f.errf(index(t.key("days"), i), "%q is not a day (use mon, tue, wed, thu, fri, sat, sun, weekdays, weekend or all)", d)
+				t.f.errf(index(t.key("days"), d.i), "%q is not a day (use mon, tue, wed, thu, fri, sat, sun, weekdays, weekend or all)", d.s)
 				ok = false
 			}
 			s.Days |= w

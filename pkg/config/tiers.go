@@ -32,7 +32,8 @@ func decodeTiers(rt *table) []Tier {
 }
 
 // rateCeil reads a rate key and its ceil key: the ceil defaults to the
-// rate, must not be below it, and is not allowed without the rate.
+// rate and must not be below it. Callers report a ceil without its rate
+// where that is an error.
 func rateCeil(t *table, rateKey, ceilKey string) (rate, ceil tbf.Rate, rateSet, ceilSet bool) {
 	rate, rateSet = t.rate(rateKey)
 	ceil, ceilSet = t.rate(ceilKey)

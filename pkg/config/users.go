@@ -18,7 +18,7 @@ func decodeUsers(ut *table, tiers []Tier) []User {
 	var addrs []addrEntry
 	first := map[string]string{} // name -> path of its first entry
 	for i, t := range entries {
-		u := decodeUser(t, tiers)
+		u, at := decodeUser(t, tiers)
 		if u.Name != "" {
 			if p, dup := first[u.Name]; dup {
 				f.errf(t.key("name"), "duplicate user %q (first defined by %s at %s)", u.Name, p, f.where(p+".name"))
@@ -27,7 +27,7 @@ func decodeUsers(ut *table, tiers []Tier) []User {
 			}
 		}
 		for j, p := range u.Prefixes {
-			addrs = append(addrs, addrEntry{prefix: p, user: i, path: index(t.key("addresses"), j)})
+			addrs = append(addrs, addrEntry{prefix: p, user: i, path: index(t.key("addresses"), at[j])})
 		}
 		users = append(users, u)
 	}
@@ -51,9 +51,10 @@ func decodeUsers(ut *table, tiers []Tier) []User {
 	return users
 }
 
-// decodeUser reads one [[user]].
-func decodeUser(t *table, tiers []Tier) User {
-	u := User{Source: t.f.where(t.path)}
+// decodeUser reads one [[user]]; at holds the index in addresses of each
+// of the user's Prefixes.
+func decodeUser(t *table, tiers []Tier) (u User, at []int) {
+	u = User{Source: t.f.where(t.path)}
 	t.require("name", "tier", "addresses")
 	if s, ok := t.str("name"); ok {
 		if validName(s) {
@@ -70,16 +71,17 @@ func decodeUser(t *table, tiers []Tier) User {
 		}
 	}
 	if addrs, ok := t.strs("addresses"); ok {
-		if len(addrs) == 0 && len(t.m["addresses"].([]any)) == 0 {
+		if raw, _ := t.m["addresses"].([]any); len(raw) == 0 {
 			t.errf("addresses", "no addresses given")
 		}
-		for i, a := range addrs {
-			p, err := parseAddress(a)
+		for _, a := range addrs {
+			p, err := parseAddress(a.s)
 			if err != nil {
-				t.f.errf(index(t.key("addresses"), i), "%v", err)
+				t.f.errf(index(t.key("addresses"), a.i), "%v", err)
 				continue
 			}
 			u.Prefixes = append(u.Prefixes, p)
+			at = append(at, a.i)
 		}
 	}
 	u.Rate, u.Ceil, _, _ = rateCeil(t, "rate", "ceil")
@@ -91,7 +93,7 @@ func decodeUser(t *table, tiers []Tier) User {
 		u.UploadCeil = 0
 	}
 	t.finish()
-	return u
+	return u, at
 }
 
 // parseAddress reads an IP address (a /32 or /128) or a CIDR prefix

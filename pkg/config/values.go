@@ -254,9 +254,15 @@ func (t *table) enum(k string, allowed ...string) (string, bool) {
 	return s, true
 }
 
+// element is one string of an array with its index in the array.
+type element struct {
+	i int
+	s string
+}
+
 // strs returns the array of strings at k; elements of other types are
 // reported and left out.
-func (t *table) strs(k string) ([]string, bool) {
+func (t *table) strs(k string) ([]element, bool) {
 	t.allow(k)
 	v, ok := t.m[k]
 	if !ok {
@@ -267,14 +273,14 @@ func (t *table) strs(k string) ([]string, bool) {
 		t.errf(k, "must be an array of strings, not %s", typeName(v))
 		return nil, false
 	}
-	out := make([]string, 0, len(arr))
+	out := make([]element, 0, len(arr))
 	for i, e := range arr {
 		s, ok := e.(string)
 		if !ok {
 			t.f.errf(index(t.key(k), i), "must be a string, not %s", typeName(e))
 			continue
 		}
-		out = append(out, s)
+		out = append(out, element{i, s})
 	}
 	return out, true
 }

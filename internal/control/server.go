@@ -55,6 +55,7 @@ func NewServer(svc Service, logger *slog.Logger) *Server {
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
+		ConnContext:       withPeer,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	return s
@@ -114,15 +115,23 @@ func (s *Server) endpoint(method string, h func(context.Context, *http.Request) 
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 		ctx, cancel := context.WithTimeout(r.Context(), s.RequestTimeout)
 		defer cancel()
+		attrs := []any{"method", r.Method, "path", r.URL.Path}
+		if p, ok := PeerFrom(r.Context()); ok {
+			attrs = append(attrs, "uid", p.UID, "pid", p.PID)
+		}
 		resp, err := h(ctx, r)
 		if err != nil {
 			status, body := s.errorResponse(err)
 			s.log.Log(r.Context(), levelFor(status), "control request failed",
-				"method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+				append(attrs, "status", status, "err", err)...)
 			writeJSON(w, status, body)
 			return
 		}
-		s.log.Debug("control request", "method", r.Method, "path", r.URL.Path)
+		level := slog.LevelDebug
+		if r.Method != http.MethodGet {
+			level = slog.LevelInfo // changes are worth a line: who did what
+		}
+		s.log.Log(r.Context(), level, "control request", attrs...)
 		writeJSON(w, http.StatusOK, resp)
 	})
 }

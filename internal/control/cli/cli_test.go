@@ -44,8 +44,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--bogus", "status"}, "flag provided but not defined: -bogus"},
 		{[]string{"status", "extra"}, `shaperctl status: unexpected argument "extra"`},
 		{[]string{"status", "--yaml"}, "flag provided but not defined: -yaml"},
-		{[]string{"set-rate", "alice"}, "want TARGET RATE, got 1 arguments\nRun 'shaperctl help set-rate' for usage."},
-		{[]string{"set-rate", "alice", "3mbit", "4mbit"}, "want TARGET RATE, got 3 arguments"},
+		{[]string{"set-rate", "alice"}, "expected TARGET and RATE, got 1 argument\nRun 'shaperctl help set-rate' for usage."},
+		{[]string{"set-rate", "alice", "3mbit", "4mbit"}, "expected TARGET and RATE, got 3 arguments"},
 		{[]string{"set-rate", "alice", "3"}, "missing unit"},
 		{[]string{"set-rate", "alice", "0mbit"}, "RATE must be positive"},
 		{[]string{"set-rate", "alice", "3mbit", "--ceil", "2mbit"}, "--ceil 2mbit is below RATE 3mbit"},
@@ -55,7 +55,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"set-rate", "alice", "3mbit", "--for", "0s"}, "--for 0s: must be positive"},
 		{[]string{"set-rate", "tier:", "3mbit"}, "empty name"},
 		{[]string{"set-rate", "alice", "3mbit", "--ramp"}, "flag needs an argument: -ramp"},
-		{[]string{"clear"}, "want one TARGET, got 0 arguments"},
+		{[]string{"clear"}, "expected one TARGET, got 0 arguments"},
 		{[]string{"clear", "group:x"}, "use a user name, tier:NAME or iface:NAME"},
 		{[]string{"reload", "now"}, `unexpected argument "now"`},
 		{[]string{"top", "--iterations", "-1"}, "--iterations must not be negative"},
@@ -93,7 +93,7 @@ func TestSetRateFlagsAfterPositionals(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if want := "tier:gold: rate 3mbit, ceil 5mbit, ramping over 2s, until cleared (1 users: alice)\n"; out != want {
+	if want := "tier:gold: rate 3mbit, ceil 5mbit, ramping over 2s, until cleared (1 user: alice)\n"; out != want {
 		t.Errorf("stdout %q, want %q", out, want)
 	}
 	req = fake.SetRates[1]

@@ -47,7 +47,7 @@ func runSetRate(ctx context.Context, c *control.Client, args []string, out io.Wr
 func setRateRequest(pos []string, ceil *tbf.Rate, ramp, dur *control.Duration) (control.SetRateRequest, error) {
 	const cmd = "set-rate"
 	if len(pos) != 2 {
-		return control.SetRateRequest{}, usagef(cmd, "want TARGET RATE, got %d arguments", len(pos))
+		return control.SetRateRequest{}, usagef(cmd, "expected TARGET and RATE, got %s", plural(len(pos), "argument"))
 	}
 	target := pos[0]
 	if _, err := control.ParseTarget(target); err != nil {
@@ -87,7 +87,7 @@ func describeSetRate(r *control.SetRateResponse) string {
 		b.WriteString(", until cleared")
 	}
 	if len(r.Users) != 1 || r.Users[0] != r.Target {
-		fmt.Fprintf(&b, " (%d users: %s)", len(r.Users), strings.Join(r.Users, ", "))
+		fmt.Fprintf(&b, " (%s: %s)", plural(len(r.Users), "user"), strings.Join(r.Users, ", "))
 	}
 	return b.String()
 }
@@ -99,7 +99,7 @@ func runClear(ctx context.Context, c *control.Client, args []string, out io.Writ
 		return flagError("clear", err)
 	}
 	if len(pos) != 1 {
-		return usagef("clear", "want one TARGET, got %d arguments", len(pos))
+		return usagef("clear", "expected one TARGET, got %s", plural(len(pos), "argument"))
 	}
 	if _, err := control.ParseTarget(pos[0]); err != nil {
 		return usagef("clear", "%v", err)
@@ -125,4 +125,12 @@ func runReload(ctx context.Context, c *control.Client, args []string, out io.Wri
 	}
 	fmt.Fprintln(out, "configuration reloaded")
 	return nil
+}
+
+// plural formats n with noun, adding an s unless n is 1: "1 user", "2 users".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

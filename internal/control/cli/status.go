@@ -51,8 +51,8 @@ func writeJSON(out io.Writer, v any) error {
 
 // writeStatus writes the human status: an interfaces table and a users table.
 func writeStatus(out io.Writer, st *control.Status) error {
-	fmt.Fprintf(out, "shaperd status at %s: %d interfaces, %d users\n\n",
-		st.Generated.Format("2006-01-02 15:04:05 MST"), len(st.Interfaces), countUsers(st.Users))
+	fmt.Fprintf(out, "shaperd status at %s: %s, %s\n\n",
+		st.Generated.Format("2006-01-02 15:04:05 MST"), plural(len(st.Interfaces), "interface"), plural(countUsers(st.Users), "user"))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "INTERFACE\tDEVICE\tSHAPER\tDIRECTION\tBANDWIDTH\tUSERS\tTIERS")
 	for _, i := range st.Interfaces {

@@ -129,8 +129,8 @@ func writeTop(out io.Writer, st *control.Status, maxRows int, terminal bool) {
 	if terminal {
 		hint = "  (q quits)"
 	}
-	fmt.Fprintf(out, "shaperd top at %s: %d users, total %s%s\n\n",
-		st.Generated.Format(time.TimeOnly), countUsers(users), formatRate(total), hint)
+	fmt.Fprintf(out, "shaperd top at %s: %s, total %s%s\n\n",
+		st.Generated.Format(time.TimeOnly), plural(countUsers(users), "user"), formatRate(total), hint)
 	more := 0
 	if maxRows > 0 && len(users) > maxRows-topHeadRows-1 {
 		keep := max(maxRows-topHeadRows-1, 0)

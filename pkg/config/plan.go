@@ -138,8 +138,8 @@ type Tier struct {
 	// Rate and Ceil apply on Egress interfaces (downloads); Ceil defaults
 	// to Rate.
 	Rate, Ceil tbf.Rate
-	// UploadRate and UploadCeil apply on Ingress interfaces; they default
-	// to Rate and Ceil.
+	// UploadRate and UploadCeil apply on Ingress interfaces. UploadRate
+	// defaults to Rate, UploadCeil to the larger of Ceil and UploadRate.
 	UploadRate, UploadCeil tbf.Rate
 	// Burst and CBurst are HTB bucket sizes; 0: the default for the rate.
 	Burst, CBurst tbf.Size

@@ -9,9 +9,14 @@ import (
 )
 
 // Schedule is one [[tiers.NAME.schedule]] window with the tier's values
-// during it, resolved: a value the schedule does not set is the tier's,
-// except that UploadRate/UploadCeil follow the schedule's Rate/Ceil when
-// the tier does not set upload_rate/upload_ceil itself.
+// during it, resolved, so the policy uses them as they are:
+//   - Rate is the schedule's rate or the tier's; Ceil the schedule's ceil or
+//     else the larger of the tier's ceil and Rate.
+//   - UploadRate is the schedule's upload_rate, else the tier's UploadRate
+//     when the tier sets upload_rate, else Rate.
+//   - UploadCeil is the schedule's upload_ceil, else the larger of
+//     UploadRate and (the tier's UploadCeil when the tier sets upload_ceil,
+//     else Ceil).
 type Schedule struct {
 	// Days are the days a window starts on.
 	Days Weekdays

@@ -84,3 +84,14 @@ func TestKeyPositionsGarbage(t *testing.T) {
 		keyPositions([]byte(src))
 	}
 }
+
+// TestKeyPositionsCRLF checks line counting with Windows line ends.
+func TestKeyPositionsCRLF(t *testing.T) {
+	got := keyPositions([]byte("a = 1\r\n[t]\r\n  b = [\r\n 1,\r\n 2]\r\n"))
+	want := map[string]pos{"a": {1, 1}, "t": {2, 1}, "t.b": {3, 3}, "t.b[1]": {5, 2}}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: got %v, want %v", k, got[k], w)
+		}
+	}
+}

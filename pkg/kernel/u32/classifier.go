@@ -30,24 +30,37 @@ type Classifier struct {
 // New returns the Classifier of device ifindex's qdisc parent (normally
 // model.RootQdisc), writing on tcnl's netlink socket. See connOf for why it
 // does not use go-tc's u32 encoding.
+//
+// New turns on extended acknowledgements on the socket (go-tc leaves them
+// off), so that kernel refusals carry the kernel's message in
+// (*netlink.OpError).Message; go-tc's own requests benefit too.
 func New(tcnl *tc.Tc, ifindex uint32, parent model.Handle) *Classifier {
 	c, err := connOf(tcnl)
-	return &Classifier{conn: c, connErr: err, ifindex: ifindex, parent: parent}
+	return newClassifier(c, err, ifindex, parent)
 }
 
 // NewConn is New on an rtnetlink socket (netlink.Dial(unix.NETLINK_ROUTE,
 // ...)) in the device's network namespace.
+// It turns on extended acknowledgements as New does.
 func NewConn(conn *netlink.Conn, ifindex uint32, parent model.Handle) *Classifier {
 	var err error
 	if conn == nil {
 		err = errors.New("nil netlink connection")
+	}
+	return newClassifier(conn, err, ifindex, parent)
+}
+
+func newClassifier(conn *netlink.Conn, err error, ifindex uint32, parent model.Handle) *Classifier {
+	if err == nil {
+		// Best effort: without it (kernels before 4.12) errors lack the message.
+		_ = conn.SetOption(netlink.ExtendedAcknowledge, true)
 	}
 	return &Classifier{conn: conn, connErr: err, ifindex: ifindex, parent: parent}
 }
 
 // errorf wraps err with the device and qdisc and what was being done.
 func (c *Classifier) errorf(err error, format string, a ...any) error {
-	return fmt.Errorf("u32 filters of ifindex %d parent %v: %s: %w", c.ifindex, c.parent, fmt.Sprintf(format, a...), err)
+	return fmt.Errorf("u32 filters of ifindex %d (qdisc %v): %s: %w", c.ifindex, c.parent, fmt.Sprintf(format, a...), err)
 }
 
 // filterName describes a filter for errors.

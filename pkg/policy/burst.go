@@ -1,0 +1,157 @@
+package policy
+
+import (
+	"math/bits"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// Burst rules for ramp steps.
+//
+// HTB keeps a class's tokens (and ctokens) when the class is changed: they
+// are nanoseconds of transmission at the class's rate, capped at the buffer
+// (burst/rate) at the next charge. So when the burst *time* stays constant,
+// the saved tokens scale with the rate by themselves: a class cut from 100 to
+// 10 Mbit/s with a 5 ms burst keeps at most 5 ms of sending, i.e. 6250 B at
+// the new rate. Each step's burst is therefore StepBurst (the default burst,
+// tbf.RecommendedBurst, is 5 ms of rate; a configured burst keeps its time at
+// the target rate), and on a decrease it is capped at new_rate*smooth_window
+// (SmoothCap). Raising a buffer later grants nothing (tokens are kept), so
+// the step after a capped one simply installs the uncapped burst.
+//
+// TBF refills its bucket to the full new burst on every change (tbf_change
+// sets tokens = buffer). A saturated TBF therefore releases a whole burst at
+// every change: a ramp of N steps would release N bursts on top of its rate.
+// The rule: the steps of a TBF ramp before its last one share a budget of one
+// burst B of the target (TBFBudget), each step's burst is at least one
+// full-size frame (model.MaxFrame, 1514 B, so no packet is dropped as larger
+// than max_size), and a step that the budget cannot pay at least one frame
+// for is not made (the rate holds until the ramp ends). The last step
+// installs the target with its full burst B, exactly as an at-once change
+// would. So a ramp releases at most one configured burst more than an
+// at-once change (which releases B): in [Start, End) at most ∫rate + B bytes
+// leave (TestTBFRampBudget proves it with the kernel arithmetic of pkg/tbf).
+// A TBF ramp cannot grant less than that and end with the configured burst:
+// the change that installs B refills to B whatever came before.
+
+// StepBurst is the burst of a ramp step at rate towards a target with
+// (configured) burst targetBurst at targetRate: with targetBurst 0 (the
+// default) tbf.RecommendedBurst(rate); otherwise targetBurst scaled by
+// rate/targetRate (the same burst time), at least model.MaxFrame. At rate ==
+// targetRate it is exactly targetBurst (or the default).
+func StepBurst(rate tbf.Rate, targetBurst tbf.Size, targetRate tbf.Rate) tbf.Size {
+	if targetBurst == 0 {
+		return tbf.RecommendedBurst(rate)
+	}
+	if rate == targetRate || targetRate == 0 {
+		return targetBurst
+	}
+	return max(mulDiv(uint64(targetBurst), uint64(rate), uint64(targetRate)), model.MaxFrame)
+}
+
+// SmoothCap caps burst at rate*window bytes (the bytes rate sends in
+// window), but not below model.MaxFrame; window <= 0 leaves burst as it is.
+func SmoothCap(burst tbf.Size, rate tbf.Rate, window time.Duration) tbf.Size {
+	if window <= 0 {
+		return burst
+	}
+	c := max(mulDiv(rate.BytesPerSecond(), uint64(window), tbf.NanosPerSecond), model.MaxFrame)
+	return min(burst, c)
+}
+
+// mulDiv returns a*b/c rounded down, saturating at MaxUint64 (c > 0).
+func mulDiv(a, b, c uint64) tbf.Size {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= c {
+		return tbf.Size(^uint64(0))
+	}
+	q, _ := bits.Div64(hi, lo, c)
+	return tbf.Size(q)
+}
+
+// TBFBudget is the burst the intermediate steps of one TBF ramp may still
+// grant: Total (one target burst) less Spent.
+type TBFBudget struct {
+	Total, Spent tbf.Size
+}
+
+// Remaining is Total - Spent (0 when overspent).
+func (b *TBFBudget) Remaining() tbf.Size {
+	if b.Spent >= b.Total {
+		return 0
+	}
+	return b.Total - b.Spent
+}
+
+// Take pays for one intermediate step that wants burst want, with stepsLeft
+// steps (this one included, at least 1) still to come before the ramp ends.
+// It grants min(want, Remaining/stepsLeft), at least model.MaxFrame, and
+// reports false (granting nothing) when less than one frame remains.
+func (b *TBFBudget) Take(want tbf.Size, stepsLeft int) (tbf.Size, bool) {
+	rem := b.Remaining()
+	if rem < model.MaxFrame {
+		return 0, false
+	}
+	share := rem / tbf.Size(max(stepsLeft, 1))
+	g := min(max(min(want, share), model.MaxFrame), rem)
+	b.Spent += g
+	return g, true
+}
+
+// PredictTBF replays the kernel's TBF rate bucket (tbf.TBFDequeue with the
+// kernel's L2T) for a sender that always has pkt-byte packets queued, from a
+// change (tokens = buffer, the bucket full) for d, at rate with burst
+// (TCA_TBF_BURST: buffer = L2T(burst)). It returns the bytes that leave in
+// [0, d]: at most burst + rate*d, up to one packet of rounding.
+func PredictTBF(rate tbf.Rate, burst tbf.Size, d time.Duration, pkt int) uint64 {
+	rc := tbf.NewRateConfig(rate.BytesPerSecond(), 0, 0)
+	buf := tbf.TBFFromBurst(rc, uint32(min(burst, tbf.Size(^uint32(0)))))
+	cost := int64(rc.L2T(pkt))
+	if uint64(pkt) > buf.MaxSize || cost <= 0 {
+		return 0 // dropped as oversize (or a degenerate rate)
+	}
+	var now, tc int64
+	tokens, end := buf.BufferNS, d.Nanoseconds()
+	var sent uint64
+	for now <= end {
+		toks, ok := tbf.TBFDequeue(tokens, buf.BufferNS, now-tc, cost)
+		if !ok {
+			now += -toks // the watchdog fires when the deficit is repaid
+			continue
+		}
+		tokens, tc = toks, now
+		sent += uint64(pkt)
+	}
+	return sent
+}
+
+// PredictHTB replays one HTB leaf's rate bucket (tbf.HTBAccount) for a
+// sender that always has pkt-byte packets queued, starting with tokensNS
+// (HTB keeps them across a change), at rate with burst, for d, without
+// borrowing (ceil = rate). It returns the bytes sent and the tokens left.
+func PredictHTB(rate tbf.Rate, burst tbf.Size, tokensNS int64, d time.Duration, pkt int) (sent uint64, tokensLeft int64) {
+	rc := tbf.NewRateConfig(rate.BytesPerSecond(), 0, 0)
+	ticks, err := tbf.BufferTicks(rate, burst)
+	if err != nil {
+		return 0, tokensNS
+	}
+	buffer := tbf.TicksToNS(ticks)
+	cost := int64(rc.L2T(pkt))
+	tokens := min(tokensNS, buffer)
+	var now, tc int64
+	end := d.Nanoseconds()
+	for now <= end {
+		if mode, wait := tbf.HTBClassMode(tokens, tokens, now-tc); mode != tbf.HTBCanSend {
+			now += max(wait, 1)
+			continue
+		}
+		tokens = tbf.HTBAccount(tokens, buffer, now-tc, cost)
+		tc = now
+		sent += uint64(pkt)
+	}
+	// Bring the tokens up to the end of the window, as the next charge would.
+	tokens = min(tokens+end-tc, buffer)
+	return sent, tokens
+}

@@ -1,0 +1,57 @@
+// Package policy decides what rate, ceiling and burst every user, tier
+// aggregate, default class and interface should have now, and how to get
+// there smoothly. It is pure: no goroutines, timers, files or clocks; time
+// is always passed in.
+//
+// Evaluate is a pure function of (plan, overrides, usage, now): it returns a
+// Result with one model.Targets per managed interface (in plan order) and an
+// Explanation per user and interface saying why the user has the rates it has.
+// A Ramper turns a sequence of Results into the Targets to apply at each
+// policy tick, moving every changed class linearly to its new rates and
+// choosing bursts so a change never releases more than it should.
+//
+// The package imports pkg/tbf, pkg/model and pkg/config: it reads the
+// validated config.Plan directly instead of re-declaring tiers, schedules and
+// quotas.
+//
+// # Precedence
+//
+// For a user on one interface (egress interfaces use the tier's
+// rate/ceil, ingress interfaces upload_rate/upload_ceil), from strongest to
+// weakest:
+//
+//  1. a user override (`shaperctl set-rate alice ...`)
+//  2. a tier override (`set-rate tier:gold ...`), for every user of the tier
+//  3. the quota: a user at or over its tier's quota is capped at
+//     over_quota_rate/over_quota_ceil (min of those and what rules 4-6 give:
+//     a quota never raises a rate), in both directions, until the period ends
+//  4. the user's own rate/ceil/upload_rate/upload_ceil in users.toml
+//  5. the first of the tier's schedules that contains now (read in
+//     plan.Policy.Location), as config.Schedule.Contains defines it
+//  6. the tier's rates
+//
+// So an operator's user override wins over everything, including an exceeded
+// quota. An override sets rate and ceil (Ceil 0 means Rate: `set-rate alice
+// 3mbit` gives alice 3mbit guaranteed and as ceiling).
+//
+// An `iface:NAME` override sets the interface's total bandwidth: the HTB root
+// class's rate and ceil, or the TBF rate (it is the only way to retune a TBF
+// interface at run time). It matches every direction configured for NAME,
+// or one ingress entry by its IFB device name. It does not touch the users'
+// rates (HTB never lets them borrow more than the root has anyway).
+//
+// The default class of an HTB interface gets default_rate/default_ceil when
+// configured, else the default_tier's rates after rules 2, 5 and 6 (a tier
+// override of the default tier applies to unclassified traffic too).
+//
+// # Quotas
+//
+// Usage counts each user's bytes from the kernel's class byte counters,
+// summed over all interfaces and directions, and is reset when the period
+// rolls over; see Usage and PeriodBounds.
+//
+// # Smooth changes
+//
+// See Ramper for the ramp rules and burst.go (StepBurst, TBFBudget) for the
+// burst rules on HTB and TBF.
+package policy

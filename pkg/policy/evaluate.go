@@ -1,0 +1,257 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// Result is what every managed interface should have at At.
+type Result struct {
+	At         time.Time
+	Interfaces []InterfaceResult // plan order
+}
+
+// InterfaceResult is one managed interface (one [[interface]] entry).
+type InterfaceResult struct {
+	// Targets is ready for model.Build: the interface spec (Bandwidth after
+	// any iface override), the tiers with an aggregate class that have users
+	// here (sorted by name), and every user (plan order) with the rates for
+	// this direction. User Burst/CBurst are the tier's configured sizes (0:
+	// Build's default); a TBF interface has no tiers or users.
+	Targets model.Targets
+	// Link explains the interface's bandwidth (Rate = Ceil; Burst is the
+	// TBF burst, or the root class's default burst for HTB).
+	Link Explanation
+	// Default explains the HTB default class; nil for TBF.
+	Default *Explanation
+	// Users explains Targets.Users, index for index.
+	Users []Explanation
+}
+
+// Targets returns every interface's targets, in plan order.
+func (r *Result) Targets() []model.Targets {
+	out := make([]model.Targets, len(r.Interfaces))
+	for i := range r.Interfaces {
+		out[i] = r.Interfaces[i].Targets
+	}
+	return out
+}
+
+// User returns user's explanations, one per HTB interface, in plan order.
+func (r *Result) User(name string) []Explanation {
+	var out []Explanation
+	for i := range r.Interfaces {
+		for _, e := range r.Interfaces[i].Users {
+			if e.User == name {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// Evaluate computes every interface's targets at now from plan, the
+// overrides ov and the quota usage (nil: nobody has used anything). It is a
+// pure function: it reads its arguments and changes none of them; expired
+// overrides are ignored. Times are read in plan.Policy.Location (nil:
+// time.Local).
+//
+// Every user is shaped on every HTB interface (config has no per-user
+// interface list); on egress interfaces with the download rates (rate/ceil),
+// on ingress interfaces with the upload rates (upload_rate/upload_ceil). The
+// rules and their precedence are in the package documentation.
+func Evaluate(plan *config.Plan, ov Overrides, usage *Usage, now time.Time) *Result {
+	e := evaluator{plan: plan, ov: &ov, usage: usage, now: now, loc: plan.Policy.Location}
+	if e.loc == nil {
+		e.loc = time.Local
+	}
+	res := &Result{At: now, Interfaces: make([]InterfaceResult, 0, len(plan.Interfaces))}
+	for i := range plan.Interfaces {
+		res.Interfaces = append(res.Interfaces, e.iface(&plan.Interfaces[i]))
+	}
+	return res
+}
+
+type evaluator struct {
+	plan  *config.Plan
+	ov    *Overrides
+	usage *Usage
+	now   time.Time
+	loc   *time.Location
+}
+
+// iface evaluates one interface.
+func (e *evaluator) iface(in *config.Interface) InterfaceResult {
+	dir := model.Direction(in.Direction)
+	spec := model.InterfaceSpec{
+		Name: in.Name, Shaper: model.ShaperKind(in.Shaper), Direction: dir, IFB: in.IFB,
+		Bandwidth: in.Bandwidth, Match: model.MatchField(in.Match),
+		DefaultRate: in.DefaultRate, DefaultCeil: in.DefaultCeil,
+		Burst: in.Burst, Latency: in.Latency, PeakRate: in.PeakRate, MTU: in.MTU,
+	}
+	if in.LeafQdisc != "" {
+		spec.Leaf = &model.LeafQdisc{Kind: in.LeafQdisc, Limit: in.LeafLimit}
+	}
+	link := Explanation{Interface: in.Name, Direction: dir, Source: SourceConfig, Reason: "bandwidth",
+		ConfiguredRate: in.Bandwidth, ConfiguredCeil: in.Bandwidth}
+	if o, ok := e.ifaceOverride(in); ok {
+		spec.Bandwidth = o.Rate
+		link.Source, link.OverrideUntil, link.Ramp = SourceIfaceOverride, o.Until, o.Ramp
+		link.Reason = overrideReason("override", o, e.now, e.loc)
+	}
+	link.Rate, link.Ceil = spec.Bandwidth, spec.Bandwidth
+	link.Burst = in.Burst
+	if link.Burst == 0 {
+		link.Burst = max(tbf.RecommendedBurst(spec.Bandwidth), model.MaxFrame)
+	}
+	link.CBurst = link.Burst
+	out := InterfaceResult{Link: link}
+	if in.Shaper == config.ShaperTBF {
+		out.Targets = model.Targets{Interface: spec}
+		return out
+	}
+
+	def := e.defaultClass(in)
+	spec.DefaultRate, spec.DefaultCeil = def.Rate, def.Ceil
+	out.Default = &def
+
+	used := map[string]bool{}
+	for i := range e.plan.Users {
+		u := &e.plan.Users[i]
+		x := e.user(u, in)
+		used[u.Tier] = true
+		tier, _ := e.plan.Tier(u.Tier)
+		ut := model.UserTarget{Name: u.Name, Tier: u.Tier, Prefixes: u.Prefixes, Rate: x.Rate, Ceil: x.Ceil}
+		if tier != nil {
+			ut.Burst, ut.CBurst, ut.Prio = tier.Burst, tier.CBurst, tier.Prio
+		}
+		out.Targets.Users = append(out.Targets.Users, ut)
+		out.Users = append(out.Users, x)
+	}
+	for i := range e.plan.Tiers {
+		t := &e.plan.Tiers[i]
+		if r, c := t.AggregateRates(in.Direction); used[t.Name] && r != 0 {
+			out.Targets.Tiers = append(out.Targets.Tiers, model.TierTarget{Name: t.Name, Rate: r, Ceil: max(c, r)})
+		}
+	}
+	out.Targets.Interface = spec
+	return out
+}
+
+// ifaceOverride returns the override in force for in, if any: by its
+// name, else (ingress) by its IFB device.
+func (e *evaluator) ifaceOverride(in *config.Interface) (Override, bool) {
+	if o, ok := e.ov.Get(Target{TargetIface, in.Name}, e.now); ok {
+		return o, true
+	}
+	if in.IFB != "" {
+		return e.ov.Get(Target{TargetIface, in.IFB}, e.now)
+	}
+	return Override{}, false
+}
+
+// tierRates applies rules 5 and 6 (schedule, tier) for direction d.
+func (e *evaluator) tierRates(t *config.Tier, d config.Direction) (rate, ceil tbf.Rate, src Source, reason string) {
+	rate, ceil = t.Rates(d)
+	src, reason = SourceTier, "tier "+t.Name
+	if i := ActiveSchedule(t, e.now, e.loc); i >= 0 {
+		s := &t.Schedules[i]
+		rate, ceil = scheduleRates(s, d)
+		src, reason = SourceSchedule, describeSchedule(t.Name, i, s)
+	}
+	return rate, max(ceil, rate), src, reason
+}
+
+// defaultClass decides the HTB default class's rates.
+func (e *evaluator) defaultClass(in *config.Interface) Explanation {
+	x := Explanation{Interface: in.Name, Direction: model.Direction(in.Direction), Tier: in.DefaultTier}
+	switch t, ok := e.plan.Tier(in.DefaultTier); {
+	case in.DefaultRate != 0 || !ok:
+		x.Rate, x.Ceil = in.DefaultRate, max(in.DefaultCeil, in.DefaultRate)
+		x.Source, x.Reason = SourceConfig, "default_rate"
+		x.Tier = ""
+	default:
+		x.ConfiguredRate, x.ConfiguredCeil = t.Rates(in.Direction)
+		x.Rate, x.Ceil, x.Source, x.Reason = e.tierRates(t, in.Direction)
+		if o, ok := e.ov.Get(Target{TargetTier, t.Name}, e.now); ok {
+			x.Rate, x.Ceil = o.Rates()
+			x.Source, x.OverrideUntil, x.Ramp = SourceTierOverride, o.Until, o.Ramp
+			x.Reason = overrideReason("tier override ("+t.Name+")", o, e.now, e.loc)
+		}
+	}
+	if x.ConfiguredRate == 0 {
+		x.ConfiguredRate, x.ConfiguredCeil = x.Rate, x.Ceil
+	}
+	x.Burst, x.CBurst = tbf.RecommendedBurst(x.Rate), tbf.RecommendedBurst(x.Ceil)
+	return x
+}
+
+// user decides one user's rates on interface in.
+func (e *evaluator) user(u *config.User, in *config.Interface) Explanation {
+	d := in.Direction
+	x := Explanation{User: u.Name, Tier: u.Tier, Interface: in.Name, Direction: model.Direction(d)}
+	t, ok := e.plan.Tier(u.Tier)
+	if !ok { // a validated plan never gets here; keep the user shaped at the minimum
+		t = &config.Tier{Name: u.Tier, Rate: config.MinRate, Ceil: config.MinRate, UploadRate: config.MinRate, UploadCeil: config.MinRate}
+	}
+	// Rules 6 and 5: tier, schedule.
+	x.ConfiguredRate, x.ConfiguredCeil = t.Rates(d)
+	x.Rate, x.Ceil, x.Source, x.Reason = e.tierRates(t, d)
+	// Rule 4: the user's own rates.
+	ur, uc := u.Rate, u.Ceil
+	if d == config.Ingress {
+		ur, uc = u.UploadRate, u.UploadCeil
+	}
+	if ur != 0 || uc != 0 {
+		if ur != 0 {
+			x.Rate = ur
+			x.ConfiguredRate = ur
+		}
+		if uc != 0 {
+			x.Ceil, x.ConfiguredCeil = uc, uc
+		}
+		x.Rate = min(x.Rate, x.Ceil) // only a ceil set: the rate follows it down
+		x.Ceil = max(x.Ceil, x.Rate) // only a rate set: the larger of it and the tier's ceil
+		x.ConfiguredCeil = max(x.ConfiguredCeil, x.ConfiguredRate)
+		x.ConfiguredRate = min(x.ConfiguredRate, x.ConfiguredCeil)
+		x.Source, x.Reason = SourceUser, "user config"
+	}
+	// Rule 3: quota.
+	if t.Quota != 0 {
+		q := &QuotaState{Limit: uint64(t.Quota)}
+		if e.usage != nil {
+			q.Used, q.PeriodStart, q.PeriodEnd = e.usage.Used(u.Name, t.QuotaPeriod, e.now)
+		} else {
+			q.PeriodStart, q.PeriodEnd = PeriodBounds(t.QuotaPeriod, e.now, e.loc)
+		}
+		q.Exceeded = q.Used >= q.Limit
+		x.Quota = q
+		if q.Exceeded {
+			x.Rate = min(x.Rate, t.OverQuotaRate)
+			x.Ceil = max(min(x.Ceil, max(t.OverQuotaCeil, t.OverQuotaRate)), x.Rate)
+			x.Source, x.Reason = SourceQuota, "quota exceeded"
+		}
+	}
+	// Rules 2 and 1: overrides.
+	if o, ok := e.ov.Get(Target{TargetTier, u.Tier}, e.now); ok {
+		x.Rate, x.Ceil = o.Rates()
+		x.Source, x.OverrideUntil, x.Ramp = SourceTierOverride, o.Until, o.Ramp
+		x.Reason = overrideReason("tier override ("+u.Tier+")", o, e.now, e.loc)
+	}
+	if o, ok := e.ov.Get(Target{TargetUser, u.Name}, e.now); ok {
+		x.Rate, x.Ceil = o.Rates()
+		x.Source, x.OverrideUntil, x.Ramp = SourceUserOverride, o.Until, o.Ramp
+		x.Reason = overrideReason("override", o, e.now, e.loc)
+	}
+	x.Burst, x.CBurst = t.Burst, t.CBurst
+	if x.Burst == 0 {
+		x.Burst = tbf.RecommendedBurst(x.Rate)
+	}
+	if x.CBurst == 0 {
+		x.CBurst = tbf.RecommendedBurst(x.Ceil)
+	}
+	return x
+}

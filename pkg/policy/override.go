@@ -1,0 +1,299 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// TargetKind is what an override applies to.
+type TargetKind string
+
+// Target kinds, as `shaperctl set-rate TARGET` spells them: "alice",
+// "tier:gold", "iface:lan0".
+const (
+	TargetUser  TargetKind = "user"
+	TargetTier  TargetKind = "tier"
+	TargetIface TargetKind = "iface"
+)
+
+// Target names a user, a tier (every user of it) or an interface (its
+// total bandwidth).
+type Target struct {
+	Kind TargetKind
+	Name string
+}
+
+// ParseTarget reads "NAME" (a user), "tier:NAME" or "iface:NAME". The name
+// must not be empty; it is not checked against a plan (see CheckOverride).
+func ParseTarget(s string) (Target, error) {
+	t := Target{Kind: TargetUser, Name: s}
+	if k, n, ok := strings.Cut(s, ":"); ok {
+		switch TargetKind(k) {
+		case TargetTier, TargetIface:
+			t = Target{Kind: TargetKind(k), Name: n}
+		default:
+			return Target{}, fmt.Errorf("target %q: unknown kind %q (use NAME, tier:NAME or iface:NAME)", s, k)
+		}
+	}
+	if t.Name == "" {
+		return Target{}, fmt.Errorf("target %q: empty name", s)
+	}
+	return t, nil
+}
+
+// String formats the target as ParseTarget reads it.
+func (t Target) String() string {
+	if t.Kind == TargetUser || t.Kind == "" {
+		return t.Name
+	}
+	return string(t.Kind) + ":" + t.Name
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (t Target) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseTarget.
+func (t *Target) UnmarshalText(b []byte) error {
+	v, err := ParseTarget(string(b))
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}
+
+// Override is an operator's `set-rate`: Rate guaranteed, Ceil the most the
+// target may borrow up to (0 means Rate), from Set until Until (zero: until
+// cleared). Ramp is how long the change to it (and only to it) takes: nil
+// means the policy's default ramp, 0 at once. For an iface target Rate is the
+// interface's bandwidth and Ceil must be 0 or equal to Rate.
+type Override struct {
+	Target Target         `json:"target"`
+	Rate   tbf.Rate       `json:"rate"`
+	Ceil   tbf.Rate       `json:"ceil,omitempty"`
+	Ramp   *time.Duration `json:"ramp_ns,omitempty"`
+	Set    time.Time      `json:"set"`
+	Until  time.Time      `json:"until,omitzero"`
+}
+
+// Rates returns the override's rate and ceil, with Ceil 0 read as Rate.
+func (o Override) Rates() (rate, ceil tbf.Rate) {
+	return o.Rate, max(o.Ceil, o.Rate)
+}
+
+// ActiveAt reports whether the override is in force at now: not expired
+// (now before Until, when Until is set).
+func (o Override) ActiveAt(now time.Time) bool {
+	return o.Until.IsZero() || now.Before(o.Until)
+}
+
+// Validate checks the override on its own: a known kind, a rate of at least
+// config.MinRate, a ceil not below it (and equal to it for an interface),
+// a ramp that is not negative.
+func (o Override) Validate() error {
+	switch {
+	case o.Target.Kind != TargetUser && o.Target.Kind != TargetTier && o.Target.Kind != TargetIface:
+		return fmt.Errorf("override of %q: unknown target kind %q", o.Target.Name, o.Target.Kind)
+	case o.Target.Name == "":
+		return fmt.Errorf("override: empty target name")
+	case o.Rate < config.MinRate:
+		return fmt.Errorf("override of %s: rate %s is below %s", o.Target, o.Rate, config.MinRate)
+	case o.Ceil != 0 && o.Ceil < o.Rate:
+		return fmt.Errorf("override of %s: ceil %s is below rate %s", o.Target, o.Ceil, o.Rate)
+	case o.Target.Kind == TargetIface && o.Ceil != 0 && o.Ceil != o.Rate:
+		return fmt.Errorf("override of %s: an interface has one bandwidth; ceil %s must equal rate %s", o.Target, o.Ceil, o.Rate)
+	case o.Ramp != nil && *o.Ramp < 0:
+		return fmt.Errorf("override of %s: negative ramp %s", o.Target, *o.Ramp)
+	}
+	return nil
+}
+
+// ErrUnknownTarget is returned (wrapped) by CheckOverride for a target the
+// plan does not have.
+var ErrUnknownTarget = errors.New("unknown target")
+
+// CheckOverride validates o against plan: the user, tier or interface must
+// exist (ErrUnknownTarget otherwise), and an interface override must stay
+// below the peak rate of a TBF interface that has one.
+func CheckOverride(plan *config.Plan, o Override) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	switch o.Target.Kind {
+	case TargetUser:
+		if !slices.ContainsFunc(plan.Users, func(u config.User) bool { return u.Name == o.Target.Name }) {
+			return fmt.Errorf("override of %s: %w: no user %q", o.Target, ErrUnknownTarget, o.Target.Name)
+		}
+	case TargetTier:
+		if _, ok := plan.Tier(o.Target.Name); !ok {
+			return fmt.Errorf("override of %s: %w: no tier %q", o.Target, ErrUnknownTarget, o.Target.Name)
+		}
+	case TargetIface:
+		found := false
+		for _, in := range plan.Interfaces {
+			if !ifaceMatches(o.Target.Name, &in) {
+				continue
+			}
+			found = true
+			if in.PeakRate != 0 && o.Rate.BytesPerSecond() >= in.PeakRate.BytesPerSecond() {
+				return fmt.Errorf("override of %s: rate %s must be below the interface's peak rate %s", o.Target, o.Rate, in.PeakRate)
+			}
+		}
+		if !found {
+			return fmt.Errorf("override of %s: %w: no interface %q", o.Target, ErrUnknownTarget, o.Target.Name)
+		}
+	}
+	return nil
+}
+
+// ifaceMatches reports whether an iface:NAME target names in: its Name
+// (every direction) or, for ingress, its IFB device.
+func ifaceMatches(name string, in *config.Interface) bool {
+	return in.Name == name || (in.IFB != "" && in.IFB == name)
+}
+
+// Overrides is the set of operator overrides, at most one per target. The
+// zero value is empty and ready to use. It marshals to JSON for the daemon's
+// state file. Not safe for concurrent use; Evaluate only reads it.
+type Overrides struct {
+	m map[Target]Override
+}
+
+// Set adds o, replacing any override of the same target, after o.Validate.
+// (Check it against the plan with CheckOverride first.)
+func (s *Overrides) Set(o Override) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if s.m == nil {
+		s.m = make(map[Target]Override)
+	}
+	s.m[o.Target] = o
+	return nil
+}
+
+// Clear removes the override of t and reports whether there was one.
+func (s *Overrides) Clear(t Target) bool {
+	_, ok := s.m[t]
+	delete(s.m, t)
+	return ok
+}
+
+// Get returns the override of t if it is in force at now.
+func (s *Overrides) Get(t Target, now time.Time) (Override, bool) {
+	if s == nil {
+		return Override{}, false
+	}
+	o, ok := s.m[t]
+	if !ok || !o.ActiveAt(now) {
+		return Override{}, false
+	}
+	return o, true
+}
+
+// List returns every override (expired ones too, until Expire removes them),
+// sorted by target kind and name.
+func (s *Overrides) List() []Override {
+	if s == nil {
+		return nil
+	}
+	out := make([]Override, 0, len(s.m))
+	for _, o := range s.m {
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b Override) int {
+		if c := strings.Compare(string(a.Target.Kind), string(b.Target.Kind)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Target.Name, b.Target.Name)
+	})
+	return out
+}
+
+// Len is the number of overrides held.
+func (s *Overrides) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.m)
+}
+
+// Expire removes the overrides no longer in force at now and returns them
+// (for the log). Evaluate ignores expired overrides anyway; Expire keeps the
+// state file small.
+func (s *Overrides) Expire(now time.Time) []Override {
+	var gone []Override
+	for _, o := range s.List() {
+		if !o.ActiveAt(now) {
+			gone = append(gone, o)
+			delete(s.m, o.Target)
+		}
+	}
+	return gone
+}
+
+// Prune removes the overrides whose target plan no longer has (after a
+// reload) and returns them.
+func (s *Overrides) Prune(plan *config.Plan) []Override {
+	var gone []Override
+	for _, o := range s.List() {
+		if err := CheckOverride(plan, o); errors.Is(err, ErrUnknownTarget) {
+			gone = append(gone, o)
+			delete(s.m, o.Target)
+		}
+	}
+	return gone
+}
+
+// Clone returns an independent copy.
+func (s *Overrides) Clone() Overrides {
+	var c Overrides
+	for _, o := range s.List() {
+		_ = c.Set(o)
+	}
+	return c
+}
+
+type overridesJSON struct {
+	Version   int        `json:"version"`
+	Overrides []Override `json:"overrides"`
+}
+
+// MarshalJSON writes {"version":1,"overrides":[...]}, sorted as List.
+func (s *Overrides) MarshalJSON() ([]byte, error) {
+	l := s.List()
+	if l == nil {
+		l = []Override{}
+	}
+	return json.Marshal(overridesJSON{Version: 1, Overrides: l})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, replacing the contents.
+// Every override is validated; duplicates are an error.
+func (s *Overrides) UnmarshalJSON(b []byte) error {
+	var v overridesJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("overrides: %w", err)
+	}
+	if v.Version != 1 {
+		return fmt.Errorf("overrides: unsupported version %d", v.Version)
+	}
+	var n Overrides
+	for i, o := range v.Overrides {
+		if _, dup := n.m[o.Target]; dup {
+			return fmt.Errorf("overrides[%d]: duplicate target %s", i, o.Target)
+		}
+		if err := n.Set(o); err != nil {
+			return fmt.Errorf("overrides[%d]: %w", i, err)
+		}
+	}
+	*s = n
+	return nil
+}

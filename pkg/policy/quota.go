@@ -1,0 +1,215 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/config"
+)
+
+// FlushInterval is the persistence contract of Usage: while FlushDue reports
+// true the daemon writes Usage (MarshalJSON) to its state file and then
+// calls Flushed. Usage becomes due at most FlushInterval after the first
+// change since the last flush, so a crash loses at most about FlushInterval
+// of counted traffic (plus one sampling interval). The daemon should also
+// write it on shutdown and reload.
+const FlushInterval = time.Minute
+
+// CounterKey names one kernel byte counter of a user: the interface, the
+// direction and the class, e.g. "lan0/egress/1:105". Usage only compares
+// keys; the daemon chooses them (they must be stable across restarts).
+func CounterKey(iface string, dir config.Direction, class string) string {
+	return iface + "/" + string(dir) + "/" + class
+}
+
+// Usage counts each user's bytes in the current quota period from the
+// kernel's per-class byte counters, summed over every counter (interface,
+// direction, class) the user has. The zero value is not usable; create one
+// with NewUsage. Not safe for concurrent use.
+type Usage struct {
+	loc       *time.Location
+	periods   map[string]config.Period // user -> period (from the plan)
+	users     map[string]*userUsage
+	dirty      bool      // changed since the last Flushed
+	dirtySince time.Time // when the first unflushed change happened
+	lastFlush  time.Time
+}
+
+type userUsage struct {
+	Period   config.Period     `json:"period"`
+	Start    time.Time         `json:"start"`
+	Used     uint64            `json:"used"`
+	Counters map[string]uint64 `json:"counters"`
+}
+
+// NewUsage returns an empty Usage counting periods in loc (nil: time.Local)
+// with every user on monthly periods until Configure says otherwise.
+func NewUsage(loc *time.Location) *Usage {
+	if loc == nil {
+		loc = time.Local
+	}
+	return &Usage{loc: loc, periods: map[string]config.Period{}, users: map[string]*userUsage{}}
+}
+
+// Configure takes the time zone and each user's quota period from plan
+// (users of tiers without a quota count monthly). Call it after every
+// (re)load. Users no longer in the plan are forgotten. A user whose
+// period kind changed starts a new period at its next Observe.
+func (u *Usage) Configure(plan *config.Plan) {
+	if plan.Policy.Location != nil {
+		u.loc = plan.Policy.Location
+	}
+	u.periods = make(map[string]config.Period, len(plan.Users))
+	for _, usr := range plan.Users {
+		p := config.PeriodMonth
+		if t, ok := plan.Tier(usr.Tier); ok && t.Quota != 0 && t.QuotaPeriod != "" {
+			p = t.QuotaPeriod
+		}
+		u.periods[usr.Name] = p
+	}
+	for name := range u.users {
+		if _, ok := u.periods[name]; !ok {
+			delete(u.users, name)
+			u.touch(time.Time{})
+		}
+	}
+}
+
+func (u *Usage) period(user string) config.Period {
+	if p, ok := u.periods[user]; ok {
+		return p
+	}
+	return config.PeriodMonth
+}
+
+// Observe records that counter key of user read counterBytes at now.
+//
+//   - The first reading of a key is its baseline: it counts nothing (the
+//     bytes before it are unknown). The daemon should Observe a class with
+//     0 when it creates it, so that none of its bytes are missed.
+//   - A reading at or above the last one adds the difference.
+//   - A reading below the last one means the counter restarted (the class
+//     was re-created): it counts its whole value, from 0.
+//   - When now lies in a later period than the user's stored one, Used
+//     restarts at 0 before the bytes are added (the bytes since the last
+//     reading are counted in the new period).
+func (u *Usage) Observe(user, key string, counterBytes uint64, now time.Time) {
+	uu := u.users[user]
+	start, _ := PeriodBounds(u.period(user), now, u.loc)
+	if uu == nil {
+		uu = &userUsage{Period: u.period(user), Start: start, Counters: map[string]uint64{}}
+		u.users[user] = uu
+	} else if !uu.Start.Equal(start) || uu.Period != u.period(user) {
+		uu.Period, uu.Start, uu.Used = u.period(user), start, 0
+	}
+	last, seen := uu.Counters[key]
+	uu.Counters[key] = counterBytes
+	switch {
+	case !seen:
+	case counterBytes >= last:
+		uu.Used += counterBytes - last
+	default:
+		uu.Used += counterBytes
+	}
+	u.touch(now)
+}
+
+// Forget drops the baseline of one counter (its class was deleted), so a
+// later counter under the same key starts with a new baseline.
+func (u *Usage) Forget(user, key string) {
+	if uu := u.users[user]; uu != nil {
+		if _, ok := uu.Counters[key]; ok {
+			delete(uu.Counters, key)
+			u.touch(time.Time{})
+		}
+	}
+}
+
+// touch marks the state changed at now (zero: long ago, so due at once).
+func (u *Usage) touch(now time.Time) {
+	if !u.dirty {
+		u.dirty, u.dirtySince = true, now
+	}
+}
+
+// Used returns the bytes user has moved in the period p containing now,
+// and that period's bounds. A stored count from an earlier period (the
+// period rolled over and no Observe has happened since) reads as 0. It does
+// not change u.
+func (u *Usage) Used(user string, p config.Period, now time.Time) (used uint64, start, end time.Time) {
+	start, end = PeriodBounds(p, now, u.loc)
+	if uu := u.users[user]; uu != nil && uu.Period == p && uu.Start.Equal(start) {
+		used = uu.Used
+	}
+	return used, start, end
+}
+
+// Location is the time zone periods are counted in.
+func (u *Usage) Location() *time.Location { return u.loc }
+
+// FlushDue reports whether the daemon should write the state now: something
+// changed since the last Flushed and FlushInterval has passed since then (or
+// since that change, when nothing was flushed yet).
+func (u *Usage) FlushDue(now time.Time) bool {
+	if !u.dirty {
+		return false
+	}
+	since := u.lastFlush
+	if since.IsZero() {
+		since = u.dirtySince
+	}
+	return !now.Before(since.Add(FlushInterval))
+}
+
+// Flushed records that the state was written at now.
+func (u *Usage) Flushed(now time.Time) {
+	u.dirty, u.dirtySince, u.lastFlush = false, time.Time{}, now
+}
+
+type usageJSON struct {
+	Version int                   `json:"version"`
+	Users   map[string]*userUsage `json:"users"`
+}
+
+// MarshalJSON writes the per-user periods, counts and counter baselines:
+// {"version":1,"users":{"alice":{"period":"month","start":"2026-12-01T00:00:00+01:00",
+// "used":123,"counters":{"lan0/egress/1:105":456}}}}. The location and the
+// user periods are configuration, not state: call Configure after loading.
+func (u *Usage) MarshalJSON() ([]byte, error) {
+	return json.Marshal(usageJSON{Version: 1, Users: u.users})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, replacing the counts and
+// baselines (the location and periods stay). Times are read back in the
+// stored offsets; periods compare by instant, so that is enough.
+func (u *Usage) UnmarshalJSON(b []byte) error {
+	var v usageJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("usage: %w", err)
+	}
+	if v.Version != 1 {
+		return fmt.Errorf("usage: unsupported version %d", v.Version)
+	}
+	users := make(map[string]*userUsage, len(v.Users))
+	for _, name := range slices.Sorted(maps.Keys(v.Users)) {
+		uu := v.Users[name]
+		if uu == nil {
+			return fmt.Errorf("usage: user %q: null entry", name)
+		}
+		if uu.Counters == nil {
+			uu.Counters = map[string]uint64{}
+		}
+		users[name] = uu
+	}
+	if u.loc == nil {
+		u.loc = time.Local
+	}
+	if u.periods == nil {
+		u.periods = map[string]config.Period{}
+	}
+	u.users = users
+	return nil
+}

@@ -22,6 +22,7 @@ const (
 	readHeaderTimeout     = 5 * time.Second
 	readTimeout           = 10 * time.Second
 	idleTimeout           = 60 * time.Second
+	writeSlack            = 5 * time.Second
 )
 
 // Server serves a Service over HTTP on a unix socket listener.
@@ -84,8 +85,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Serve accepts connections on l until Shutdown; it returns nil after
-// Shutdown and the accept error otherwise. It closes l.
+// Shutdown and the accept error otherwise. It closes l. Call it once.
 func (s *Server) Serve(l net.Listener) error {
+	// The answer must be written within the request's time plus slack.
+	s.http.WriteTimeout = readTimeout + s.RequestTimeout + writeSlack
 	err := s.http.Serve(l)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

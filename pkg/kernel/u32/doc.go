@@ -68,6 +68,24 @@
 // Not supported (Add returns an error saying so): /0, IPv6 /65../112,
 // prefixes with host bits set, IPv4-mapped IPv6 and zoned addresses.
 //
+// The IPv4 priorities come before the IPv6 ones and dst before src: on a
+// device with both kinds of filters, a packet whose destination matches a
+// dst filter is classified by it even if its source matches a src filter.
+//
+// # API
+//
+//	New(tcnl, ifindex, parent) / NewConn(conn, ifindex, parent)
+//	Ensure() (writes, err)   level-1 tables and root links; no request when present
+//	Add(f) (writes, err)     install, or fix in place (class change, damage)
+//	Delete(f) (writes, err)  every node of f's prefix and match field
+//	Dump() ([]Filter, err)   decoded, sorted, Damaged flagged
+//	Remove() error           shaperd's four priorities and all in them
+//	Close() error            forget the cached picture (socket untouched)
+//
+// Errors name the device (ifindex), qdisc, filter (match, prefix, class,
+// user) and node handle, and wrap the *netlink.OpError whose Message is the
+// kernel's extended-ack text.
+//
 // # Dump
 //
 // Dump decodes each classifying node's keys back to a prefix (the match

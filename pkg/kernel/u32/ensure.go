@@ -122,7 +122,9 @@ func (c *Classifier) ensureL2(h int, b uint8) (writes int, err error) {
 
 // ensureTable creates hash table htid in tree t unless it exists as it
 // should. A table of the wrong size or priority is deleted first, with the
-// links to it.
+// links to it; the kernel drops a deleted link's reference to the table
+// only after an RCU grace period, so that delete may fail with EBUSY once
+// and succeed on the next call (the links are gone by then).
 func (c *Classifier) ensureTable(t int, htid uint16) (writes int, err error) {
 	if tb, ok := c.st.tables[htid]; ok {
 		if tb.tree == t && tb.divisor == divisor {

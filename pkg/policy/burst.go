@@ -28,7 +28,8 @@ import (
 // burst B of the target (TBFBudget), each step's burst is at least one
 // full-size frame (model.MaxFrame, 1514 B, so no packet is dropped as larger
 // than max_size), and a step that the budget cannot pay at least one frame
-// for is not made (the rate holds until the ramp ends). The last step
+// for is not made (the rate holds; when the budget affords fewer changes
+// than there are steps, TBFBudget.Due spreads them evenly over the ramp). The last step
 // installs the target with its full burst B, exactly as an at-once change
 // would. So a ramp releases at most one configured burst more than an
 // at-once change (which releases B): in [Start, End) at most ∫rate + B bytes
@@ -98,6 +99,26 @@ func (b *TBFBudget) Take(want tbf.Size, stepsLeft int) (tbf.Size, bool) {
 	g := min(max(min(want, share), model.MaxFrame), rem)
 	b.Spent += g
 	return g, true
+}
+
+// Due reports whether an intermediate step should change the TBF now,
+// given stepsLeft steps until the ramp ends (this one included) and the
+// time since the ramp's last change (or its start). When the budget pays
+// for a frame-sized burst at every remaining step, every step is due;
+// otherwise the affordable changes are spread evenly: one every
+// ceil(stepsLeft/affordable) intervals, so a long ramp with a small burst
+// moves in fewer, evenly spaced stairs instead of spending its budget at
+// the start and then standing still.
+func (b *TBFBudget) Due(stepsLeft int, sinceLast, interval time.Duration) bool {
+	affordable := int(min(b.Remaining()/model.MaxFrame, tbf.Size(1<<31)))
+	switch {
+	case affordable == 0:
+		return false
+	case affordable >= stepsLeft:
+		return true
+	}
+	stride := (stepsLeft + affordable - 1) / affordable
+	return sinceLast >= time.Duration(stride)*interval-interval/2
 }
 
 // PredictTBF replays the kernel's TBF rate bucket (tbf.TBFDequeue with the

@@ -206,17 +206,8 @@ func (e *evaluator) user(u *config.User, in *config.Interface) Explanation {
 		ur, uc = u.UploadRate, u.UploadCeil
 	}
 	if ur != 0 || uc != 0 {
-		if ur != 0 {
-			x.Rate = ur
-			x.ConfiguredRate = ur
-		}
-		if uc != 0 {
-			x.Ceil, x.ConfiguredCeil = uc, uc
-		}
-		x.Rate = min(x.Rate, x.Ceil) // only a ceil set: the rate follows it down
-		x.Ceil = max(x.Ceil, x.Rate) // only a rate set: the larger of it and the tier's ceil
-		x.ConfiguredCeil = max(x.ConfiguredCeil, x.ConfiguredRate)
-		x.ConfiguredRate = min(x.ConfiguredRate, x.ConfiguredCeil)
+		x.Rate, x.Ceil = userRates(x.Rate, x.Ceil, ur, uc)
+		x.ConfiguredRate, x.ConfiguredCeil = userRates(x.ConfiguredRate, x.ConfiguredCeil, ur, uc)
 		x.Source, x.Reason = SourceUser, "user config"
 	}
 	// Rule 3: quota.
@@ -254,4 +245,19 @@ func (e *evaluator) user(u *config.User, in *config.Interface) Explanation {
 		x.CBurst = tbf.RecommendedBurst(x.Ceil)
 	}
 	return x
+}
+
+// userRates applies a user's own rate ur and ceil uc (0: not set) to the
+// tier's (scheduled) rate and ceil: a rate without a ceil keeps the larger
+// of it and the tier's ceil; a ceil without a rate lowers the tier's rate to
+// it when needed.
+func userRates(rate, ceil, ur, uc tbf.Rate) (tbf.Rate, tbf.Rate) {
+	switch {
+	case ur != 0 && uc != 0:
+		return ur, max(uc, ur)
+	case ur != 0:
+		return ur, max(ceil, ur)
+	default:
+		return min(rate, uc), uc
+	}
 }

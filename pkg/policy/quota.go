@@ -30,9 +30,9 @@ func CounterKey(iface string, dir config.Direction, class string) string {
 // direction, class) the user has. The zero value is not usable; create one
 // with NewUsage. Not safe for concurrent use.
 type Usage struct {
-	loc       *time.Location
-	periods   map[string]config.Period // user -> period (from the plan)
-	users     map[string]*userUsage
+	loc        *time.Location
+	periods    map[string]config.Period // user -> period (from the plan)
+	users      map[string]*userUsage
 	dirty      bool      // changed since the last Flushed
 	dirtySince time.Time // when the first unflushed change happened
 	lastFlush  time.Time

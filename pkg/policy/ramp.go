@@ -82,14 +82,15 @@ type Applied struct {
 
 // classState is the Ramper's memory of one class.
 type classState struct {
-	tbfLink   bool
-	target    Rates
-	cfgBurst  tbf.Size // configured burst of the target (0: default)
-	cfgCBurst tbf.Size
-	applied   Applied
-	ramp      *RampState
-	budget    TBFBudget // TBF links: what the current ramp may still grant
-	seen      bool
+	tbfLink    bool
+	target     Rates
+	cfgBurst   tbf.Size // configured burst of the target (0: default)
+	cfgCBurst  tbf.Size
+	applied    Applied
+	ramp       *RampState
+	budget     TBFBudget // TBF links: what the current ramp may still grant
+	lastChange time.Time // TBF links: the ramp's start or its last change
+	seen       bool
 }
 
 // Ramper moves the kernel's rates smoothly to what Evaluate asks for. It is
@@ -288,6 +289,7 @@ func (r *Ramper) advance(k RampKey, tbfLink bool, want Rates, cfgBurst, cfgCBurs
 		if d > 0 && from != want {
 			st.ramp = &RampState{From: from, To: want, Start: now, End: now.Add(d)}
 			st.budget = TBFBudget{Total: max(StepBurst(want.Rate, cfgBurst, want.Rate), model.MaxFrame), Spent: spent}
+			st.lastChange = now
 		}
 	}
 	final := st.ramp == nil || !now.Before(st.ramp.End)
@@ -309,11 +311,16 @@ func (r *Ramper) advance(k RampKey, tbfLink bool, want Rates, cfgBurst, cfgCBurs
 			if cur.Rate < st.applied.Rate {
 				a.Burst = SmoothCap(a.Burst, cur.Rate, r.policy.SmoothWindow)
 			}
-			g, ok := st.budget.Take(a.Burst, r.stepsLeft(st.ramp, now))
+			left := r.stepsLeft(st.ramp, now)
+			if !st.budget.Due(left, now.Sub(st.lastChange), r.interval()) {
+				return st.applied // not paid for now: hold the rate
+			}
+			g, ok := st.budget.Take(a.Burst, left)
 			if !ok {
-				return st.applied // out of budget: hold until the ramp ends
+				return st.applied
 			}
 			a.Burst = g
+			st.lastChange = now
 		}
 		a.CBurst = a.Burst
 	case withBursts:
@@ -330,13 +337,17 @@ func (r *Ramper) advance(k RampKey, tbfLink bool, want Rates, cfgBurst, cfgCBurs
 	return a
 }
 
+// interval is the policy tick (config.DefaultPolicyInterval when unset).
+func (r *Ramper) interval() time.Duration {
+	if r.policy.Interval <= 0 {
+		return config.DefaultPolicyInterval
+	}
+	return r.policy.Interval
+}
+
 // stepsLeft is the number of policy ticks from now until the ramp's End,
 // this one included (at least 1).
 func (r *Ramper) stepsLeft(s *RampState, now time.Time) int {
-	iv := r.policy.Interval
-	if iv <= 0 {
-		iv = config.DefaultPolicyInterval
-	}
-	left := s.End.Sub(now)
-	return max(int((left+iv-1)/iv), 1)
+	iv := r.interval()
+	return max(int((s.End.Sub(now)+iv-1)/iv), 1)
 }

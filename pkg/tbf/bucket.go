@@ -75,9 +75,6 @@ func NewBucket(rate, capacity float64, opts ...Option) *Bucket {
 	for _, o := range opts {
 		o(b)
 	}
-	if _, ok := b.clock.(clockMonotonic); ok {
-		b.clock = nil // same clock, faster path
-	}
 	b.tokens = b.capN
 	b.last = b.now()
 	b.rate = rate

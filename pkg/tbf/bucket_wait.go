@@ -88,7 +88,7 @@ func (b *Bucket) Wait(ctx context.Context, n float64) error {
 			var left time.Duration
 			switch c := clock.(type) {
 			case nil:
-				left, ok = clockMonotonic{}.Until(deadline), true
+				left = clockDefaultUntil(deadline)
 			case clockUntil:
 				left = c.Until(deadline)
 			default:

@@ -287,6 +287,20 @@ func TestBucketWaitLeavesNoGoroutine(t *testing.T) {
 	}
 }
 
+func TestBucketWaitSaturatesLongSleeps(t *testing.T) {
+	b, c := newFakeBucket(1e-300, 1) // one token takes ~3e292 years
+	b.Drain()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := startWait(ctx, b, 1)
+	if d := nextAfter(t, c); d != math.MaxInt64 {
+		t.Fatalf("sleep %v, want the largest Duration", d)
+	}
+	cancel()
+	if err := waitDone(t, done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v, want context.Canceled", err)
+	}
+}
+
 // TestBucketWaitRealClock runs Wait on the default clock once (real timer
 // path); it asserts only the outcome, not the time taken.
 func TestBucketWaitRealClock(t *testing.T) {

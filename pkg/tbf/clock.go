@@ -41,15 +41,11 @@ type clockUntil interface {
 // testing/synctest, whose fake time time.Since honours.
 var clockOrigin = time.Now()
 
-// clockMonotonic is the default Clock: the process's monotonic clock.
-type clockMonotonic struct{}
-
-// clockNow reads the default clock. Bucket calls it directly (not through
-// the Clock interface) so that it is inlined on the hot path.
+// clockNow reads the default clock: monotonic time since clockOrigin.
+// Bucket calls it directly (not through the Clock interface) so that it is
+// inlined on the hot path.
 func clockNow() time.Duration { return time.Since(clockOrigin) }
 
-// Now returns the monotonic time since the process's clock origin.
-func (clockMonotonic) Now() time.Duration { return clockNow() }
-
-// Until returns how long until the wall-clock instant t (negative once passed).
-func (clockMonotonic) Until(t time.Time) time.Duration { return time.Until(t) }
+// clockDefaultUntil is Until for the default clock: time left until the wall-clock instant t
+// (negative once passed).
+func clockDefaultUntil(t time.Time) time.Duration { return time.Until(t) }

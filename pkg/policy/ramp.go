@@ -111,9 +111,11 @@ type classState struct {
 //   - Bursts follow burst.go: user classes get StepBurst of the step's rate
 //     and ceil, capped by SmoothCap on a decrease; a TBF link's intermediate
 //     steps are paid from a TBFBudget of one target burst (a change mid-ramp
-//     inherits what the old ramp spent), the last step gets the full burst,
-//     and a step whose rate did not move makes no change. Tier, default and
-//     HTB root classes get rates only (Build's default burst: constant time).
+//     inherits what the old ramp spent), spread evenly when it cannot pay
+//     for every tick (TBFBudget.Due), the last step gets the full burst,
+//     and a step whose rate did not move makes no change (no refill). Tier,
+//     default and HTB root classes get rates only (model.Build's default
+//     burst, tbf.RecommendedBurst: a constant 5 ms).
 type Ramper struct {
 	policy  config.Policy
 	classes map[RampKey]*classState

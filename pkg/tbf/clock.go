@@ -15,7 +15,9 @@ import "time"
 //
 // Without After, Wait sleeps on a real timer; without Until, Wait does not
 // fail early when a context deadline comes before the tokens would and just
-// waits for the context to end. The default clock has both.
+// waits for the context to end. The default clock (the process's monotonic
+// clock, used when no WithClock is given) sleeps on a real timer and
+// compares deadlines with time.Until.
 type Clock interface {
 	Now() time.Duration
 }
@@ -46,6 +48,6 @@ var clockOrigin = time.Now()
 // inlined on the hot path.
 func clockNow() time.Duration { return time.Since(clockOrigin) }
 
-// clockDefaultUntil is Until for the default clock: time left until the wall-clock instant t
-// (negative once passed).
+// clockDefaultUntil is Until for the default clock: the time left until the
+// wall-clock instant t (negative once passed).
 func clockDefaultUntil(t time.Time) time.Duration { return time.Until(t) }

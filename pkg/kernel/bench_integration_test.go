@@ -132,3 +132,25 @@ func BenchmarkOneUserChange(b *testing.B) {
 	}
 	b.ReportMetric(float64(applying.Microseconds())/float64(b.N), "µs/apply")
 }
+
+// BenchmarkDump measures dumping a 10,000-user tree with filters and stats.
+func BenchmarkDump(b *testing.B) {
+	_, k := benchNS(b)
+	desired, err := model.Build(manyUsers("bench0", 10000, true), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := k.Apply(model.Diff(model.Tree{Device: "bench0"}, desired)); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		actual, err := k.Dump("bench0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(actual.Classes) != len(desired.Classes) || len(actual.Filters) != len(desired.Filters) {
+			b.Fatalf("dumped %d classes, %d filters; want %d, %d", len(actual.Classes), len(actual.Filters), len(desired.Classes), len(desired.Filters))
+		}
+	}
+}

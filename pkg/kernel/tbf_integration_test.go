@@ -42,3 +42,27 @@ func TestTBFRate(t *testing.T) {
 		t.Errorf("rate change: %d writes, want 1", res.Writes)
 	}
 }
+
+// TBF roots with 64-bit rates and with a peak bucket round-trip through the
+// kernel: Verify finds no mismatch and re-applying writes nothing.
+func TestTBFParams(t *testing.T) {
+	_, k := labKernel(t, 1)
+	for _, spec := range []model.InterfaceSpec{
+		{Bandwidth: 40 * tbf.Gbit},
+		{Bandwidth: 20 * tbf.Mbit, PeakRate: 100 * tbf.Mbit},
+		{Bandwidth: 50 * tbf.Gbit, PeakRate: 60 * tbf.Gbit, Burst: 8 * tbf.Mebibyte},
+	} {
+		spec.Name, spec.Shaper = netnslab.RouterLANDev, model.ShaperTBF
+		desired, _ := reconcile(t, k, model.Targets{Interface: spec}, nil)
+		if res, err := apply(t, k, desired); err != nil || res.Writes != 0 {
+			t.Errorf("%s peak %s: re-apply %d writes, %v; want 0", spec.Bandwidth, spec.PeakRate, res.Writes, err)
+		}
+		actual, err := k.Dump(desired.Device)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := actual.Root.TBF; got.Rate != spec.Bandwidth || got.PeakRate != spec.PeakRate {
+			t.Errorf("dumped tbf %+v, want rate %s peak %s", got, spec.Bandwidth, spec.PeakRate)
+		}
+	}
+}

@@ -105,3 +105,58 @@ func TestEvaluatePure(t *testing.T) {
 		t.Error("Evaluate changed its inputs")
 	}
 }
+
+// A user's own rates: both set, only a rate (ceil: the larger of it and the
+// tier's), only a ceil (the rate follows it down); upload values apply on
+// ingress only.
+func TestEvaluateUserConfig(t *testing.T) {
+	p := loadPlan(t, baseMain, `
+[[user]]
+name = "both"
+tier = "gold"
+addresses = ["198.18.1.1"]
+rate = "5mbit"
+ceil = "7mbit"
+
+[[user]]
+name = "rateonly"
+tier = "gold"
+addresses = ["198.18.1.2"]
+rate = "150mbit"
+
+[[user]]
+name = "ceilonly"
+tier = "gold"
+addresses = ["198.18.1.3"]
+ceil = "30mbit"
+
+[[user]]
+name = "up"
+tier = "gold"
+addresses = ["198.18.1.4"]
+upload_rate = "1mbit"
+`)
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, p.Policy.Location)
+	r := Evaluate(p, Overrides{}, nil, now)
+	for _, c := range []struct {
+		user       string
+		iface      int
+		rate, ceil uint64
+		src        Source
+	}{
+		{"both", 0, 5, 7, SourceUser},
+		{"rateonly", 0, 150, 150, SourceUser},
+		{"ceilonly", 0, 30, 30, SourceUser},
+		{"both", 1, 10, 20, SourceTier}, // no upload values: the tier's upload rates
+		{"up", 0, 50, 100, SourceTier},
+		{"up", 1, 1, 20, SourceUser},
+	} {
+		x := explain(t, r, c.iface, c.user)
+		if x.Rate != mbit(c.rate) || x.Ceil != mbit(c.ceil) || x.Source != c.src {
+			t.Errorf("%s on %s: %s/%s (%s), want %dmbit/%dmbit (%s)", c.user, x.Interface, x.Rate, x.Ceil, x.Source, c.rate, c.ceil, c.src)
+		}
+		if c.src == SourceUser && (x.ConfiguredRate != x.Rate || x.ConfiguredCeil != x.Ceil || x.Reason != "user config") {
+			t.Errorf("%s: configured %s/%s reason %q", c.user, x.ConfiguredRate, x.ConfiguredCeil, x.Reason)
+		}
+	}
+}

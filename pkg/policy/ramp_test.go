@@ -360,3 +360,30 @@ func replace(t *testing.T, s, old, new string) string {
 	}
 	return strings.Replace(s, old, new, 1)
 }
+
+// An iface override on an HTB interface ramps the root class's bandwidth
+// (rates only); SetPolicy changes the ramp of later changes.
+func TestRampHTBLink(t *testing.T) {
+	f := newRampFixture(t, baseMain)
+	mustSet(t, &f.ov, Override{Target: Target{TargetIface, "lan0"}, Rate: mbit(600)})
+	f.step()
+	for k := int64(1); k <= 4; k++ {
+		in := f.tick()[0].Interface
+		if want := wantLinear(tbf.Gbit, mbit(600), k, 4); in.Bandwidth != want {
+			t.Errorf("step %d: bandwidth %s, want %s", k, in.Bandwidth, want)
+		}
+	}
+	pol := f.p.Policy
+	pol.Ramp = 0
+	f.r.SetPolicy(pol)
+	f.ov.Clear(Target{TargetIface, "lan0"})
+	if in := f.step()[0].Interface; in.Bandwidth != tbf.Gbit {
+		t.Errorf("ramp 0 policy: %s", in.Bandwidth)
+	}
+	// Clone is independent of the original.
+	c := f.ov.Clone()
+	mustSet(t, &c, Override{Target: Target{TargetUser, "alice"}, Rate: mbit(1)})
+	if f.ov.Len() != 0 || c.Len() != 1 {
+		t.Errorf("Clone shares state: %d %d", f.ov.Len(), c.Len())
+	}
+}

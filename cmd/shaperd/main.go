@@ -1,0 +1,170 @@
+// Command shaperd is the traffic-shaping daemon. See DESIGN.md and
+// 'shaperd --help'.
+//
+// Exit status: 0 success; 1 an invalid configuration (--check and every
+// mode), a failed apply (--once) or teardown, or a daemon that could not
+// start; 2 a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/daemon"
+	"github.com/shaperd/shaperd/pkg/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "devel"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type flags struct {
+	config, logLevel, logFormat, netns string
+	check, once, teardown, version     bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+	f := &flags{}
+	fs := flag.NewFlagSet("shaperd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "/etc/shaperd/shaperd.toml", "the configuration `file`")
+	fs.BoolVar(&f.check, "check", false, "validate the configuration, print every error as FILE:LINE:COL: KEY: MSG and exit (1 when invalid)")
+	fs.BoolVar(&f.once, "once", false, "apply the plan once, verify it and exit (non-zero with the reason on failure)")
+	fs.BoolVar(&f.teardown, "teardown", false, "remove everything shaperd installed on the configured interfaces and exit")
+	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default: daemon.log_level of the configuration)")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&f.netns, "netns", "", "shape in the named network `namespace` (as 'ip netns' knows it) instead of this one")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: shaperd [--config FILE] [--check | --once | --teardown] [--log-level L] [--log-format text|json]\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	n := 0
+	for _, b := range []bool{f.check, f.once, f.teardown} {
+		if b {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, errors.New("--check, --once and --teardown exclude each other")
+	}
+	if f.logFormat != "text" && f.logFormat != "json" {
+		return nil, fmt.Errorf("--log-format %q: want text or json", f.logFormat)
+	}
+	return f, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	f, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "shaperd:", err)
+		return 2
+	}
+	if f.version {
+		fmt.Fprintln(stdout, "shaperd", version)
+		return 0
+	}
+	if f.check {
+		errs := config.Check(f.config)
+		for _, e := range errs {
+			fmt.Fprintln(stderr, e.Error())
+		}
+		if len(errs) > 0 {
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: ok\n", f.config)
+		return 0
+	}
+
+	level := new(slog.LevelVar)
+	fixed := f.logLevel != ""
+	if fixed {
+		if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+			fmt.Fprintf(stderr, "shaperd: --log-level %q: want debug, info, warn or error\n", f.logLevel)
+			return 2
+		}
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if f.logFormat == "json" {
+		h = slog.NewJSONHandler(stderr, hopts)
+	}
+	logger := slog.New(h)
+	opts := daemon.Options{ConfigPath: f.config, NetNS: f.netns, Logger: logger,
+		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog()}
+	if !fixed {
+		opts.LogLevel = level
+	}
+
+	d, err := daemon.New(opts)
+	if err != nil {
+		var ce *daemon.ConfigError
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				fmt.Fprintln(stderr, p)
+			}
+			return 1
+		}
+		logger.Error("cannot start", "err", err)
+		return 1
+	}
+	defer d.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	switch {
+	case f.once:
+		if err := d.Once(ctx); err != nil {
+			logger.Error("apply failed", "err", err)
+			fmt.Fprintln(stderr, "shaperd: apply failed:", err)
+			return 1
+		}
+		logger.Info("applied and verified")
+		return 0
+	case f.teardown:
+		if err := d.Teardown(ctx); err != nil {
+			fmt.Fprintln(stderr, "shaperd: teardown:", err)
+			return 1
+		}
+		return 0
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			logger.Info("SIGHUP: reloading")
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			if err := d.Reload(rctx); err != nil {
+				logger.Error("reload failed", "err", err)
+			}
+			cancel()
+		}
+	}()
+	if err := d.Run(ctx); err != nil {
+		logger.Error("daemon failed", "err", err)
+		return 1
+	}
+	return 0
+}

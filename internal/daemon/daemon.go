@@ -1,0 +1,199 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/kernel"
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/policy"
+)
+
+// DefaultLinkSettle is how long the daemon waits after a link event for
+// more events before it reconciles the interface.
+const DefaultLinkSettle = 100 * time.Millisecond
+
+// Options configure a Daemon. Only ConfigPath is required.
+type Options struct {
+	// ConfigPath is the main configuration file (shaperd.toml).
+	ConfigPath string
+	// NetNS names the network namespace to shape in (as `ip netns` knows
+	// it); "" is the daemon's own. Used when Kernel is nil.
+	NetNS string
+	// Kernel is the kernel to shape; nil opens the real one in NetNS.
+	// The daemon closes it in Close.
+	Kernel Kernel
+	// Clock is the source of time; nil is RealClock.
+	Clock Clock
+	// Logger receives the logs; nil discards them.
+	Logger *slog.Logger
+	// LogLevel, when set, is given daemon.log_level of every loaded plan.
+	LogLevel *slog.LevelVar
+	// Notifier receives sd_notify states; nil sends none.
+	Notifier Notifier
+	// Watchdog is the service manager's watchdog interval (see
+	// SystemdWatchdog); the loop pings at half of it. 0: no pings.
+	Watchdog time.Duration
+	// ControlListener serves the control API; nil: Run listens on
+	// daemon.socket (with daemon.socket_group) itself.
+	ControlListener net.Listener
+	// MetricsListener serves /metrics; nil: Run listens on daemon.metrics
+	// when that is set.
+	MetricsListener net.Listener
+	// LinkSettle is the wait after a link event before reconciling; 0 is
+	// DefaultLinkSettle.
+	LinkSettle time.Duration
+}
+
+// Daemon is a configured shaperd. Create it with New, then call Run (the
+// daemon), Once (apply and verify once) or Teardown, and finally Close.
+// Its control.Service methods may be called from any goroutine while Run
+// runs.
+type Daemon struct {
+	opts   Options
+	log    *slog.Logger
+	clock  Clock
+	notify Notifier
+	k      Kernel
+
+	// Owned by the loop (or by Once/Teardown before Run).
+	plan      *config.Plan
+	ifaces    []*iface
+	overrides policy.Overrides
+	usage     *policy.Usage
+	result    *policy.Result
+	ramper    *policy.Ramper
+	ready     bool
+	// assignState is the assignments file as loaded/last saved, by iface key.
+	assignState map[string]*model.Assignment
+
+	reqs    chan func()
+	stopped chan struct{}
+
+	stats daemonStats
+	snap  atomic.Pointer[[]*ifaceSnapshot]
+}
+
+var _ control.Service = (*Daemon)(nil)
+
+// ConfigError is returned by New and Reload when the configuration is
+// invalid; Problems are "FILE:LINE:COL: KEY: MSG" lines.
+type ConfigError = control.ValidationError
+
+// New loads and validates the configuration, connects to the kernel and
+// loads the state (overrides, quota usage, class assignments) from
+// daemon.state_dir. An invalid configuration is a *ConfigError. New writes
+// nothing to the kernel.
+func New(opts Options) (*Daemon, error) {
+	d := &Daemon{
+		opts:    opts,
+		log:     opts.Logger,
+		clock:   opts.Clock,
+		notify:  opts.Notifier,
+		reqs:    make(chan func()),
+		stopped: make(chan struct{}),
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if d.clock == nil {
+		d.clock = RealClock{}
+	}
+	if d.notify == nil {
+		d.notify = noNotifier{}
+	}
+	if d.opts.LinkSettle <= 0 {
+		d.opts.LinkSettle = DefaultLinkSettle
+	}
+	d.stats.init()
+	plan, err := loadPlan(opts.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	d.setLogLevel(plan)
+	d.k = opts.Kernel
+	if d.k == nil {
+		k, err := kernel.Open(kernel.Options{NetNS: opts.NetNS})
+		if err != nil {
+			return nil, fmt.Errorf("open kernel (netns %q): %w", opts.NetNS, err)
+		}
+		d.k = k
+	}
+	if err := d.loadState(plan); err != nil {
+		d.k.Close()
+		return nil, err
+	}
+	d.plan = plan
+	d.ramper = policy.NewRamper(plan.Policy)
+	d.ifaces = d.makeIfaces(plan, nil)
+	d.log.Info("configuration loaded", "config", plan.Path, "interfaces", len(plan.Interfaces),
+		"tiers", len(plan.Tiers), "users", len(plan.Users), "overrides", d.overrides.Len())
+	return d, nil
+}
+
+// Close releases the kernel connection. The shaping stays in place.
+func (d *Daemon) Close() error { return d.k.Close() }
+
+// loadPlan loads path, turning *config.Errors into a *ConfigError.
+func loadPlan(path string) (*config.Plan, error) {
+	plan, err := config.Load(path)
+	if err == nil {
+		return plan, nil
+	}
+	var ce *config.Errors
+	if errors.As(err, &ce) {
+		ve := &ConfigError{}
+		for _, e := range ce.List {
+			ve.Problems = append(ve.Problems, e.Error())
+		}
+		return nil, ve
+	}
+	return nil, &ConfigError{Problems: []string{err.Error()}}
+}
+
+func (d *Daemon) setLogLevel(plan *config.Plan) {
+	if d.opts.LogLevel != nil {
+		d.opts.LogLevel.Set(plan.Daemon.LogLevel)
+	}
+}
+
+// loadState reads overrides, usage and assignments for plan from its
+// state_dir. Overrides of targets plan no longer has are dropped.
+func (d *Daemon) loadState(plan *config.Plan) error {
+	dir := plan.Daemon.StateDir
+	if _, err := loadJSON(dir, OverridesFile, &d.overrides); err != nil {
+		return err
+	}
+	for _, o := range d.overrides.Prune(plan) {
+		d.log.Warn("dropping override of a target the configuration no longer has", "target", o.Target.String())
+	}
+	d.usage = policy.NewUsage(plan.Policy.Location)
+	if _, err := loadJSON(dir, UsageFile, d.usage); err != nil {
+		// Usage only feeds quotas: start counting afresh rather than refuse to run.
+		d.log.Error("quota usage state unreadable; counting from zero", "err", err)
+		d.usage = policy.NewUsage(plan.Policy.Location)
+	}
+	d.usage.Configure(plan)
+	d.assignState = map[string]*model.Assignment{}
+	if _, err := loadJSON(dir, AssignmentsFile, &d.assignState); err != nil {
+		d.log.Error("class assignment state unreadable; recovering from the kernel", "err", err)
+		d.assignState = map[string]*model.Assignment{}
+	}
+	return nil
+}
+
+// describe joins up to n of lines for a log or error message.
+func describe(lines []string, n int) string {
+	if len(lines) <= n {
+		return strings.Join(lines, "; ")
+	}
+	return strings.Join(lines[:n], "; ") + fmt.Sprintf("; and %d more", len(lines)-n)
+}

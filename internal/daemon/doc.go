@@ -1,0 +1,28 @@
+// Package daemon is shaperd's running daemon: it wires config, policy,
+// model and kernel together.
+//
+// One goroutine (the loop started by Run) owns all state: the Plan, the
+// overrides, the quota usage, and per managed interface its class
+// Assignment, the desired Tree and the last dump. It reacts to
+//
+//   - the policy tick (policy.interval): policy.Evaluate, then model.Build;
+//     an interface whose desired tree changed is reconciled at once;
+//   - the reconcile tick (daemon.reconcile_interval): dump, diff, apply,
+//     verify every interface, which repairs drift;
+//   - link events: a managed interface that appears (or comes back) is
+//     reconciled after a short settle time (Options.LinkSettle);
+//   - reload requests (SIGHUP, shaperctl reload): the new config is loaded,
+//     validated and built first and swapped in only when all of that works,
+//     so a refused reload writes nothing to the kernel;
+//   - control requests (control.Service): set-rate and clear change the
+//     overrides, which are saved crash-safely in state_dir before the
+//     immediate policy step that applies them.
+//
+// Stopping (Run's context ends) leaves the shaping in place; the next start
+// adopts it: class minors come from the state file (or, without it, from
+// the kernel's tree with model.AssignmentFromTree), so the first reconcile
+// finds nothing to change and writes nothing.
+//
+// Time comes from the injected Clock; the kernel is behind the Kernel
+// interface, so the loop is tested with a fake clock and model.MemKernel.
+package daemon

@@ -1,0 +1,173 @@
+package daemon
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// daemonStats are the daemon's own counters, safe for concurrent use.
+type daemonStats struct {
+	reconcileSeconds prometheus.Histogram
+	reconciles       *prometheus.CounterVec // result="ok"|"error"
+	writes           prometheus.Counter
+	errors           *prometheus.CounterVec // kind="kernel"|"verify"|"build"|"state"
+	drift            prometheus.Counter
+	reloads          *prometheus.CounterVec // result="ok"|"refused"
+}
+
+func (s *daemonStats) init() {
+	s.reconcileSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "shaperd_reconcile_duration_seconds", Help: "Time of one interface's reconcile (dump, diff, apply, verify).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+	})
+	s.reconciles = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperd_reconciles_total", Help: "Interface reconciles by result (ok, error).",
+	}, []string{"result"})
+	s.writes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shaperd_kernel_writes_total", Help: "Write requests the kernel accepted (qdiscs, classes, filters).",
+	})
+	s.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperd_errors_total", Help: "Errors by kind: kernel (refused or failed request), verify (kernel differs after apply), build (plan cannot be built), state (state file not written).",
+	}, []string{"kind"})
+	s.drift = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shaperd_drift_repairs_total", Help: "Reconciles that found the kernel changed behind shaperd's back and repaired it.",
+	})
+	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperd_reloads_total", Help: "Configuration reloads by result (ok, refused).",
+	}, []string{"result"})
+	for _, r := range []string{"ok", "error"} {
+		s.reconciles.WithLabelValues(r)
+	}
+	for _, k := range []string{"kernel", "verify", "build", "state"} {
+		s.errors.WithLabelValues(k)
+	}
+	for _, r := range []string{"ok", "refused"} {
+		s.reloads.WithLabelValues(r)
+	}
+}
+
+// reconcileDone records one reconcile of duration d; a missing interface
+// counts as ok (it is waited for, not failed).
+func (s *daemonStats) reconcileDone(d time.Duration, err error) {
+	s.reconcileSeconds.Observe(d.Seconds())
+	if err != nil && !onlyMissing(err) {
+		s.reconciles.WithLabelValues("error").Inc()
+		return
+	}
+	s.reconciles.WithLabelValues("ok").Inc()
+}
+
+// Registry returns a new registry with the daemon's collectors (classes,
+// daemon) and the Go runtime and process collectors.
+func (d *Daemon) Registry() *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(
+		&classCollector{d: d},
+		&daemonCollector{d: d},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return r
+}
+
+// MetricsHandler serves the Prometheus text format of Registry.
+func (d *Daemon) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(d.Registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+var classLabels = []string{"interface", "direction", "kind", "tier", "user"}
+
+// classCollector reports per-class counters and configured rates from the
+// last published snapshot: one series per class and metric, labelled by
+// interface, direction, kind (root, default, tier, user, tbf), tier and
+// user. Cardinality is the number of classes (users + tiers + 2 per
+// interface) times six.
+type classCollector struct {
+	d *Daemon
+}
+
+var (
+	descBytes      = prometheus.NewDesc("shaperd_class_bytes_total", "Bytes sent by the class (kernel counter, last dump).", classLabels, nil)
+	descPackets    = prometheus.NewDesc("shaperd_class_packets_total", "Packets sent by the class (kernel counter, last dump).", classLabels, nil)
+	descDrops      = prometheus.NewDesc("shaperd_class_drops_total", "Packets dropped by the class (kernel counter, last dump).", classLabels, nil)
+	descOverlimits = prometheus.NewDesc("shaperd_class_overlimits_total", "Times the class was over its limit (kernel counter, last dump).", classLabels, nil)
+	descRate       = prometheus.NewDesc("shaperd_class_rate_bits_per_second", "Rate in force for the class, bits per second.", classLabels, nil)
+	descCeil       = prometheus.NewDesc("shaperd_class_ceil_bits_per_second", "Ceiling in force for the class, bits per second.", classLabels, nil)
+)
+
+func (c *classCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descBytes, descPackets, descDrops, descOverlimits, descRate, descCeil} {
+		ch <- d
+	}
+}
+
+func (c *classCollector) Collect(ch chan<- prometheus.Metric) {
+	p := c.d.snap.Load()
+	if p == nil {
+		return
+	}
+	for _, s := range *p {
+		for i := range s.classes {
+			cs := &s.classes[i]
+			lv := []string{s.iface, s.direction, cs.kind, cs.tier, cs.user}
+			ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, float64(cs.rate), lv...)
+			ch <- prometheus.MustNewConstMetric(descCeil, prometheus.GaugeValue, float64(cs.ceil), lv...)
+			if !cs.hasStats {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(cs.stats.Bytes), lv...)
+			ch <- prometheus.MustNewConstMetric(descPackets, prometheus.CounterValue, float64(cs.stats.Packets), lv...)
+			ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(cs.stats.Drops), lv...)
+			ch <- prometheus.MustNewConstMetric(descOverlimits, prometheus.CounterValue, float64(cs.stats.Overlimits), lv...)
+		}
+	}
+}
+
+// daemonCollector reports the daemon's own counters and, per interface,
+// whether it exists and whether the kernel held the plan at the last look.
+type daemonCollector struct {
+	d *Daemon
+}
+
+var (
+	descPresent = prometheus.NewDesc("shaperd_interface_present", "1 when the managed interface exists.", []string{"interface", "direction"}, nil)
+	descInSync  = prometheus.NewDesc("shaperd_interface_in_sync", "1 when the kernel held the plan at the last reconcile.", []string{"interface", "direction"}, nil)
+)
+
+func (c *daemonCollector) metrics() []prometheus.Collector {
+	s := &c.d.stats
+	return []prometheus.Collector{s.reconcileSeconds, s.reconciles, s.writes, s.errors, s.drift, s.reloads}
+}
+
+func (c *daemonCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.metrics() {
+		m.Describe(ch)
+	}
+	ch <- descPresent
+	ch <- descInSync
+}
+
+func (c *daemonCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.metrics() {
+		m.Collect(ch)
+	}
+	p := c.d.snap.Load()
+	if p == nil {
+		return
+	}
+	for _, s := range *p {
+		ch <- prometheus.MustNewConstMetric(descPresent, prometheus.GaugeValue, b2f(s.present), s.iface, s.direction)
+		ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, b2f(s.inSync), s.iface, s.direction)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,112 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/shaperd/shaperd/pkg/kernel"
+	"github.com/shaperd/shaperd/pkg/model"
+)
+
+// ErrMissing is wrapped by reconcile errors of an interface that does not
+// exist (yet). The daemon waits for it; Once fails.
+var ErrMissing = errors.New("interface does not exist")
+
+// reconcile makes the kernel hold st.desired: dump, diff, apply, verify.
+// why says what asked for it, for the log ("tick", "policy", "link", ...).
+// It returns nil when the kernel holds desired afterwards.
+func (d *Daemon) reconcile(st *iface, why string) (err error) {
+	start := d.clock.Now()
+	defer func() {
+		d.stats.reconcileDone(d.clock.Now().Sub(start), err)
+		if err != nil && !errors.Is(err, ErrMissing) {
+			st.lastErr = err
+		} else if err == nil {
+			st.lastErr = nil
+		}
+	}()
+	if !st.built {
+		return fmt.Errorf("interface %s: no tree to apply: %w", st.key, st.buildErr)
+	}
+	ok, err := d.k.LinkExists(st.cfg.Name)
+	if err != nil {
+		d.stats.errors.WithLabelValues("kernel").Inc()
+		return fmt.Errorf("interface %s: %w", st.key, err)
+	}
+	if !ok {
+		return d.markMissing(st)
+	}
+	actual, err := d.k.Actual(st.desired)
+	if errors.Is(err, kernel.ErrNoDevice) {
+		return d.markMissing(st)
+	}
+	if err != nil {
+		d.stats.errors.WithLabelValues("kernel").Inc()
+		return fmt.Errorf("interface %s: dump %s: %w", st.key, st.desired.Device, err)
+	}
+	if st.missing {
+		st.missing = false
+		d.log.Info("interface is present; shaping it", "interface", st.key)
+	}
+	d.sample(st, actual, d.clock.Now())
+	changes := model.Diff(actual, st.desired)
+	if len(changes) == 0 {
+		st.inSync = true
+		return nil
+	}
+	if st.inSync {
+		d.stats.drift.Inc()
+		d.log.Warn("drift: the kernel differs from the plan; repairing", "interface", st.key,
+			"changes", len(changes), "first", changes[0].String())
+	}
+	st.inSync = false
+	res, err := d.k.Apply(changes)
+	d.stats.writes.Add(float64(res.Writes))
+	for _, r := range res.Replaced {
+		d.log.Warn("replaced a foreign root qdisc", "interface", st.key, "replaced", r)
+	}
+	if err != nil {
+		d.stats.errors.WithLabelValues("kernel").Inc()
+		d.log.Error("kernel refused a change", "interface", st.key, "why", why,
+			"writes", res.Writes, "err", err)
+		return fmt.Errorf("interface %s: %w", st.key, err)
+	}
+	mism, err := d.k.Verify(st.desired)
+	if err != nil {
+		d.stats.errors.WithLabelValues("kernel").Inc()
+		return fmt.Errorf("interface %s: verify: %w", st.key, err)
+	}
+	if len(mism) > 0 {
+		d.stats.errors.WithLabelValues("verify").Inc()
+		err := fmt.Errorf("interface %s: the kernel does not hold the plan after %d changes: %s",
+			st.key, len(changes), describe(mism, 5))
+		d.log.Error("verify failed", "interface", st.key, "err", err)
+		return err
+	}
+	st.inSync = true
+	d.log.Info("applied", "interface", st.key, "why", why, "changes", len(changes), "writes", res.Writes)
+	return nil
+}
+
+// markMissing notes that st's interface does not exist; the first time it
+// logs a warning. It returns an error wrapping ErrMissing.
+func (d *Daemon) markMissing(st *iface) error {
+	if !st.missing {
+		d.log.Warn("interface does not exist; waiting for it to appear", "interface", st.key, "device", st.cfg.Name)
+	}
+	st.missing = true
+	st.inSync = false
+	return fmt.Errorf("interface %s: %w", st.cfg.Name, ErrMissing)
+}
+
+// reconcileAll reconciles every interface and returns the errors joined
+// (missing interfaces included, wrapping ErrMissing).
+func (d *Daemon) reconcileAll(why string) error {
+	var errs []error
+	for _, st := range d.ifaces {
+		if err := d.reconcile(st, why); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,98 @@
+package daemon
+
+import (
+	"fmt"
+
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/policy"
+)
+
+// reload rereads the configuration. Everything that can fail is done
+// before the swap: loading and validating the files, evaluating the policy
+// and building every interface's tree. A failure returns a *ConfigError and
+// leaves the daemon (and the kernel) untouched.
+func (d *Daemon) reload() error {
+	d.notify.Notify("RELOADING=1")
+	defer d.notify.Notify("READY=1")
+	plan, err := loadPlan(d.opts.ConfigPath)
+	if err != nil {
+		d.stats.reloads.WithLabelValues("refused").Inc()
+		d.log.Error("reload refused: invalid configuration; the old one stays in force", "err", err)
+		return err
+	}
+	now := d.clock.Now()
+	ifaces := d.makeIfaces(plan, d.ifaces)
+	ov := d.overrides.Clone()
+	pruned := ov.Prune(plan)
+	res := policy.Evaluate(plan, ov, d.usage, now)
+	targets := res.Targets() // validated unramped; the swap's policy step ramps
+	trees := make([]model.Tree, len(ifaces))
+	var problems []string
+	for i, st := range ifaces {
+		t, err := model.Build(targets[i], st.ids)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: interface %s: %v", st.cfg.Source, st.key, err))
+			continue
+		}
+		trees[i] = t
+	}
+	if len(problems) > 0 {
+		d.stats.reloads.WithLabelValues("refused").Inc()
+		ce := &ConfigError{Problems: problems}
+		d.log.Error("reload refused: the plan cannot be built; the old one stays in force", "err", ce)
+		return ce
+	}
+	// The diff against what is in force, for the log.
+	old := map[string]*iface{}
+	for _, st := range d.ifaces {
+		old[st.key] = st
+	}
+	for i, st := range ifaces {
+		n := len(trees[i].Classes) + len(trees[i].Filters)
+		if o, ok := old[st.key]; ok && o.built {
+			n = len(model.Diff(o.desired, trees[i]))
+			delete(old, st.key)
+		}
+		d.log.Info("reload: planned changes", "interface", st.key, "changes", n)
+	}
+
+	if a, b := d.plan.Daemon, plan.Daemon; a.Socket != b.Socket || a.SocketGroup != b.SocketGroup ||
+		a.Metrics != b.Metrics || a.StateDir != b.StateDir {
+		d.log.Warn("daemon.socket, socket_group, metrics and state_dir take effect at the next start")
+	}
+	// Swap.
+	d.plan = plan
+	d.setLogLevel(plan)
+	d.ramper.SetPolicy(plan.Policy)
+	d.ifaces = ifaces
+	d.usage.Configure(plan)
+	if len(pruned) > 0 {
+		for _, o := range pruned {
+			d.log.Warn("dropping override of a target the new configuration no longer has", "target", o.Target.String())
+		}
+		d.overrides = ov
+		d.saveOverrides(ov)
+	} else {
+		d.overrides = ov
+	}
+	for _, o := range old {
+		d.teardown(o)
+	}
+	d.stats.reloads.WithLabelValues("ok").Inc()
+	d.log.Info("configuration reloaded", "config", plan.Path, "interfaces", len(plan.Interfaces),
+		"tiers", len(plan.Tiers), "users", len(plan.Users))
+	err = d.policyStep(now)
+	d.saveAssignments()
+	d.afterReconcile(err)
+	return nil
+}
+
+// teardown removes the shaping of an interface the plan no longer has.
+func (d *Daemon) teardown(st *iface) {
+	if err := d.k.Teardown(st.device, st.redirectFrom); err != nil {
+		d.stats.errors.WithLabelValues("kernel").Inc()
+		d.log.Error("cannot remove the shaping of an interface no longer configured", "interface", st.key, "err", err)
+		return
+	}
+	d.log.Info("removed the shaping of an interface no longer configured", "interface", st.key)
+}

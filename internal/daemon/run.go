@@ -1,0 +1,191 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/pkg/kernel"
+)
+
+// Run runs the daemon until ctx ends: it serves the control socket and
+// /metrics, shapes every managed interface and keeps the kernel in step
+// with the plan. When ctx ends it saves its state and returns nil, leaving
+// the shaping in place. It returns an error only when it cannot start (the
+// control socket or metrics address is taken, ...).
+func (d *Daemon) Run(ctx context.Context) error {
+	defer close(d.stopped)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	l := d.opts.ControlListener
+	if l == nil {
+		var err error
+		if l, err = control.Listen(d.plan.Daemon.Socket, d.plan.Daemon.SocketGroup); err != nil {
+			return fmt.Errorf("control socket: %w", err)
+		}
+	}
+	srv := control.NewServer(d, d.log.With("component", "control"))
+	go func() {
+		if err := srv.Serve(l); err != nil {
+			d.log.Error("control socket stopped", "err", err)
+		}
+	}()
+	defer shutdown(srv.Shutdown)
+	d.log.Info("control socket listening", "socket", l.Addr().String())
+
+	ml := d.opts.MetricsListener
+	if ml == nil && d.plan.Daemon.Metrics != "" {
+		var err error
+		if ml, err = net.Listen("tcp", d.plan.Daemon.Metrics); err != nil {
+			return fmt.Errorf("metrics on %s: %w", d.plan.Daemon.Metrics, err)
+		}
+	}
+	if ml != nil {
+		ms := &http.Server{Handler: d.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := ms.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.log.Error("metrics server stopped", "err", err)
+			}
+		}()
+		defer shutdown(ms.Shutdown)
+		d.log.Info("metrics listening", "addr", ml.Addr().String())
+	}
+
+	links, err := d.k.WatchLinks(ctx)
+	if err != nil {
+		d.log.Warn("link events unavailable; interfaces are found by the reconcile tick only", "err", err)
+	}
+	d.loop(ctx, links)
+	d.notify.Notify("STOPPING=1")
+	d.saveUsage(d.clock.Now())
+	d.saveAssignments()
+	d.log.Info("stopped; shaping left in place")
+	return nil
+}
+
+// shutdown stops a server, waiting at most 5 s for requests in flight.
+func shutdown(f func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = f(ctx)
+}
+
+// loop is the goroutine that owns the daemon's state.
+func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent) {
+	err := d.policyStep(d.clock.Now())
+	d.saveAssignments()
+	d.afterReconcile(err)
+
+	policyEvery, reconcileEvery := d.plan.Policy.Interval, d.plan.Daemon.ReconcileInterval
+	policyT, reconcileT := d.clock.NewTicker(policyEvery), d.clock.NewTicker(reconcileEvery)
+	defer func() { policyT.Stop(); reconcileT.Stop() }()
+	var watchdog <-chan time.Time
+	if d.opts.Watchdog > 0 {
+		wt := d.clock.NewTicker(d.opts.Watchdog / 2)
+		defer wt.Stop()
+		watchdog = wt.C()
+	}
+	dirty := map[string]bool{}
+	var settle <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-policyT.C():
+			now := d.clock.Now()
+			err := d.policyStep(now)
+			if err != nil {
+				d.afterReconcile(err)
+			}
+			if d.usage.FlushDue(now) {
+				d.saveUsage(now)
+			}
+		case <-reconcileT.C():
+			d.afterReconcile(d.reconcileAll("tick"))
+			d.notify.Notify("WATCHDOG=1")
+		case <-watchdog:
+			d.notify.Notify("WATCHDOG=1")
+		case ev, ok := <-links:
+			if !ok {
+				links = nil
+				d.log.Warn("link events ended; interfaces are found by the reconcile tick only")
+				continue
+			}
+			if d.managed(ev.Name) {
+				d.log.Debug("link event", "device", ev.Name, "up", ev.Up, "deleted", ev.Deleted)
+				dirty[ev.Name] = true
+				if settle == nil {
+					settle = d.clock.After(d.opts.LinkSettle)
+				}
+			}
+		case <-settle:
+			settle = nil
+			var errs []error
+			for _, st := range d.ifaces {
+				if dirty[st.cfg.Name] || dirty[st.device] {
+					if err := d.reconcile(st, "link"); err != nil {
+						errs = append(errs, err)
+					}
+				}
+			}
+			clear(dirty)
+			d.afterReconcile(errors.Join(errs...))
+		case fn := <-d.reqs:
+			fn()
+			if d.plan.Policy.Interval != policyEvery || d.plan.Daemon.ReconcileInterval != reconcileEvery {
+				policyT.Stop()
+				reconcileT.Stop()
+				policyEvery, reconcileEvery = d.plan.Policy.Interval, d.plan.Daemon.ReconcileInterval
+				policyT, reconcileT = d.clock.NewTicker(policyEvery), d.clock.NewTicker(reconcileEvery)
+			}
+		}
+	}
+}
+
+// managed reports whether name is a managed interface or its IFB.
+func (d *Daemon) managed(name string) bool {
+	for _, st := range d.ifaces {
+		if st.cfg.Name == name || st.device == name {
+			return true
+		}
+	}
+	return false
+}
+
+// afterReconcile logs err (missing interfaces are warned about once, by
+// reconcile) and sends READY=1 the first time no interface failed.
+func (d *Daemon) afterReconcile(err error) {
+	failed := false
+	for _, st := range d.ifaces {
+		if st.lastErr != nil {
+			failed = true
+		}
+	}
+	if err != nil && !onlyMissing(err) {
+		d.log.Error("reconcile failed", "err", err)
+	}
+	if !failed && !d.ready {
+		d.ready = true
+		d.notify.Notify("READY=1")
+		d.notify.Notify(fmt.Sprintf("STATUS=shaping %d interfaces, %d users", len(d.ifaces), len(d.plan.Users)))
+		d.log.Info("ready")
+	}
+}
+
+// onlyMissing reports whether every error joined in err wraps ErrMissing.
+func onlyMissing(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlyMissing(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, ErrMissing)
+}

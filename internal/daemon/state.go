@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Files in daemon.state_dir.
+const (
+	// OverridesFile holds the operator's overrides (policy.Overrides JSON).
+	OverridesFile = "overrides.json"
+	// UsageFile holds the quota counts (policy.Usage JSON).
+	UsageFile = "usage.json"
+	// AssignmentsFile maps "NAME/DIRECTION" of each interface to its
+	// model.Assignment (user and tier class minors).
+	AssignmentsFile = "assignments.json"
+)
+
+// writeFileAtomic replaces path with data crash-safely: the data goes to a
+// temporary file in the same directory, which is synced, renamed over path,
+// and then the directory is synced, so that after a crash path holds either
+// the old or the new contents, never a mix. The directory is created (0750)
+// when missing.
+func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("state dir %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fmt.Errorf("chmod %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
+	}
+	ok = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// saveJSON writes v as JSON to name in dir with writeFileAtomic.
+func saveJSON(dir, name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", name, err)
+	}
+	return writeFileAtomic(filepath.Join(dir, name), append(b, '\n'), 0o640)
+}
+
+// loadJSON reads name in dir into v. A missing file is not an error: it
+// returns false.
+func loadJSON(dir, name string, v any) (bool, error) {
+	path := filepath.Join(dir, name)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read state: %w", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("state file %s: %w", path, err)
+	}
+	return true, nil
+}

@@ -48,10 +48,9 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	t := model.Tree{Device: device}
-	link, err := k.link.LinkByName(device)
+	link, err := k.linkByName(device)
 	if err != nil {
-		_, ierr := k.ifindex(device)
-		return t, fmt.Errorf("dump: %w", ierr)
+		return t, fmt.Errorf("dump: %w", err)
 	}
 	ifi := uint32(link.Attrs().Index)
 	// All qdiscs of all devices: the ingress qdiscs of other devices are

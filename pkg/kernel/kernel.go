@@ -92,15 +92,24 @@ func (k *Kernel) Close() error {
 	return errors.Join(errs...)
 }
 
-// ifindex returns the index of the named link.
-func (k *Kernel) ifindex(dev string) (uint32, error) {
+// linkByName returns the named link; a missing one is ErrNoDevice.
+func (k *Kernel) linkByName(dev string) (vnl.Link, error) {
 	l, err := k.link.LinkByName(dev)
 	if err != nil {
 		var nf vnl.LinkNotFoundError
 		if errors.As(err, &nf) {
-			return 0, fmt.Errorf("device %s: %w", dev, ErrNoDevice)
+			return nil, fmt.Errorf("device %s: %w", dev, ErrNoDevice)
 		}
-		return 0, fmt.Errorf("device %s: %w", dev, err)
+		return nil, fmt.Errorf("device %s: %w", dev, err)
+	}
+	return l, nil
+}
+
+// ifindex returns the index of the named link.
+func (k *Kernel) ifindex(dev string) (uint32, error) {
+	l, err := k.linkByName(dev)
+	if err != nil {
+		return 0, err
 	}
 	return uint32(l.Attrs().Index), nil
 }

@@ -88,13 +88,9 @@ func (k *Kernel) LinkExists(name string) (bool, error) {
 func (k *Kernel) LinkUp(name string) (bool, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	l, err := k.link.LinkByName(name)
+	l, err := k.linkByName(name)
 	if err != nil {
-		var nf vnl.LinkNotFoundError
-		if errors.As(err, &nf) {
-			return false, fmt.Errorf("device %s: %w", name, ErrNoDevice)
-		}
-		return false, fmt.Errorf("device %s: %w", name, err)
+		return false, err
 	}
 	return l.Attrs().Flags&unix.IFF_UP != 0, nil
 }

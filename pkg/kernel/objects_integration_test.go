@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -118,7 +119,7 @@ func TestLinks(t *testing.T) {
 	cancel()
 	for range events { // closed after cancel
 	}
-	if _, err := k.Dump("nosuchdev0"); err == nil {
-		t.Error("Dump of a missing device: no error")
+	if tree, err := k.Dump("nosuchdev0"); !errors.Is(err, ErrNoDevice) || tree.Device != "nosuchdev0" {
+		t.Errorf("Dump of a missing device: %+v, %v; want an empty tree and ErrNoDevice", tree, err)
 	}
 }

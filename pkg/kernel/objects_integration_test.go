@@ -37,6 +37,21 @@ func TestForeignRootReplaced(t *testing.T) {
 		}
 		lab.Router.MustRun("tc", "qdisc", "del", "dev", dev, "root")
 	}
+	// Teardown removes shaperd's root and leaves a foreign one alone.
+	reconcile(t, k, tg, nil)
+	if err := k.Teardown(dev, ""); err != nil {
+		t.Fatal(err)
+	}
+	if out := lab.Router.MustRun("tc", "qdisc", "show", "dev", dev); strings.Contains(out, "htb") {
+		t.Errorf("after Teardown:\n%s", out)
+	}
+	lab.Router.MustRun("tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "bfifo", "limit", "10000")
+	if err := k.Teardown(dev, ""); err != nil {
+		t.Fatal(err)
+	}
+	if out := lab.Router.MustRun("tc", "qdisc", "show", "dev", dev); !strings.Contains(out, "bfifo 1: root") {
+		t.Errorf("Teardown touched a foreign root:\n%s", out)
+	}
 }
 
 // Leaf qdiscs are added, changed in place, changed to another kind and

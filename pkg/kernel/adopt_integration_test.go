@@ -155,8 +155,11 @@ func userPrefixes(tg model.Targets) map[string][]netip.Prefix {
 }
 
 // A whole u32 priority deleted by hand (tc filter del ... pref N) is
-// restored: the kernel keeps that priority's hash tables (cls_u32 shares
-// them per qdisc), and the classifier must reuse them.
+// restored. The kernel keeps that priority's non-root hash tables (cls_u32
+// shares them per qdisc) but no dump shows them until the priority exists
+// again, so creating them fails with EEXIST ("Filter already exists");
+// u32.Classifier.Ensure has to create the priority first (a root link), dump,
+// and then reuse the tables.
 func TestDriftRepairPriority(t *testing.T) {
 	lab, k := labKernel(t, 3)
 	tg := threeTiers(lab)

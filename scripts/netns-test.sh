@@ -74,6 +74,10 @@ lab() {
 
 test_all() {
 	need_root
+	if ! command -v iperf3 >/dev/null && command -v apt-get >/dev/null; then
+		export DEBIAN_FRONTEND=noninteractive
+		run apt-get install -y -qq iperf3 || { run apt-get update -qq && run apt-get install -y -qq iperf3; }
+	fi
 	for tool in ip tc iperf3 go; do
 		command -v "$tool" >/dev/null || { echo "netns-test.sh: $tool not found" >&2; exit 1; }
 	done

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// buildShaperd builds this command into a temporary directory.
+func buildShaperd(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "shaperd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestSystemdUnitVerifies(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed")
+	}
+	bin := buildShaperd(t)
+	unit, err := os.ReadFile("../../systemd/shaperd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(unit, []byte("Type=notify")) || !bytes.Contains(unit, []byte("WatchdogSec=")) {
+		t.Error("unit is not Type=notify with a watchdog")
+	}
+	text := strings.ReplaceAll(string(unit), "/usr/local/bin/shaperd", bin)
+	if text == string(unit) {
+		t.Fatal("unit does not run /usr/local/bin/shaperd")
+	}
+	p := filepath.Join(t.TempDir(), "shaperd.service")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", p).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+func runMain(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestCheck(t *testing.T) {
+	code, out, errOut := runMain("--config", "../../configs/shaperd.toml", "--check")
+	if code != 0 || !strings.Contains(out, "ok") || errOut != "" {
+		t.Errorf("valid config: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "shaperd.toml")
+	os.WriteFile(bad, []byte("[daemon]\nreconcile_interval = \"1ms\"\n\n[[interface]]\nname = \"lan0\"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "users.toml"), nil, 0o644)
+	code, _, errOut = runMain("--config", bad, "--check")
+	if code != 1 {
+		t.Errorf("invalid config: exit %d, want 1", code)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("want an error per problem, got %q", errOut)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, bad+":") {
+			t.Errorf("error without FILE:LINE:COL: %q", l)
+		}
+	}
+	if !strings.Contains(errOut, bad+":2:") {
+		t.Errorf("no error at line 2 (reconcile_interval): %q", errOut)
+	}
+	// The daemon modes refuse it too, with the same messages.
+	if code, _, errOut2 := runMain("--config", bad, "--once"); code != 1 || errOut2 != errOut {
+		t.Errorf("--once with an invalid config: exit %d, stderr %q", code, errOut2)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--nope"},
+		{"--check", "--once"},
+		{"--log-format", "xml"},
+		{"extra"},
+	} {
+		if code, _, errOut := runMain(args...); code != 2 || errOut == "" {
+			t.Errorf("%q: exit %d, stderr %q; want 2 with a message", args, code, errOut)
+		}
+	}
+	if code, out, _ := runMain("--version"); code != 0 || !strings.HasPrefix(out, "shaperd ") {
+		t.Errorf("--version: exit %d, %q", code, out)
+	}
+}

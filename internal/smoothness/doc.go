@@ -1,0 +1,24 @@
+// Package smoothness measures how smoothly a rate change reaches the kernel:
+// in a netnslab router lab it installs a shaperd tree (an HTB user class, or
+// a TBF root), saturates it with an iperf3 download, samples the shaper's
+// exit byte counter (the user class's, or the TBF qdisc's) every 100 ms and
+// changes the rate in one of two ways:
+//
+//   - WayShaperd: an override (`shaperctl set-rate`) evaluated by
+//     policy.Evaluate and moved by policy.Ramper at every policy tick, each
+//     step applied as the daemon does: model.Build, kernel Dump (Actual),
+//     model.Diff, kernel.Apply, kernel.Verify;
+//   - WayNaive: one `tc class change` (HTB, tc's default burst) or
+//     `tc qdisc change` (TBF, the configured burst) straight to the new rate.
+//
+// Run returns the per-window series and the verdicts of the policy issue:
+// the highest window (target: at most max(old, new) * 1.05), the lowest
+// window starting at least 1 s after the change (target: at least
+// min(old, new) * 0.9), the time until the rate settles within 5% of the
+// new rate (target: ramp + 0.5 s) and the bytes released above the rates
+// that were installed (the bursts that changes granted).
+//
+// Run needs real time: the clock is injected (Options.Clock), the lab
+// comes from the caller. Evaluate (verdicts) and Format (the side-by-side
+// table) are pure.
+package smoothness

@@ -3,6 +3,8 @@ package kernel
 import (
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -40,7 +42,9 @@ func isShaperRoot(o object) bool {
 // the u32 classifier (Damaged where its objects are broken).
 //
 // When device is an IFB device, Redirect is set if some interface's ingress
-// qdisc holds a match-all u32 filter with a mirred egress redirect to it.
+// qdisc holds a match-all u32 filter with a mirred egress redirect to it,
+// and the IFB is up: a redirect to a down IFB drops every arriving packet,
+// so it is reported missing and Apply of the redirect sets the IFB up again.
 //
 // A missing device gives Tree{Device: device} and an error wrapping
 // ErrNoDevice.
@@ -73,7 +77,7 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 			leaves[q.msg.Handle] = q
 		}
 	}
-	if link.Type() == "ifb" {
+	if link.Type() == "ifb" && link.Attrs().Flags&unix.IFF_UP != 0 {
 		if t.Redirect, err = k.findRedirect(qs, ifi, device); err != nil {
 			return t, err
 		}

@@ -20,8 +20,9 @@ const SeriesFrom = -500 * time.Millisecond
 // Format writes cs side by side, one block per case: the targets, then for
 // each way the highest window, the lowest window from 1 s on, the settling
 // time, the excess bytes (bursts released above the installed rates), the
-// missed targets ("ok" when none) and, on a second line, the window rates
-// in Mbit/s from SeriesFrom on, rounded, with '|' at the change.
+// number of kernel writes, the missed targets ("ok" when none, each missed
+// one on a line below) and then, one line per way, the window rates in
+// Mbit/s from SeriesFrom on, rounded, with '|' at the change.
 func Format(w io.Writer, cs []Comparison) error {
 	var b strings.Builder
 	for i, c := range cs {
@@ -33,7 +34,7 @@ func Format(w io.Writer, cs []Comparison) error {
 		fmt.Fprintf(&b, "%s  (ramp %v, policy tick %v)\n", k, c.Shaperd.Ramp, c.Shaperd.Interval)
 		fmt.Fprintf(&b, "  targets: max <= %s, min from %v >= %s, settled within %.0f%% by %v\n",
 			bps(float64(hi)*MaxFactor), MinAfter, bps(float64(lo)*MinFactor), SettleBand*100, c.Shaperd.Ramp+SettleSlack)
-		fmt.Fprintf(&b, "  %-8s %-17s %-17s %-9s %-10s %s\n", "way", "max window", "min from 1s", "settled", "excess", "targets")
+		fmt.Fprintf(&b, "  %-8s %-17s %-17s %-9s %-11s %-7s %s\n", "way", "max window", "min from 1s", "settled", "excess", "writes", "targets")
 		for _, r := range []Result{c.Shaperd, c.Naive} {
 			v := r.Verdict
 			miss := Violations(r.Case, v, r.Ramp)
@@ -44,31 +45,21 @@ func Format(w io.Writer, cs []Comparison) error {
 			if d := Disturbed(r); d != "" {
 				verdict += " (disturbed: " + d + ")"
 			}
-			fmt.Fprintf(&b, "  %-8s %-17s %-17s %-9s %-10s %s\n", r.Way,
+			fmt.Fprintf(&b, "  %-8s %-17s %-17s %-9s %-11s %-7d %s\n", r.Way,
 				fmt.Sprintf("%s @%.1fs", bps(v.Max), v.MaxAt.Seconds()),
 				fmt.Sprintf("%s @%.1fs", bps(v.Min), v.MinAt.Seconds()),
-				settled(v.Settle), kb(v.Excess), verdict)
+				settled(v.Settle), kb(v.Excess), len(r.Steps), verdict)
+			for _, m := range miss {
+				fmt.Fprintf(&b, "           missed: %s\n", m)
+			}
 		}
+		fmt.Fprintf(&b, "  Mbit/s per %v from %v ('|': the change):\n", c.Shaperd.Sample, SeriesFrom)
 		for _, r := range []Result{c.Shaperd, c.Naive} {
 			fmt.Fprintf(&b, "  %-8s %s\n", r.Way, series(r.Windows))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// rampOf is the ramp a result is judged by: its ramp for shaperd, 0 for
-// an at-once change (which must settle within SettleSlack... of the ramp
-// the issue gives: both ways are judged by the same ramp + 0.5 s).
-func rampOf(r Result) time.Duration { return r.Ramp }
-
-// sampleOf is the sampling period of r's windows (the median length).
-func sampleOf(r Result) time.Duration {
-	if len(r.Windows) == 0 {
-		return 0
-	}
-	w := r.Windows[len(r.Windows)/2]
-	return (w.End - w.Start).Round(10 * time.Millisecond)
 }
 
 // settled formats a settling time ("2.10s", "never").

@@ -80,10 +80,7 @@ func check(r Result) []string {
 		return out
 	}
 	// TBF: every target but the maximum, which is checked window by window.
-	var out []string
-	for _, s := range Violations(c, Verdict{Max: 0, Min: v.Min, MinAt: v.MinAt, Settle: v.Settle}, r.Ramp) {
-		out = append(out, s)
-	}
+	out := Violations(c, Verdict{Min: v.Min, MinAt: v.MinAt, Settle: v.Settle}, r.Ramp)
 	if len(r.Steps) == 0 {
 		return append(out, "no step was written")
 	}

@@ -87,12 +87,135 @@ test_all() {
 	run go test -race -count=1 ./...
 }
 
+# demo: the standing lab with shaperd shaping r-lan (downloads on egress, uploads
+# through an IFB): iperf3 to three users at once, then `shaperctl set-rate` on one.
+# Needs root, go, iproute2 and iperf3. Removes everything it made on exit.
+demo() {
+	need_root
+	if ! command -v iperf3 >/dev/null && command -v apt-get >/dev/null; then
+		export DEBIAN_FRONTEND=noninteractive
+		run apt-get install -y -qq iperf3 || { run apt-get update -qq && run apt-get install -y -qq iperf3; }
+	fi
+	for tool in ip tc iperf3 go; do
+		command -v "$tool" >/dev/null || { echo "netns-test.sh: $tool not found" >&2; exit 1; }
+	done
+	# Globals, for the EXIT trap: the processes started and the temp dir.
+	DEMO_PIDS="" DEMO_TMP=$(mktemp -d /tmp/shaperd-demo.XXXXXX)
+	local tmp=$DEMO_TMP
+	chmod 755 "$tmp"
+	demo_cleanup() {
+		local p
+		for p in $DEMO_PIDS; do kill "$p" 2>/dev/null || true; done
+		for p in $DEMO_PIDS; do wait "$p" 2>/dev/null || true; done
+		clean
+		rm -rf "$DEMO_TMP"
+	}
+	trap demo_cleanup EXIT
+	trap 'exit 130' INT TERM
+	run go build -o "$tmp/shaperd" ./cmd/shaperd
+	run go build -o "$tmp/shaperctl" ./cmd/shaperctl
+	lab
+	trap 'exit 130' INT TERM
+
+	# The example configuration, pointed at the lab: lan0 (downloads) and
+	# wan0 (uploads, ingress through an IFB) both become r-lan.
+	sed -e "s#^socket = .*#socket = \"$tmp/shaperd.sock\"#" \
+		-e "s#^state_dir = .*#state_dir = \"$tmp/state\"#" \
+		-e 's#^metrics = .*#metrics = ""#' \
+		-e 's#^name = "lan0"#name = "r-lan"#' \
+		-e 's#^name = "wan0"#name = "r-lan"#' \
+		-e 's#^ifb = "ifb-wan0"#ifb = "r-ifb"#' \
+		-e 's#^bandwidth = "100mbit"#bandwidth = "1gbit"#' \
+		-e 's#^leaf_qdisc = .*##' -e 's#^leaf_limit = .*##' \
+		configs/shaperd.toml >"$tmp/shaperd.toml"
+	cat >"$tmp/users.toml" <<-EOF
+		[[user]]
+		name = "carol"
+		tier = "bronze"
+		addresses = ["198.18.0.10", "2001:db8:1::10"]
+
+		[[user]]
+		name = "bob"
+		tier = "silver"
+		addresses = ["198.18.0.11", "2001:db8:1::11"]
+
+		[[user]]
+		name = "alice"
+		tier = "gold"
+		addresses = ["198.18.0.12", "2001:db8:1::12"]
+	EOF
+	run "$tmp/shaperd" --config "$tmp/shaperd.toml" --check
+	"$tmp/shaperd" --config "$tmp/shaperd.toml" --netns "$ROUTER" >"$tmp/shaperd.log" 2>&1 &
+	DEMO_PIDS="$DEMO_PIDS $!"
+	say "shaperd --netns $ROUTER started (log: $tmp/shaperd.log)"
+	local i ctl="$tmp/shaperctl --socket $tmp/shaperd.sock"
+	for i in $(seq 100); do
+		$ctl status >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	$ctl status >/dev/null || { cat "$tmp/shaperd.log" >&2; echo "netns-test.sh: shaperd did not start" >&2; exit 1; }
+
+	# measure SECONDS: downloads wan -> each user and one upload alice -> wan,
+	# all at once; sets dl_<user> and ul_alice (Mbit/s).
+	measure() {
+		local secs=$1 u a port=5300 servers=() clients=() c
+		for u in carol:10 bob:11 alice:12; do
+			a=198.18.0.${u#*:}
+			port=$((port + 1))
+			ip netns exec "$LAN" iperf3 -s -1 -B "$a" -p "$port" >/dev/null 2>&1 &
+			servers+=($!)
+			clients+=("${u%:*} $a $port")
+		done
+		ip netns exec "$WAN" iperf3 -s -1 -B 198.19.0.2 -p 5399 >/dev/null 2>&1 &
+		servers+=($!)
+		DEMO_PIDS="$DEMO_PIDS ${servers[*]}"
+		sleep 0.5
+		local waitfor=()
+		for c in "${clients[@]}"; do
+			set -- $c
+			ip netns exec "$WAN" iperf3 -c "$2" -p "$3" -B 198.19.0.2 -t "$secs" -O 1 -f m >"$tmp/dl_$1" 2>&1 &
+			waitfor+=($!)
+		done
+		ip netns exec "$LAN" iperf3 -c 198.19.0.2 -p 5399 -B 198.18.0.12 -t "$secs" -O 1 -f m >"$tmp/ul_alice" 2>&1 &
+		waitfor+=($!)
+		for c in "${waitfor[@]}" "${servers[@]}"; do wait "$c" 2>/dev/null || true; done
+	}
+	mbits() { awk '/receiver/ {print $(NF-2); found=1} END {if (!found) print "?"}' "$1"; }
+	# table: user, tier, rate and ceil in force (shaperctl status), measured.
+	table() {
+		local st u
+		st=$($ctl status)
+		printf '%-8s %-8s %-10s %-16s %-10s %s\n' USER TIER DIRECTION RATE/CEIL MEASURED "(Mbit/s)"
+		for u in carol bob alice; do
+			echo "$st" | awk -v u="$u" -v m="$(mbits "$tmp/dl_$u")" \
+				'$1 == u && !seen {seen=1; printf "%-8s %-8s %-10s %-16s %s\n", u, $3, "download", $5, m}'
+		done
+		echo "$st" | awk -v m="$(mbits "$tmp/ul_alice")" \
+			'$1 == "alice" {n++} $1 == "alice" && n == 2 {printf "%-8s %-8s %-10s %-16s %s\n", "alice", $3, "upload", $5, m}'
+	}
+
+	say "measuring 5 s: downloads to carol, bob and alice and alice's upload, at once"
+	measure 5
+	table
+	echo
+	say "$ctl set-rate bob 3mbit --ramp 0s"
+	$ctl set-rate bob 3mbit --ramp 0s
+	say "measuring again"
+	measure 5
+	table
+	echo
+	say "the kernel's class for bob:"
+	ip netns exec "$ROUTER" tc class show dev r-lan | grep -w "rate 3Mbit" || true
+	say "done; cleaning up"
+}
+
 case "${1:-}" in
 test) test_all ;;
 lab) lab ;;
 clean) need_root; clean ;;
+demo) demo ;;
 *)
-	echo "usage: $0 test|lab|clean" >&2
+	echo "usage: $0 test|lab|clean|demo" >&2
 	exit 2
 	;;
 esac

@@ -69,11 +69,13 @@ type Daemon struct {
 	ifaces    []*iface
 	overrides policy.Overrides
 	usage     *policy.Usage
-	result    *policy.Result
 	ramper    *policy.Ramper
 	ready     bool
-	// assignState is the assignments file as loaded/last saved, by iface key.
-	assignState map[string]*model.Assignment
+	// loadedIDs are the assignments read from the state file, by iface
+	// key, until makeIfaces takes them; savedIDs is the file's contents as
+	// last written or read.
+	loadedIDs map[string]*model.Assignment
+	savedIDs  []byte
 
 	reqs    chan func()
 	stopped chan struct{}
@@ -182,10 +184,10 @@ func (d *Daemon) loadState(plan *config.Plan) error {
 		d.usage = policy.NewUsage(plan.Policy.Location)
 	}
 	d.usage.Configure(plan)
-	d.assignState = map[string]*model.Assignment{}
-	if _, err := loadJSON(dir, AssignmentsFile, &d.assignState); err != nil {
+	d.loadedIDs = map[string]*model.Assignment{}
+	if _, err := loadJSON(dir, AssignmentsFile, &d.loadedIDs); err != nil {
 		d.log.Error("class assignment state unreadable; recovering from the kernel", "err", err)
-		d.assignState = map[string]*model.Assignment{}
+		d.loadedIDs = map[string]*model.Assignment{}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -300,4 +301,21 @@ func TestWriteFileAtomic(t *testing.T) {
 	if len(ents) != 1 {
 		t.Errorf("temporary files left: %v", ents)
 	}
+}
+
+// findClass returns the class with handle h in t (sorted by handle).
+func findClass(t model.Tree, h model.Handle) *model.Class {
+	i, ok := slices.BinarySearchFunc(t.Classes, h, func(c model.Class, h model.Handle) int {
+		switch {
+		case c.Handle < h:
+			return -1
+		case c.Handle > h:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return nil
+	}
+	return &t.Classes[i]
 }

@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"cmp"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/config"
@@ -39,13 +41,13 @@ type iface struct {
 	// lastErr is the last reconcile failure (nil after a success).
 	lastErr error
 
-	// actual is the last dump (with counters) at dumpAt; prevBytes holds
-	// the class byte counters of the dump before, at prevAt.
-	actual     model.Tree
-	dumpAt     time.Time
-	prevBytes  map[model.Handle]uint64
-	prevAt     time.Time
-	throughput map[model.Handle]tbf.Rate
+	// counters are the class counters of the last dump (at dumpAt),
+	// sorted by handle, each with its throughput since the dump before;
+	// rootStats are the root qdisc's (TBF). Only counters are kept of a
+	// dump: with 10,000 users whole trees would cost megabytes.
+	counters  []classCounters
+	rootStats *model.Stats
+	dumpAt    time.Time
 	// classSnap is the metrics' copy of the classes; nil when stale.
 	classSnap *[]classSample
 }
@@ -70,10 +72,11 @@ func (d *Daemon) makeIfaces(plan *config.Plan, old []*iface) []*iface {
 		switch o, ok := byKey[st.key]; {
 		case ok:
 			st.ids = o.ids.Clone()
-			st.actual, st.dumpAt, st.prevBytes, st.prevAt, st.throughput = o.actual, o.dumpAt, o.prevBytes, o.prevAt, o.throughput
+			st.counters, st.rootStats, st.dumpAt = o.counters, o.rootStats, o.dumpAt
 			st.missing = o.missing
-		case d.assignState[st.key] != nil:
-			st.ids = d.assignState[st.key].Clone()
+		case d.loadedIDs[st.key] != nil:
+			st.ids = d.loadedIDs[st.key]
+			delete(d.loadedIDs, st.key)
 		default:
 			st.ids = d.recoverAssignment(plan, st)
 		}
@@ -110,6 +113,9 @@ func (d *Daemon) recoverAssignment(plan *config.Plan, st *iface) *model.Assignme
 // differs from the one before (for the kernel: labels and bursts that do
 // not change buffers do not count).
 func (d *Daemon) setTargets(st *iface, tg model.Targets) bool {
+	if st.built && st.buildErr == nil && targetsEqual(&st.targets, &tg) {
+		return false
+	}
 	tree, err := model.Build(tg, st.ids)
 	if err != nil {
 		if st.buildErr == nil || st.buildErr.Error() != err.Error() {
@@ -134,34 +140,55 @@ func (d *Daemon) setTargets(st *iface, tg model.Targets) bool {
 	return changed
 }
 
+// classCounters are one class's counters in a dump and its throughput
+// (bits/s) since the dump before.
+type classCounters struct {
+	handle     model.Handle
+	stats      model.Stats
+	throughput tbf.Rate
+}
+
 // sample records a dump's counters: throughput per class from the byte
 // counter's change since the previous dump, and quota usage per user.
 func (d *Daemon) sample(st *iface, actual model.Tree, now time.Time) {
-	if len(st.actual.Classes) > 0 && now.After(st.dumpAt) {
-		prev := make(map[model.Handle]uint64, len(st.actual.Classes))
-		for _, c := range st.actual.Classes {
-			if c.Stats != nil {
-				prev[c.Handle] = c.Stats.Bytes
-			}
-		}
-		st.prevBytes, st.prevAt = prev, st.dumpAt
-	}
-	st.actual, st.dumpAt = actual, now
-	st.classSnap = nil
-	dt := now.Sub(st.prevAt)
-	st.throughput = make(map[model.Handle]tbf.Rate, len(actual.Classes))
+	dt := now.Sub(st.dumpAt)
+	prev := st.counters
+	next := make([]classCounters, 0, len(actual.Classes))
+	j := 0
 	for _, c := range actual.Classes {
 		if c.Stats == nil {
 			continue
 		}
-		if p, ok := st.prevBytes[c.Handle]; ok && dt > 0 && c.Stats.Bytes >= p {
-			st.throughput[c.Handle] = bitsPerSecond(c.Stats.Bytes-p, dt)
+		cc := classCounters{handle: c.Handle, stats: *c.Stats}
+		for j < len(prev) && prev[j].handle < c.Handle {
+			j++
 		}
-		if u, ok := st.ids.UserByMinor(c.Handle.Minor()); ok && c.Handle.Minor() >= model.FirstUserMinor {
-			d.usage.Observe(u, counterKey(st, c.Handle), c.Stats.Bytes, now)
+		if j < len(prev) && prev[j].handle == c.Handle && dt > 0 && c.Stats.Bytes >= prev[j].stats.Bytes {
+			cc.throughput = bitsPerSecond(c.Stats.Bytes-prev[j].stats.Bytes, dt)
+		}
+		next = append(next, cc)
+		if m := c.Handle.Minor(); m >= model.FirstUserMinor {
+			if u, ok := st.ids.UserByMinor(m); ok {
+				d.usage.Observe(u, counterKey(st, c.Handle), c.Stats.Bytes, now)
+			}
 		}
 	}
+	st.counters, st.dumpAt, st.rootStats = next, now, nil
+	if actual.Root != nil && actual.Root.Stats != nil {
+		s := *actual.Root.Stats
+		st.rootStats = &s
+	}
+	st.classSnap = nil
 	d.publish()
+}
+
+// counter returns the counters of class h in the last dump.
+func (st *iface) counter(h model.Handle) (classCounters, bool) {
+	i, ok := slices.BinarySearchFunc(st.counters, h, func(c classCounters, h model.Handle) int { return cmp.Compare(c.handle, h) })
+	if !ok {
+		return classCounters{}, false
+	}
+	return st.counters[i], true
 }
 
 // counterKey names class h of st for policy.Usage.

@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/model"
@@ -31,41 +34,21 @@ func (d *Daemon) saveUsage(now time.Time) {
 // saveAssignments writes every interface's class assignment when it
 // differs from what the state file holds.
 func (d *Daemon) saveAssignments() {
-	next := make(map[string]*model.Assignment, len(d.ifaces))
-	same := len(d.assignState) == len(d.ifaces)
+	ids := make(map[string]*model.Assignment, len(d.ifaces))
 	for _, st := range d.ifaces {
-		next[st.key] = st.ids.Clone()
-		if old, ok := d.assignState[st.key]; !ok || !sameAssignment(old, st.ids) {
-			same = false
-		}
+		ids[st.key] = st.ids
 	}
-	if same {
+	b, err := json.Marshal(ids)
+	if err == nil && bytes.Equal(b, d.savedIDs) {
 		return
 	}
-	if err := saveJSON(d.plan.Daemon.StateDir, AssignmentsFile, next); err != nil {
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(d.plan.Daemon.StateDir, AssignmentsFile), append(b, '\n'), 0o640)
+	}
+	if err != nil {
 		d.stats.errors.WithLabelValues("state").Inc()
 		d.log.Error("cannot save class assignments", "err", err)
 		return
 	}
-	d.assignState = next
-}
-
-// sameAssignment compares the user and tier minors of a and b.
-func sameAssignment(a, b *model.Assignment) bool {
-	au, bu := a.Users(), b.Users()
-	at, bt := a.Tiers(), b.Tiers()
-	if len(au) != len(bu) || len(at) != len(bt) {
-		return false
-	}
-	for k, v := range au {
-		if bu[k] != v {
-			return false
-		}
-	}
-	for k, v := range at {
-		if bt[k] != v {
-			return false
-		}
-	}
-	return true
+	d.savedIDs = b
 }

@@ -17,8 +17,8 @@ func (d *Daemon) policyStep(now time.Time) error {
 		}
 		d.saveOverrides(d.overrides)
 	}
-	d.result = policy.Evaluate(d.plan, d.overrides, d.usage, now)
-	targets := d.ramper.Step(d.result, now)
+	res := policy.Evaluate(d.plan, d.overrides, d.usage, now)
+	targets := d.ramper.Step(res, now)
 	var errs []error
 	for i, st := range d.ifaces {
 		if i >= len(targets) || !d.setTargets(st, targets[i]) {

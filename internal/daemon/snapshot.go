@@ -48,21 +48,21 @@ func classSamples(st *iface) []classSample {
 			return nil
 		}
 		c := classSample{kind: "tbf", rate: r.TBF.Rate, ceil: r.TBF.Rate}
-		if a := st.actual.Root; a != nil && a.Stats != nil {
-			c.stats, c.hasStats = *a.Stats, true
+		if st.rootStats != nil {
+			c.stats, c.hasStats = *st.rootStats, true
 		}
 		return []classSample{c}
 	}
 	out := make([]classSample, 0, len(st.desired.Classes))
-	actual := st.actual.Classes
+	actual := st.counters
 	j := 0
 	for _, c := range st.desired.Classes {
 		cs := classSample{kind: c.Labels.Kind, tier: c.Labels.Tier, user: c.Labels.User, rate: c.Rate, ceil: c.Ceil}
-		for j < len(actual) && actual[j].Handle < c.Handle {
+		for j < len(actual) && actual[j].handle < c.Handle {
 			j++
 		}
-		if j < len(actual) && actual[j].Handle == c.Handle && actual[j].Stats != nil {
-			cs.stats, cs.hasStats = *actual[j].Stats, true
+		if j < len(actual) && actual[j].handle == c.Handle {
+			cs.stats, cs.hasStats = actual[j].stats, true
 		}
 		out = append(out, cs)
 	}

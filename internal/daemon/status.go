@@ -12,6 +12,9 @@ import (
 // status assembles control.Status from the plan, the last policy result,
 // the targets in force and the last dump of every interface.
 func (d *Daemon) status() *control.Status {
+	// The explanations are evaluated afresh: keeping the last result
+	// between ticks would cost megabytes with 10,000 users.
+	res := policy.Evaluate(d.plan, d.overrides, d.usage, d.clock.Now())
 	out := &control.Status{Generated: d.clock.Now(), Interfaces: []control.InterfaceStatus{}, Users: []control.UserStatus{}}
 	for i, st := range d.ifaces {
 		in := &st.cfg
@@ -32,14 +35,14 @@ func (d *Daemon) status() *control.Status {
 			}
 		}
 		out.Interfaces = append(out.Interfaces, is)
-		if d.result == nil || i >= len(d.result.Interfaces) {
+		if i >= len(res.Interfaces) {
 			continue
 		}
 		inForce := map[string]model.UserTarget{}
 		for _, u := range st.targets.Users {
 			inForce[u.Name] = u
 		}
-		for _, x := range d.result.Interfaces[i].Users {
+		for _, x := range res.Interfaces[i].Users {
 			out.Users = append(out.Users, d.userStatus(st, x, inForce[x.User]))
 		}
 	}
@@ -61,30 +64,12 @@ func (d *Daemon) userStatus(st *iface, x policy.Explanation, ut model.UserTarget
 	}
 	if m, ok := st.ids.User(x.User); ok {
 		h := model.MakeHandle(model.RootQdisc.Major(), m)
-		us.Throughput = st.throughput[h]
-		if c := findClass(st.actual, h); c != nil && c.Stats != nil {
-			us.Bytes, us.Drops = c.Stats.Bytes, uint64(c.Stats.Drops)
+		if c, ok := st.counter(h); ok {
+			us.Throughput, us.Bytes, us.Drops = c.throughput, c.stats.Bytes, uint64(c.stats.Drops)
 		}
 	}
 	if q := x.Quota; q != nil {
 		us.Quota = &control.QuotaStatus{Used: q.Used, Limit: q.Limit, PeriodEnd: q.PeriodEnd}
 	}
 	return us
-}
-
-// findClass returns the class with handle h in t (sorted by handle).
-func findClass(t model.Tree, h model.Handle) *model.Class {
-	i, ok := slices.BinarySearchFunc(t.Classes, h, func(c model.Class, h model.Handle) int {
-		switch {
-		case c.Handle < h:
-			return -1
-		case c.Handle > h:
-			return 1
-		}
-		return 0
-	})
-	if !ok {
-		return nil
-	}
-	return &t.Classes[i]
 }

@@ -43,6 +43,7 @@ EXP_HELP='experiments:
   sharded        16 nested HTB qdiscs (one per shard class 1:2..1:11), N/16 leaves in each
   filters        classes, then N u32 /32 filters on 1: prio 1 (one linear list)
   filters-first  N u32 filters first (classes do not exist yet), then the classes
+  filters-class  N u32 filters attached to class 1:1 (not the qdisc), then the leaf classes
   filters-hash   classes, then N u32 /32 filters in a 256-bucket hash table (key: last octet)
   change         the classes, then "class change" of every leaf (new rate/ceil)
   twodev         the classes on the veth, then the same classes on its peer (2nd HTB tree)
@@ -236,6 +237,11 @@ run_exp() { # $1=exp $2=N $3=run $4=0|1(perf)
 		cb=$(batch classes "$n" gen_classes "$n" asc)
 		head -2 "$cb" >"$OUT/root.$n.batch"; tail -n +3 "$cb" >"$OUT/leaves.$n.batch"
 		steps=(root "$OUT/root.$n.batch" filters "$(batch filters "$n" gen_filters "$n")" classes "$OUT/leaves.$n.batch") ;;
+	filters-class)
+		cb=$(batch classes "$n" gen_classes "$n" asc)
+		head -2 "$cb" >"$OUT/root.$n.batch"; tail -n +3 "$cb" >"$OUT/leaves.$n.batch"
+		sed 's/ parent 1: / parent 1:1 /' "$(batch filters "$n" gen_filters "$n")" >"$OUT/filters-class.$n.batch"
+		steps=(root "$OUT/root.$n.batch" filters "$OUT/filters-class.$n.batch" classes "$OUT/leaves.$n.batch") ;;
 	filters-hash) steps=(classes "$(batch classes "$n" gen_classes "$n" asc)" filters "$(batch filters-hash "$n" gen_filters_hash "$n")") ;;
 	change)
 		cb=$(batch classes "$n" gen_classes "$n" asc)

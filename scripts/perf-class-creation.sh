@@ -11,7 +11,7 @@
 # Usage: scripts/perf-class-creation.sh [-n "2500 5000 10000"] [-r RUNS]
 #            [-e "exp1 exp2 ..."] [-p] [-o OUTDIR] [-k]
 #   -n  list of class counts N             (default "2500 5000 10000")
-#   -r  runs per (experiment, N); median  (default 3)
+#   -r  runs per (experiment, N); median  (default 3; -r 0 -p: perf run only)
 #   -e  experiments (default "classes"); see `-e list`
 #   -p  also record one extra run of each (experiment, N) with perf record -g
 #       (only the tc process and its kernel work; -a is not needed)
@@ -19,7 +19,7 @@
 #   -k  keep OUTDIR (default: keep only when -p or -o is given)
 #
 # Output: one line per phase and run, "exp N phase real user sys", and a
-# summary with the median real time per phase. Phases of one run share a netns
+# summary with the median real (user sys) time per phase. Phases of one run share a netns
 # and follow each other, e.g. "classes" (root qdisc + classes), "leafq" (leaf
 # qdiscs), "filters" (u32 filters), "all" (one batch with everything), "del"
 # (tc qdisc del root).
@@ -39,7 +39,7 @@ EXP_HELP='experiments:
   leafq          classes, then per class "qdisc add parent 1:X handle X: pfifo"
   leafq-auto     classes, then per class "qdisc add parent 1:X pfifo" (kernel picks handle)
   leafq-inline   class + its explicit leaf qdisc interleaved, in one batch
-  tier           2 levels: 1:1 -> 100 tier classes 1:2..1:101 -> N leaves
+  tier           2 levels: 1:1 -> 100 tier classes 1:2..1:65 (hex) -> N leaves
   sharded        16 nested HTB qdiscs (one per shard class 1:2..1:11), N/16 leaves in each
   filters        classes, then N u32 /32 filters on 1: prio 1 (one linear list)
   filters-first  N u32 filters first (classes do not exist yet), then the classes
@@ -58,7 +58,7 @@ while getopts "n:r:e:po:kh" opt; do
 	p) PERF=1 ;;
 	o) OUT=$OPTARG ;;
 	k) KEEP=1 ;;
-	h) sed -n '2,27p' "$0"; echo "$EXP_HELP"; exit 0 ;;
+	h) sed -n '2,25p' "$0"; echo "$EXP_HELP"; exit 0 ;;
 	*) exit 2 ;;
 	esac
 done

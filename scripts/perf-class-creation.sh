@@ -6,7 +6,8 @@
 # Every run uses a fresh throwaway netns with a veth pair (random suffix); the
 # tree is deleted synchronously (`tc qdisc del ... root`, also timed) before the
 # netns goes, so no half-torn-down state leaks into the next run. A trap removes
-# whatever is left on exit or failure. Needs root, iproute2, bash; perf for -p.
+# whatever is left on exit or failure (on Ctrl-C/TERM once the running tc batch
+# has finished). Needs root, iproute2, bash, GNU time; perf for -p.
 #
 # Usage: scripts/perf-class-creation.sh [-n "2500 5000 10000"] [-r RUNS]
 #            [-e "exp1 exp2 ..."] [-p] [-o OUTDIR] [-k]
@@ -47,7 +48,7 @@ EXP_HELP='experiments:
   filters-hash   classes, then N u32 /32 filters in a 256-bucket hash table (key: last octet)
   change         the classes, then "class change" of every leaf (new rate/ceil)
   twodev         the classes on the veth, then the same classes on its peer (2nd HTB tree)
-  dump           the classes, then "tc -s class show" and "tc qdisc show" (full dumps)
+  dump           the classes, then "tc class show" and "tc qdisc show" (full dumps)
   baseline       ONE batch: N classes + N linear u32 /32 filters (peer baseline)'
 
 while getopts "n:r:e:po:kh" opt; do
@@ -58,7 +59,7 @@ while getopts "n:r:e:po:kh" opt; do
 	p) PERF=1 ;;
 	o) OUT=$OPTARG ;;
 	k) KEEP=1 ;;
-	h) sed -n '2,25p' "$0"; echo "$EXP_HELP"; exit 0 ;;
+	h) sed -n '2,26p' "$0"; echo "$EXP_HELP"; exit 0 ;;
 	*) exit 2 ;;
 	esac
 done

@@ -10,7 +10,8 @@
 #   naive:   one `tc class change` (tc's default burst) / `tc qdisc change`
 #            (the configured burst) straight to the new rate.
 # Printed per case: max 100 ms window, min window from 1 s after the change,
-# time until every window is within 5% of the new rate, bytes released above
+# time from which every window has reached the new rate within 5% (at most
+# new*1.05 after a decrease, at least new*0.95 after an increase), bytes released above
 # the installed rates (bursts granted by changes), kernel writes, missed
 # targets, and the per-100 ms series. Needs root, ip, tc and iperf3.
 #

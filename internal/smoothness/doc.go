@@ -14,8 +14,8 @@
 // Run returns the per-window series and the verdicts of the policy issue:
 // the highest window (target: at most max(old, new) * 1.05), the lowest
 // window starting at least 1 s after the change (target: at least
-// min(old, new) * 0.9), the time until the rate settles within 5% of the
-// new rate (target: ramp + 0.5 s) and the bytes released above the rates
+// min(old, new) * 0.9), the time until the new rate is reached within 5%
+// for good (target: ramp + 0.5 s) and the bytes released above the rates
 // that were installed (the bursts that changes granted).
 //
 // Run needs real time: the clock is injected (Options.Clock), the lab

@@ -35,7 +35,7 @@ func TestFormat(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"HTB 50mbit->10mbit  (ramp 2s, policy tick 250ms)",
-		"targets: max <= 52.5Mbit, min from 1s >= 9.0Mbit, settled within 5% by 2.5s",
+		"targets: max <= 52.5Mbit, min from 1s >= 9.0Mbit, new rate reached (within 5%) by 2.5s",
 		"shaperd  50.0Mbit @0.0s",
 		"2.10s",
 		"ok\n",

@@ -21,15 +21,15 @@ const excessSlack = 32 * tbf.Kibibyte
 // undisturbed misses, or three attempts, fail):
 //
 // HTB (50->10 and 10->50 Mbit): every target of the issue (no window above
-// max*1.05, none below min*0.9 from 1 s on, settled within 5% by ramp +
-// 0.5 s), at most one default burst of max(old, new) released above the
+// max*1.05, none below min*0.9 from 1 s on, the new rate reached within
+// 5% by ramp + 0.5 s), at most one default burst of max(old, new) released above the
 // installed rates, and Verify clean after every step.
 //
 // TBF (burst 256 KiB): the kernel refills the bucket to the full burst on
 // every change, so the final step of any change (a ramp's, or an at-once
 // one's) releases up to one configured burst B at the new rate, and on the
 // up ramp that window lies above 50 Mbit * 1.05 whatever shaperd does. So:
-// the lower bound and the settling time hold as for HTB; a window above
+// the lower bound and the time to the new rate hold as for HTB; a window above
 // max*1.05 is allowed only where the final step was written (that window
 // or the next) and releases at most B above the installed rate; and the
 // whole change releases at most 2B above the installed rates (the
@@ -51,7 +51,7 @@ func TestSmoothRamps(t *testing.T) {
 				}
 				problems := check(r)
 				if len(problems) == 0 {
-					t.Logf("attempt %d: max %s, min from 1s %s, settled %s, excess %s, %d writes",
+					t.Logf("attempt %d: max %s, min from 1s %s, reached %s, excess %s, %d writes",
 						attempt, bps(r.Verdict.Max), bps(r.Verdict.Min), settled(r.Verdict.Settle), kb(r.Verdict.Excess), len(r.Steps))
 					return
 				}

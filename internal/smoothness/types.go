@@ -94,8 +94,9 @@ type Verdict struct {
 	Min   float64
 	MinAt time.Duration
 	// Settle is the end of the first window from which every later window
-	// lies within 5% of To; -1 when the last window does not. Target:
-	// Settle <= ramp + 0.5 s.
+	// has reached To within 5% (SettleBand: at most To*1.05 after a
+	// decrease, at least To*0.95 after an increase); -1 when the last
+	// window has not. Target: Settle <= ramp + 0.5 s.
 	Settle time.Duration
 	// Excess is the bytes that left after the change beyond the installed
 	// rates (the Steps, each from its At), i.e. the bursts that changes

@@ -17,8 +17,11 @@ const (
 	MinFactor = 0.9
 	// MinAfter is when the lower bound starts to apply.
 	MinAfter = time.Second
-	// SettleBand: the new rate is reached when every window lies within
-	// To * (1 ± SettleBand).
+	// SettleBand: a decrease has reached the new rate when every later
+	// window is at most To * (1 + SettleBand), an increase when every
+	// later window is at least To * (1 - SettleBand). (The other side is
+	// the business of MaxFactor and MinFactor: a window below a lowered
+	// rate says the download paused, one above a raised rate is a burst.)
 	SettleBand = 0.05
 	// SettleSlack: the new rate must be reached within ramp + SettleSlack.
 	SettleSlack = 500 * time.Millisecond
@@ -89,7 +92,7 @@ func Assess(c Case, ws []Window, steps []Step) Verdict {
 		if w.Start >= MinAfter && w.Rate < v.Min {
 			v.Min, v.MinAt = w.Rate, w.Start
 		}
-		if settled && math.Abs(w.Rate-float64(c.To)) <= SettleBand*float64(c.To) {
+		if settled && reached(c, w.Rate) {
 			v.Settle = w.End
 		} else {
 			settled = false
@@ -102,6 +105,18 @@ func Assess(c Case, ws []Window, steps []Step) Verdict {
 		v.Min = 0
 	}
 	return v
+}
+
+// reached reports whether a window at rate has reached c.To (SettleBand).
+func reached(c Case, rate float64) bool {
+	to := float64(c.To)
+	switch {
+	case c.To < c.From:
+		return rate <= to*(1+SettleBand)
+	case c.To > c.From:
+		return rate >= to*(1-SettleBand)
+	}
+	return math.Abs(rate-to) <= SettleBand*to
 }
 
 // installedBytes integrates the installed rate over [a, b] in bytes: from
@@ -142,7 +157,7 @@ func Violations(c Case, v Verdict, ramp time.Duration) []string {
 		if v.Settle >= 0 {
 			got = v.Settle.String()
 		}
-		out = append(out, fmt.Sprintf("settled within %.0f%% of %s: %s, want <= %v", SettleBand*100, c.To, got, lim))
+		out = append(out, fmt.Sprintf("reached %s (within %.0f%%): %s, want <= %v", c.To, SettleBand*100, got, lim))
 	}
 	return out
 }

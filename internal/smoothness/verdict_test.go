@@ -103,8 +103,8 @@ func TestAssessBurst(t *testing.T) {
 	if want := 50e6 + 262144*8/0.1; v.Max < want-100 || v.Max > want+100 || v.MaxAt != 0 {
 		t.Errorf("max %v at %v, want %v at 0", v.Max, v.MaxAt, want)
 	}
-	if v.Settle != 200*ms {
-		t.Errorf("settle %v, want 200ms (after the burst window)", v.Settle)
+	if v.Settle != 100*ms {
+		t.Errorf("settle %v, want 100ms (an increase has reached the new rate in the burst window)", v.Settle)
 	}
 	got := Violations(c, v, 2*time.Second)
 	if len(got) != 1 || !strings.Contains(got[0], "above max(old, new)*1.05 = 52.5Mbit") {
@@ -149,6 +149,25 @@ func TestViolations(t *testing.T) {
 	}
 	if got := Violations(c, Verdict{Max: 50e6, Min: 50e6, Settle: 2501 * ms}, 2*time.Second); len(got) != 1 {
 		t.Errorf("settled 1ms late: %q, want one violation", got)
+	}
+}
+
+func TestReached(t *testing.T) {
+	down := Case{From: 50 * tbf.Mbit, To: 10 * tbf.Mbit}
+	up := Case{From: 10 * tbf.Mbit, To: 50 * tbf.Mbit}
+	same := Case{From: 10 * tbf.Mbit, To: 10 * tbf.Mbit}
+	for _, tc := range []struct {
+		c    Case
+		rate float64
+		want bool
+	}{
+		{down, 10.5e6, true}, {down, 10.6e6, false}, {down, 5e6, true},
+		{up, 47.5e6, true}, {up, 47.4e6, false}, {up, 70e6, true},
+		{same, 9.5e6, true}, {same, 10.5e6, true}, {same, 9.4e6, false}, {same, 10.6e6, false},
+	} {
+		if got := reached(tc.c, tc.rate); got != tc.want {
+			t.Errorf("%s->%s at %v: reached %v, want %v", tc.c.From, tc.c.To, tc.rate, got, tc.want)
+		}
 	}
 }
 

@@ -15,8 +15,9 @@ import (
 //   - Redirect: added or deleted (Change.Device is Redirect.Interface); a
 //     redirect whose IFB differs is deleted and re-added.
 //   - Root qdisc: added; changed in place (OpChange with FromQdisc) when only
-//     HTB's default minor or TBF's parameters differ; replaced (delete, then
-//     add) when its kind or handle differs; deleted when desired has none.
+//     TBF's parameters differ; replaced (delete, then add) when its kind or
+//     handle differs, or when HTB's default minor differs (the kernel cannot
+//     change an HTB qdisc); deleted when desired has none.
 //     Deleting a root qdisc removes its classes and filters in the kernel, so
 //     they get no deletes of their own, and after a replace (or when actual
 //     has no root, or is on another device) every desired class and filter is
@@ -152,7 +153,11 @@ func (d *differ) root(actual, desired Tree) bool {
 	case w == nil:
 		d.qdiscDels = append(d.qdiscDels, qdiscChange(OpDelete, actual.Device, a))
 		return true
-	case !sameQdisc(*a, *w):
+	case !sameQdisc(*a, *w), w.Kind == ShaperHTB && !QdiscParamsEqual(*a, *w):
+		// The kernel cannot change an HTB qdisc in place ("Change operation
+		// not supported by specified qdisc"), so a different default class
+		// replaces it. shaperd's own trees always use DefaultClass, so this
+		// only happens when adopting a foreign HTB root.
 		d.qdisc = append(d.qdisc, qdiscChange(OpDelete, actual.Device, a), qdiscChange(OpAdd, desired.Device, w))
 		return true
 	case !QdiscParamsEqual(*a, *w):

@@ -210,13 +210,15 @@ func TestDiffRootQdisc(t *testing.T) {
 	}
 	applyOK(t, tbfTree, faster, cs)
 
-	// HTB default minor changes in place.
+	// HTB default minor: the kernel cannot change an HTB qdisc, so the root
+	// is replaced and everything under it re-added.
 	w := mustBuild(t, base(t), ids)
 	w.Root.DefaultMinor = 0x102
 	cs = Diff(htb, w)
-	if len(cs) != 1 || cs[0].Op != OpChange || cs[0].FromQdisc.DefaultMinor != 2 || cs[0].Qdisc.DefaultMinor != 0x102 {
+	if len(cs) != 2+len(w.Classes)+len(w.Filters) || cs[0].Op != OpDelete || cs[1].Op != OpAdd || cs[1].Qdisc.DefaultMinor != 0x102 {
 		t.Fatalf("default minor change: %v", opsOf(cs))
 	}
+	applyOK(t, htb, w, cs)
 	if m := Mismatches(htb, w); !slices.Equal(m, []string{"qdisc 1: on lan0: default minor 2, want 102"}) {
 		t.Errorf("mismatches %q", m)
 	}

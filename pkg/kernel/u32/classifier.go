@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"syscall"
 
-	tc "github.com/florianl/go-tc"
 	"github.com/mdlayher/netlink"
 
 	"github.com/shaperd/shaperd/pkg/model"
@@ -27,33 +26,22 @@ type Classifier struct {
 	st      *state // nil: unknown, dump before use
 }
 
-// New returns the Classifier of device ifindex's qdisc parent (normally
-// model.RootQdisc), writing on tcnl's netlink socket. See connOf for why it
-// does not use go-tc's u32 encoding.
+// NewConn returns the Classifier of device ifindex's qdisc parent
+// (normally model.RootQdisc), writing on conn, an rtnetlink socket
+// (netlink.Dial(unix.NETLINK_ROUTE, ...)) in the device's network
+// namespace. The socket stays the caller's; a nil conn makes every method
+// that needs the kernel return an error.
 //
-// New turns on extended acknowledgements on the socket (go-tc leaves them
-// off), so that kernel refusals carry the kernel's message in
-// (*netlink.OpError).Message; go-tc's own requests benefit too.
-func New(tcnl *tc.Tc, ifindex uint32, parent model.Handle) *Classifier {
-	c, err := connOf(tcnl)
-	return newClassifier(c, err, ifindex, parent)
-}
-
-// NewConn is New on an rtnetlink socket (netlink.Dial(unix.NETLINK_ROUTE,
-// ...)) in the device's network namespace.
-// It turns on extended acknowledgements as New does.
+// NewConn turns on extended acknowledgements on the socket, so that kernel
+// refusals carry the kernel's message in (*netlink.OpError).Message; the
+// caller's other requests on that socket get them too. Kernels before 4.12
+// lack them, and errors then have no message.
 func NewConn(conn *netlink.Conn, ifindex uint32, parent model.Handle) *Classifier {
 	var err error
 	if conn == nil {
 		err = errors.New("nil netlink connection")
-	}
-	return newClassifier(conn, err, ifindex, parent)
-}
-
-func newClassifier(conn *netlink.Conn, err error, ifindex uint32, parent model.Handle) *Classifier {
-	if err == nil {
-		// Best effort: without it (kernels before 4.12) errors lack the message.
-		_ = conn.SetOption(netlink.ExtendedAcknowledge, true)
+	} else {
+		_ = conn.SetOption(netlink.ExtendedAcknowledge, true) // best effort, see above
 	}
 	return &Classifier{conn: conn, connErr: err, ifindex: ifindex, parent: parent}
 }

@@ -74,8 +74,8 @@
 //
 // # API
 //
-//	New(tcnl, ifindex, parent) / NewConn(conn, ifindex, parent)
-//	Ensure() (writes, err)   level-1 tables and root links; no request when present
+//	NewConn(conn, ifindex, parent)
+//	Ensure() (writes, err)   priorities, level-1 tables and root links; no request when present
 //	Add(f) (writes, err)     install, or fix in place (class change, damage)
 //	Delete(f) (writes, err)  every node of f's prefix and match field
 //	Dump() ([]Filter, err)   decoded, sorted, Damaged flagged
@@ -94,9 +94,17 @@
 // table or link on the way is missing or wrong, so that Diff re-creates it;
 // Add repairs such a filter in place and Ensure repairs links.
 //
+// A priority deleted by hand (tc filter del ... pref 102) takes its root
+// table with it, but the kernel keeps its other hash tables, hidden from
+// dumps, until the qdisc's last u32 priority goes; re-creating one fails
+// with EEXIST. Ensure (and Add) therefore create a missing priority empty
+// first, dump, and reuse the tables that reappear (ensure.go, ensurePrios).
+//
 // # Netlink
 //
-// go-tc's U32Sel encoding is wrong for hash keys (florianl/go-tc#14), so
-// this package encodes u32 requests itself and sends them on the go-tc
-// socket (see connOf) or on a socket given to NewConn.
+// u32 requests are encoded here by hand (message.go, selector.go) and sent
+// on a plain rtnetlink socket given to NewConn: go-tc's U32Sel encoding
+// puts the pad byte of struct tc_u32_sel at the end instead of after
+// nkeys, which shifts offmask, off, offoff, hoff and hmask by one byte
+// (florianl/go-tc issue #14), so match keys survive but hash keys do not.
 package u32

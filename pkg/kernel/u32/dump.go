@@ -25,21 +25,30 @@ func (c *Classifier) Dump() ([]model.Filter, error) {
 	if c.connErr != nil {
 		return nil, c.errorf(c.connErr, "no netlink connection")
 	}
+	fs, err := c.dump()
+	if err != nil {
+		return nil, c.errorf(err, "dump")
+	}
+	return fs, nil
+}
+
+// dump is Dump with errors that do not name the device yet.
+func (c *Classifier) dump() ([]model.Filter, error) {
 	c.st = nil
 	req, err := filterRequest(rtmGetTFilter, netlink.Dump, tcmsg{ifindex: c.ifindex, parent: uint32(c.parent)}, nil)
 	if err != nil {
-		return nil, c.errorf(err, "dump")
+		return nil, err
 	}
 	req.Data = req.Data[:tcmsgLen] // a dump request carries no attributes
 	msgs, err := c.conn.Execute(req)
 	if err != nil {
-		return nil, c.errorf(err, "dump")
+		return nil, err
 	}
 	var objs []object
 	for _, m := range msgs {
 		_, o, err := parseObject(m.Data)
 		if err != nil {
-			return nil, c.errorf(err, "dump: decode filter message")
+			return nil, fmt.Errorf("decode filter message: %w", err)
 		}
 		objs = append(objs, o)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"syscall"
+
+	"github.com/mdlayher/netlink"
 )
 
 // divisor is the bucket count of every shaperd hash table (the kernel's
@@ -18,9 +20,21 @@ const divisor = 256
 // are created by Add when a prefix first needs them. It writes nothing when
 // the picture of the kernel (from the last Dump, or taken now when there is
 // none) shows a complete skeleton.
+//
+// A priority that was deleted on its own (tc filter del ... pref 102) is
+// created again first, and its hash tables are reused with whatever nodes
+// they still hold: see ensurePrios.
 func (c *Classifier) Ensure() (writes int, err error) {
 	if err := c.ready(); err != nil {
 		return 0, err
+	}
+	all := make([]int, len(trees))
+	for t := range trees {
+		all[t] = t
+	}
+	writes, err = c.ensurePrios(all...)
+	if err != nil {
+		return writes, c.errorf(err, "ensure priorities")
 	}
 	for t := range trees {
 		w, err := c.ensureTree(t)
@@ -45,7 +59,47 @@ func (c *Classifier) Ensure() (writes int, err error) {
 		c.st.removeNode(h)
 		c.st.foreign = slices.DeleteFunc(c.st.foreign, func(x uint32) bool { return x == h })
 	}
-	return writes, c.refreshRoots()
+	return writes, nil
+}
+
+// ensurePrios creates the priorities of trees ts that the picture lacks,
+// each as an empty u32 instance (a request without options: the kernel
+// makes just its root table), and then dumps once, so that the picture
+// holds their root tables' automatic handles and any hash tables the
+// kernel kept for them.
+//
+// It has to come before any table is made. cls_u32 keeps every hash table
+// of a qdisc in one list shared by all its u32 priorities (tc_u_common);
+// deleting a priority frees only its root table, and its other tables
+// stay, with their nodes, until the last u32 priority of the qdisc goes.
+// A dump lists a table only under an existing priority of the same number
+// (u32_walk), so such tables are invisible while their priority is gone,
+// yet creating one again fails with EEXIST ("Filter already exists").
+// Once the priority exists again they are dumped as its own and Ensure
+// reuses them; Dump judges the nodes in them like any others.
+func (c *Classifier) ensurePrios(ts ...int) (writes int, err error) {
+	for _, t := range ts {
+		if _, ok := c.st.roots[t]; ok {
+			continue
+		}
+		err := c.execute(rtmNewTFilter, netlink.Create, tcmsg{info: filterInfo(trees[t].prio, trees[t].proto)}, nil)
+		if err != nil {
+			return writes, fmt.Errorf("create prio %d: %w", trees[t].prio, err)
+		}
+		writes++
+	}
+	if writes == 0 {
+		return 0, nil
+	}
+	if _, err := c.dump(); err != nil {
+		return writes, fmt.Errorf("dump after creating priorities: %w", err)
+	}
+	for _, t := range ts {
+		if _, ok := c.st.roots[t]; !ok {
+			return writes, fmt.Errorf("prio %d: created, but the dump shows no root table for it", trees[t].prio)
+		}
+	}
+	return writes, nil
 }
 
 // l2Tables lists the level-2 tables in the picture, sorted.
@@ -60,26 +114,13 @@ func (c *Classifier) l2Tables() []uint16 {
 	return out
 }
 
-// refreshRoots dumps again when a tree was created in this call, so that
-// the automatic handle of its root table becomes known.
-func (c *Classifier) refreshRoots() error {
-	if c.st == nil {
-		return nil
-	}
-	for t := range trees {
-		if _, ok := c.st.roots[t]; !ok {
-			_, err := c.Dump()
-			return err
-		}
-	}
-	return nil
-}
-
 // ensureFor makes the tables and links that placement pl needs.
 func (c *Classifier) ensureFor(pl placement) (writes int, err error) {
-	writes, err = c.ensureTree(pl.tree)
+	writes, err = c.ensurePrios(pl.tree)
 	if err == nil {
-		err = c.refreshRoots()
+		var w int
+		w, err = c.ensureTree(pl.tree)
+		writes += w
 	}
 	if err != nil || pl.level != 2 {
 		return writes, err
@@ -89,7 +130,8 @@ func (c *Classifier) ensureFor(pl placement) (writes int, err error) {
 	return writes + w, err
 }
 
-// ensureTree makes tree t's level-1 tables and root links.
+// ensureTree makes tree t's level-1 tables and root links. The priority
+// must exist (ensurePrios).
 func (c *Classifier) ensureTree(t int) (writes int, err error) {
 	for _, h := range trees[t].hiers {
 		w, err := c.ensureTable(t, l1HTID(h))
@@ -97,8 +139,7 @@ func (c *Classifier) ensureTree(t int) (writes int, err error) {
 		if err != nil {
 			return writes, err
 		}
-		base := c.st.roots[t] // 0 while the priority does not exist: the kernel picks the root
-		w, err = c.ensureLink(t, base|uint32(rootLinkNode(h)), rootHTID, l1HTID(h), linkSel(t, hiers[h].b1))
+		w, err = c.ensureLink(t, c.st.roots[t]|uint32(rootLinkNode(h)), rootHTID, l1HTID(h), linkSel(t, hiers[h].b1))
 		writes += w
 		if err != nil {
 			return writes, err
@@ -179,18 +220,18 @@ func (c *Classifier) ensureLink(t int, handle, hash uint32, target uint16, sel s
 	if err != nil {
 		return writes, fmt.Errorf("create link %x to table %x: %w", handle, target, err)
 	}
-	if htidOf(handle) != 0 { // in the root of a new priority the handle is known after a dump
-		c.st.addNode(&node{handle: handle, tree: t, link: target, sel: sel})
-	}
+	c.st.addNode(&node{handle: handle, tree: t, link: target, sel: sel})
 	return writes + 1, nil
 }
 
-// Remove deletes shaperd's four u32 priorities under the qdisc, and with
-// them every node and hash table shaperd made. Priorities that do not
-// exist are skipped. When other u32 priorities exist under the same qdisc,
-// the kernel keeps the deleted priorities' non-root hash tables until the
-// last u32 priority or the qdisc goes (cls_u32 shares tables per qdisc);
-// they are reused when shaperd's priorities are created again.
+// Remove deletes shaperd's four u32 priorities under the qdisc; those that
+// do not exist are skipped. When no other u32 priority is left under the
+// qdisc, the kernel frees every node and hash table shaperd made with them.
+// Otherwise it keeps the deleted priorities' non-root hash tables, with the
+// nodes in them, until the last u32 priority or the qdisc goes (cls_u32
+// shares tables per qdisc); Ensure and Add reuse them when they create
+// shaperd's priorities again, and the next Dump shows the filters that
+// were in them (see ensurePrios).
 func (c *Classifier) Remove() error {
 	if c.connErr != nil {
 		return c.errorf(c.connErr, "no netlink connection")

@@ -12,8 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	tc "github.com/florianl/go-tc"
+	"github.com/mdlayher/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/shaperd/shaperd/internal/netnslab"
 	"github.com/shaperd/shaperd/pkg/model"
@@ -29,7 +30,7 @@ type lab struct {
 	peer    *netnslab.NS
 	dev     string
 	ifindex uint32
-	tcnl    *tc.Tc
+	conn    *netlink.Conn // rtnetlink in the shaper namespace
 	c       *Classifier
 }
 
@@ -71,12 +72,12 @@ func newLab(t testing.TB) *lab {
 		t.Fatalf("open netns %s: %v", l.shaper.Name, err)
 	}
 	t.Cleanup(func() { h.Close() })
-	l.tcnl, err = tc.Open(&tc.Config{NetNS: int(h)})
+	l.conn, err = netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: int(h)})
 	if err != nil {
 		t.Fatalf("netlink in netns %s: %v", l.shaper.Name, err)
 	}
-	t.Cleanup(func() { l.tcnl.Close() })
-	l.c = New(l.tcnl, l.ifindex, model.RootQdisc)
+	t.Cleanup(func() { l.conn.Close() })
+	l.c = NewConn(l.conn, l.ifindex, model.RootQdisc)
 	return l
 }
 

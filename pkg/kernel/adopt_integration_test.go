@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -159,14 +158,9 @@ func userPrefixes(tg model.Targets) map[string][]netip.Prefix {
 // restored. The kernel keeps that priority's non-root hash tables (cls_u32
 // shares them per qdisc) but no dump shows them until the priority exists
 // again, so creating them fails with EEXIST ("Filter already exists");
-// u32.Classifier.Ensure has to create the priority first (a root link), dump,
-// and then reuse the tables.
-//
-// Known bug in pkg/kernel/u32 (follow-up): skipped unless SHAPERD_KNOWN_BUGS=1.
+// u32.Classifier.Ensure creates the priority first (empty), dumps, and
+// reuses the tables.
 func TestDriftRepairPriority(t *testing.T) {
-	if os.Getenv("SHAPERD_KNOWN_BUGS") != "1" {
-		t.Skip("known u32 bug: Ensure fails with EEXIST on the hidden tables of a priority deleted by hand; SHAPERD_KNOWN_BUGS=1 runs it")
-	}
 	lab, k := labKernel(t, 3)
 	tg := threeTiers(lab)
 	ids := model.NewAssignment()

@@ -56,8 +56,13 @@ func Disturbed(r Result) string {
 			return fmt.Sprintf("step %d (%s) took %v to write (limit %v)", i, s.Rate, s.Took.Round(time.Millisecond), MaxWriteLatency)
 		}
 	}
-	if n := len(r.Steps); n > 0 && r.Steps[n-1].At > r.Ramp+r.Interval/2 {
-		return fmt.Sprintf("last step at %v, want by %v (policy ticks late)", r.Steps[n-1].At.Round(time.Millisecond), r.Ramp+r.Interval/2)
+	// The first tick at or after the ramp's end is the last step.
+	due := r.Ramp
+	if r.Phase < r.Ramp && r.Interval > 0 {
+		due = r.Phase + (r.Ramp-r.Phase+r.Interval-1)/r.Interval*r.Interval
+	}
+	if n := len(r.Steps); n > 0 && r.Steps[n-1].At > due+MaxWriteLatency {
+		return fmt.Sprintf("last step at %v, want by %v (policy ticks late)", r.Steps[n-1].At.Round(time.Millisecond), due+MaxWriteLatency)
 	}
 	return ""
 }

@@ -31,7 +31,7 @@ func Format(w io.Writer, cs []Comparison) error {
 		}
 		k := c.Shaperd.Case
 		hi, lo := max(k.From, k.To), min(k.From, k.To)
-		fmt.Fprintf(&b, "%s  (ramp %v, policy tick %v)\n", k, c.Shaperd.Ramp, c.Shaperd.Interval)
+		fmt.Fprintf(&b, "%s  (ramp %v, policy tick %v, first tick %v after the change)\n", k, c.Shaperd.Ramp, c.Shaperd.Interval, c.Shaperd.Phase)
 		fmt.Fprintf(&b, "  targets: max <= %s, min from %v >= %s, new rate reached (within %.0f%%) by %v\n",
 			bps(float64(hi)*MaxFactor), MinAfter, bps(float64(lo)*MinFactor), SettleBand*100, c.Shaperd.Ramp+SettleSlack)
 		fmt.Fprintf(&b, "  %-8s %-17s %-17s %-9s %-11s %-7s %s\n", "way", "max window", "min from 1s", "reached", "excess", "writes", "targets")

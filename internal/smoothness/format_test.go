@@ -12,7 +12,7 @@ import (
 // result builds a Result from synthetic samples, judged as Run judges.
 func result(c Case, way Way, rate func(time.Duration) float64, steps []Step, extraAt time.Duration, extra uint64) Result {
 	ws := windowsOf(synth(rate, extraAt, extra))
-	return Result{Case: c, Way: way, Ramp: 2 * time.Second, Interval: 250 * ms, Sample: 100 * ms,
+	return Result{Case: c, Way: way, Ramp: 2 * time.Second, Interval: 250 * ms, Phase: 250 * ms, Sample: 100 * ms,
 		Windows: ws, Steps: steps, Verdict: Assess(c, ws, steps)}
 }
 
@@ -34,7 +34,7 @@ func TestFormat(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"HTB 50mbit->10mbit  (ramp 2s, policy tick 250ms)",
+		"HTB 50mbit->10mbit  (ramp 2s, policy tick 250ms, first tick 250ms after the change)",
 		"targets: max <= 52.5Mbit, min from 1s >= 9.0Mbit, new rate reached (within 5%) by 2.5s",
 		"shaperd  50.0Mbit @0.0s",
 		"2.10s",

@@ -26,6 +26,13 @@ type Options struct {
 	// Interval is the policy tick (default DefaultInterval); Ramp the
 	// ramp duration (default 2 s).
 	Interval, Ramp time.Duration
+	// Phase is when the first policy tick after the change comes (the
+	// daemon steps at once on set-rate, then on its free-running ticker);
+	// later ticks follow every Interval. Default (0): Interval, ticks
+	// aligned with the change, so the last step lands exactly at the
+	// ramp's end; Interval - 10ms is the worst case, where it lands almost
+	// one Interval late.
+	Phase time.Duration
 	// Sample is the counter sampling period (default 100 ms).
 	Sample time.Duration
 	// Warmup is how long the download runs before sampling starts
@@ -51,6 +58,7 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.Interval, DefaultInterval)
 	def(&o.Ramp, 2*time.Second)
+	def(&o.Phase, o.Interval)
 	def(&o.Sample, 100*time.Millisecond)
 	def(&o.Warmup, 1500*time.Millisecond)
 	def(&o.Before, time.Second)
@@ -75,7 +83,7 @@ func (o Options) withDefaults() Options {
 func Run(t testing.TB, lab *netnslab.RouterLab, c Case, way Way, o Options) (Result, error) {
 	t.Helper()
 	o = o.withDefaults()
-	res := Result{Case: c, Way: way, Ramp: o.Ramp, Interval: o.Interval, Sample: o.Sample}
+	res := Result{Case: c, Way: way, Ramp: o.Ramp, Interval: o.Interval, Phase: o.Phase, Sample: o.Sample}
 	if o.Clock == nil {
 		return res, errors.New("smoothness: Options.Clock is required")
 	}
@@ -167,9 +175,9 @@ func Run(t testing.TB, lab *netnslab.RouterLab, c Case, way Way, o Options) (Res
 }
 
 // rampChange is the shaperd way: an override to c.To at t0 (a user
-// override for HTB, an interface override for TBF), then one policy step
-// per tick at t0 + i*o.Interval (the ticks' scheduled times are the
-// policy's now) until the ramp is over.
+// override for HTB, an interface override for TBF) and a policy step at
+// once, then one per tick at t0 + o.Phase + i*o.Interval (the ticks'
+// scheduled times are the policy's now) until the ramp is over.
 func rampChange(d *driver, c Case, dev string, t0 time.Time, o Options) ([]Step, error) {
 	target := policy.Target{Kind: policy.TargetUser, Name: UserName}
 	if c.Shaper == model.ShaperTBF {
@@ -181,7 +189,10 @@ func rampChange(d *driver, c Case, dev string, t0 time.Time, o Options) ([]Step,
 	var steps []Step
 	maxTicks := int(o.Ramp/o.Interval) + 4
 	for i := 0; i <= maxTicks; i++ {
-		now := t0.Add(time.Duration(i) * o.Interval)
+		now := t0
+		if i > 0 {
+			now = t0.Add(o.Phase + time.Duration(i-1)*o.Interval)
+		}
 		sleepUntil(o.Clock, now)
 		tg, at, took, ok, err := d.step(now)
 		if err != nil {

@@ -114,13 +114,13 @@ type Verdict struct {
 type Result struct {
 	Case Case
 	Way  Way
-	// Ramp and Interval are the ramp duration and policy tick of the
-	// shaperd way (both ways are judged against Ramp + SettleSlack);
-	// Sample is the sampling period.
-	Ramp, Interval, Sample time.Duration
-	Windows                []Window
-	Steps                  []Step
-	Verdict                Verdict
+	// Ramp, Interval and Phase are the ramp duration, policy tick and
+	// first tick of the shaperd way (both ways are judged against Ramp +
+	// SettleSlack); Sample is the sampling period.
+	Ramp, Interval, Phase, Sample time.Duration
+	Windows                       []Window
+	Steps                         []Step
+	Verdict                       Verdict
 	// SampleLatency is the slowest counter read (a whole kernel Dump; no
 	// cheaper per-object stats read exists in pkg/kernel).
 	SampleLatency time.Duration

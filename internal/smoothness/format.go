@@ -21,7 +21,8 @@ const SeriesFrom = -500 * time.Millisecond
 // each way the highest window, the lowest window from 1 s on, the settling
 // time, the excess bytes (bursts released above the installed rates), the
 // number of kernel writes, the missed targets ("ok" when none, each missed
-// one on a line below) and then, one line per way, the window rates in
+// one on a line below; windows not judged for a slow counter read are
+// counted) and then, one line per way, the window rates in
 // Mbit/s from SeriesFrom on, rounded, with '|' at the change.
 func Format(w io.Writer, cs []Comparison) error {
 	var b strings.Builder
@@ -41,6 +42,9 @@ func Format(w io.Writer, cs []Comparison) error {
 			verdict := "ok"
 			if len(miss) > 0 {
 				verdict = fmt.Sprintf("%d missed", len(miss))
+			}
+			if v.Skipped > 0 {
+				verdict += fmt.Sprintf(" (%d uncertain windows not judged)", v.Skipped)
 			}
 			if d := Disturbed(r); d != "" {
 				verdict += " (disturbed: " + d + ")"

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# bench-apply.sh: shaperd's kernel apply path vs tc -batch, ratios measured
+# in the same run, in throwaway network namespaces on the real kernel.
+#
+# usage: sudo scripts/bench-apply.sh [-r ROUNDS] [-n USERS] [-c CHANGES] [-H] [-T] [-k]
+#   -r  rounds of (shaperd, tc flat, tc hashed), interleaved   (default 3)
+#   -n  users in the big tree                                   (default 10000)
+#   -c  rate changes per tree for (b), spread over the rounds   (default 200)
+#   -H  skip the tc -batch peer building shaperd's hashed u32 layout
+#   -T  skip (d), the iperf3 throughput test of pkg/kernel/u32
+#   -k  keep the work directory (batch files, raw logs)
+#
+# Targets (issue "apply benchmark"):
+#   (a) applying the plan (shaperd: Dump, Build, Diff, Apply on an empty
+#       device) / tc -batch creating the same classes and a flat u32 list:
+#       <= 1.0, goal 0.5
+#   (b) one user's rate change in the big tree: kernel Apply median <= 1 ms,
+#       and its ratio to the same change in a 10-user tree <= 1.2
+#   (c) reconciling the unchanged big tree (Dump, Diff, Apply): 0 writes, < 1 s
+#   (d) iperf3 throughput to the user whose filter is the last of 10,000 /
+#       throughput with 1 user: >= 0.95 (go test -run Throughput ./pkg/kernel/u32/)
+#
+# Each measurement runs in its own namespace, which is deleted (root qdiscs
+# first, synchronously) before the next one: every HTB class is a tc block on
+# the kernel's host-wide flow_indir_dev_list, which class creation searches
+# (docs/perf-class-creation.md), so other namespaces with big tc trees slow
+# both sides; the script warns when there are any. Misses are results: the
+# script exits 0 when it ran, 1 when it could not (not root, build failed,
+# a kernel refusal).
+set -uo pipefail
+
+ROUNDS=3
+USERS=10000
+CHANGES=200
+HASHED=true
+THROUGHPUT=1
+KEEP=0
+while getopts "r:n:c:HTkh" opt; do
+	case $opt in
+	r) ROUNDS=$OPTARG ;;
+	n) USERS=$OPTARG ;;
+	c) CHANGES=$OPTARG ;;
+	H) HASHED=false ;;
+	T) THROUGHPUT=0 ;;
+	k) KEEP=1 ;;
+	h) sed -n '2,30p' "$0"; exit 0 ;;
+	*) exit 2 ;;
+	esac
+done
+[[ $(id -u) == 0 ]] || { echo "bench-apply: must run as root (network namespaces)" >&2; exit 1; }
+cd "$(dirname "$0")/.." || exit 1
+
+SUF=$(head -c3 /dev/urandom | od -An -tx1 | tr -d ' \n')
+PREFIX="ba$SUF" # every namespace of this run is $PREFIX-...
+WORK=$(mktemp -d /tmp/bench-apply.XXXXXX)
+PID=""
+
+cleanup() {
+	if [[ -n $PID ]]; then kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
+	local ns
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX-"); do
+		ip netns del "$ns" 2>/dev/null && echo "bench-apply: removed leftover netns $ns" >&2
+	done
+	if [[ $KEEP == 0 ]]; then rm -rf "$WORK"; else echo "bench-apply: kept $WORK" >&2; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# other_netns prints the other namespaces and how many tc classes each holds.
+other_netns() {
+	local ns d n total=0 list=""
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -v "^$PREFIX-"); do
+		n=0
+		for d in $(ip -n "$ns" -o link 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
+			n=$((n + $(tc -n "$ns" class show dev "$d" 2>/dev/null | wc -l)))
+		done
+		list="$list $ns($n classes)"
+		total=$((total + 1))
+	done
+	if ((total > 0)); then
+		echo "WARNING: $total other network namespace(s) exist:$list."
+		echo "         Their tc blocks sit on the host-wide flow_indir_dev_list and slow class creation for both sides."
+	else
+		echo "other network namespaces: none"
+	fi
+}
+
+echo "# bench-apply $(date -u '+%F %T') UTC, $(uname -r), $(tc -V 2>&1 | head -1), $(nproc) CPUs"
+echo "# uptime:$(uptime)"
+other_netns
+
+# Build everything before measuring (compiling competes for the CPU).
+if ! go build -o "$WORK/benchapply" ./internal/benchapply; then
+	echo "bench-apply: building internal/benchapply failed" >&2
+	exit 1
+fi
+D_BIN=""
+if [[ $THROUGHPUT == 1 ]]; then
+	if go test -c -o "$WORK/u32.test" ./pkg/kernel/u32/ 2>"$WORK/u32.build"; then
+		D_BIN="$WORK/u32.test"
+	else
+		echo "(d) not measured: the u32 test does not build:"; head -5 "$WORK/u32.build"
+	fi
+fi
+
+START=$(date +%s)
+"$WORK/benchapply" -users "$USERS" -r "$ROUNDS" -changes "$CHANGES" -reconciles 3 \
+	-hashed="$HASHED" -prefix "$PREFIX" -dir "$WORK" > >(tee "$WORK/apply.txt") &
+PID=$! # benchapply itself: the traps stop it and remove its namespaces
+wait "$PID"
+RC=$?
+PID=""
+sleep 0.2 # let tee finish printing
+if [[ $RC != 0 ]]; then
+	echo "bench-apply: benchapply failed (exit $RC)" >&2
+	exit 1
+fi
+
+D_LINE=""
+if [[ -n $D_BIN ]]; then
+	echo
+	echo "(d) go test -run Throughput -v ./pkg/kernel/u32/ $(uptime | sed 's/.*load/load/')"
+	(cd pkg/kernel/u32 && "$D_BIN" -test.run Throughput -test.v -test.count=1 -test.timeout 5m) >"$WORK/d.txt" 2>&1
+	D_RC=$?
+	grep -E 'Gbit/s|installed|ratio' "$WORK/d.txt" | sed 's/^ */    /'
+	RATIO=$(grep -E 'throughput ratio' "$WORK/d.txt" | tail -1 |
+		sed -nE 's/.*throughput ratio [^:=]*[:=] *([0-9]+\.[0-9]+).*/\1/p')
+	if [[ -n $RATIO ]]; then
+		OK=$(awk -v r="$RATIO" 'BEGIN{print (r >= 0.95) ? "PASS" : "MISS"}')
+		D_LINE="TARGET (d) throughput last-of-10000 / 1 user $RATIO >= 0.95: $OK (test exit $D_RC)"
+	else
+		echo "    no ratio line in the test output (exit $D_RC); its tail:"
+		tail -5 "$WORK/d.txt" | sed 's/^/    /'
+		D_LINE="TARGET (d) throughput: not measured (see above)"
+	fi
+fi
+
+echo
+echo "== targets ($ROUNDS rounds, $USERS users; $(($(date +%s) - START)) s) =="
+grep '^TARGET' "$WORK/apply.txt"
+[[ -n $D_LINE ]] && echo "$D_LINE"
+echo "# uptime:$(uptime)"
+other_netns
+exit 0

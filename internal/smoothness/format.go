@@ -22,7 +22,8 @@ const SeriesFrom = -500 * time.Millisecond
 // time, the excess bytes (bursts released above the installed rates), the
 // number of kernel writes, the missed targets ("ok" when none, each missed
 // one on a line below; windows not judged for a slow counter read are
-// counted) and then, one line per way, the window rates in
+// counted; Verify's complaints after shaperd's writes, the first one
+// quoted) and then, one line per way, the window rates in
 // Mbit/s from SeriesFrom on, rounded, with '|' at the change.
 func Format(w io.Writer, cs []Comparison) error {
 	var b strings.Builder
@@ -55,6 +56,9 @@ func Format(w io.Writer, cs []Comparison) error {
 				settled(v.Settle), kb(v.Excess), len(r.Steps), verdict)
 			for _, m := range miss {
 				fmt.Fprintf(&b, "           missed: %s\n", m)
+			}
+			if n := len(r.Mismatches); n > 0 {
+				fmt.Fprintf(&b, "           verify after %d of the writes: %s\n", n, r.Mismatches[0])
 			}
 		}
 		fmt.Fprintf(&b, "  Mbit/s per %v from %v ('|': the change):\n", c.Shaperd.Sample, SeriesFrom)

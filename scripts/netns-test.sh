@@ -117,14 +117,13 @@ demo() {
 	lab
 	trap 'exit 130' INT TERM
 
-	# The example configuration, pointed at the lab: lan0 (downloads) and
-	# wan0 (uploads, ingress through an IFB) both become r-lan.
+	# The example configuration, pointed at the lab: lan0 (downloads, and
+	# uploads through an IFB) becomes r-lan.
 	sed -e "s#^socket = .*#socket = \"$tmp/shaperd.sock\"#" \
 		-e "s#^state_dir = .*#state_dir = \"$tmp/state\"#" \
 		-e 's#^metrics = .*#metrics = ""#' \
 		-e 's#^name = "lan0"#name = "r-lan"#' \
-		-e 's#^name = "wan0"#name = "r-lan"#' \
-		-e 's#^ifb = "ifb-wan0"#ifb = "r-ifb"#' \
+		-e 's#^ifb = "ifb-lan0"#ifb = "r-ifb"#' \
 		-e 's#^bandwidth = "100mbit"#bandwidth = "1gbit"#' \
 		-e 's#^leaf_qdisc = .*##' -e 's#^leaf_limit = .*##' \
 		configs/shaperd.toml >"$tmp/shaperd.toml"

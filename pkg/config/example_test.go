@@ -18,12 +18,12 @@ func TestExampleConfig(t *testing.T) {
 	if got := len(plan.Interfaces); got != 2 {
 		t.Fatalf("interfaces: got %d, want 2", got)
 	}
-	lan, wan := plan.Interfaces[0], plan.Interfaces[1]
+	lan, up := plan.Interfaces[0], plan.Interfaces[1]
 	if lan.Name != "lan0" || lan.Direction != Egress || lan.Match != MatchDst || lan.Bandwidth != tbf.Gbit {
 		t.Errorf("lan0: %+v", lan)
 	}
-	if wan.Name != "wan0" || wan.Direction != Ingress || wan.Match != MatchSrc || wan.IFB != "ifb-wan0" {
-		t.Errorf("wan0: %+v", wan)
+	if up.Name != "lan0" || up.Direction != Ingress || up.Match != MatchSrc || up.IFB != "ifb-lan0" {
+		t.Errorf("lan0 ingress: %+v", up)
 	}
 	var names []string
 	for _, tier := range plan.Tiers {

@@ -111,7 +111,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(h)
 	opts := daemon.Options{ConfigPath: f.config, NetNS: f.netns, Logger: logger,
-		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog()}
+		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog(), AutoMemoryLimit: true}
 	if !fixed {
 		opts.LogLevel = level
 	}

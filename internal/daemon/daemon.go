@@ -48,6 +48,11 @@ type Options struct {
 	// MetricsListener serves /metrics; nil: Run listens on daemon.metrics
 	// when that is set.
 	MetricsListener net.Listener
+	// AutoMemoryLimit sets the Go runtime's soft memory limit after the
+	// first successful apply from the heap then in use (see tuneMemory);
+	// for the daemon process (cmd/shaperd), not for tests. GOMEMLIMIT in
+	// the environment takes precedence.
+	AutoMemoryLimit bool
 	// LinkSettle is the wait after a link event before reconciling; 0 is
 	// DefaultLinkSettle.
 	LinkSettle time.Duration

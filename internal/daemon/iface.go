@@ -48,8 +48,6 @@ type iface struct {
 	counters  []classCounters
 	rootStats *model.Stats
 	dumpAt    time.Time
-	// classSnap is the metrics' copy of the classes; nil when stale.
-	classSnap *[]classSample
 }
 
 func ifaceKey(in *config.Interface) string { return in.Name + "/" + string(in.Direction) }
@@ -135,7 +133,6 @@ func (d *Daemon) setTargets(st *iface, tg model.Targets) bool {
 	}
 	if changed {
 		st.inSync = false
-		st.classSnap = nil
 	}
 	return changed
 }
@@ -178,7 +175,6 @@ func (d *Daemon) sample(st *iface, actual model.Tree, now time.Time) {
 		s := *actual.Root.Stats
 		st.rootStats = &s
 	}
-	st.classSnap = nil
 	d.publish()
 }
 

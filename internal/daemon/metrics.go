@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/shaperd/shaperd/pkg/model"
 	"net/http"
 	"time"
 
@@ -111,19 +112,18 @@ func (c *classCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, s := range *p {
-		for i := range s.classes {
-			cs := &s.classes[i]
-			lv := []string{s.iface, s.direction, cs.kind, cs.tier, cs.user}
-			ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, float64(cs.rate), lv...)
-			ch <- prometheus.MustNewConstMetric(descCeil, prometheus.GaugeValue, float64(cs.ceil), lv...)
-			if !cs.hasStats {
-				continue
+		s.each(func(l model.Labels, rate, ceil uint64, st *model.Stats) {
+			lv := []string{s.iface, s.direction, l.Kind, l.Tier, l.User}
+			ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, float64(rate), lv...)
+			ch <- prometheus.MustNewConstMetric(descCeil, prometheus.GaugeValue, float64(ceil), lv...)
+			if st == nil {
+				return
 			}
-			ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(cs.stats.Bytes), lv...)
-			ch <- prometheus.MustNewConstMetric(descPackets, prometheus.CounterValue, float64(cs.stats.Packets), lv...)
-			ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(cs.stats.Drops), lv...)
-			ch <- prometheus.MustNewConstMetric(descOverlimits, prometheus.CounterValue, float64(cs.stats.Overlimits), lv...)
-		}
+			ch <- prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(st.Bytes), lv...)
+			ch <- prometheus.MustNewConstMetric(descPackets, prometheus.CounterValue, float64(st.Packets), lv...)
+			ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(st.Drops), lv...)
+			ch <- prometheus.MustNewConstMetric(descOverlimits, prometheus.CounterValue, float64(st.Overlimits), lv...)
+		})
 	}
 }
 

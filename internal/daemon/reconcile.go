@@ -3,10 +3,15 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
 )
+
+// freeAfterChanges is the number of changes in one apply after which the
+// daemon returns freed memory to the OS at once.
+const freeAfterChanges = 1000
 
 // ErrMissing is wrapped by reconcile errors of an interface that does not
 // exist (yet). The daemon waits for it; Once fails.
@@ -84,6 +89,13 @@ func (d *Daemon) reconcile(st *iface, why string) (err error) {
 		return err
 	}
 	st.inSync = true
+	if len(changes) >= freeAfterChanges && d.ready {
+		// A big apply (a reload with many new users) leaves a heap far
+		// above what the daemon keeps; give it back to the OS now rather
+		// than over the next minutes. (The first apply is followed by
+		// tuneMemory.)
+		debug.FreeOSMemory()
+	}
 	d.log.Info("applied", "interface", st.key, "why", why, "changes", len(changes), "writes", res.Writes)
 	return nil
 }

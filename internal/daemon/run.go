@@ -174,6 +174,7 @@ func (d *Daemon) afterReconcile(err error) {
 		d.notify.Notify("READY=1")
 		d.notify.Notify(fmt.Sprintf("STATUS=shaping %d interfaces, %d users", len(d.ifaces), len(d.plan.Users)))
 		d.log.Info("ready")
+		d.tuneMemory()
 	}
 }
 

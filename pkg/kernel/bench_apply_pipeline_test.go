@@ -1,0 +1,164 @@
+package kernel
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/netlink"
+
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// sendPipelined sends one class request per class, batch requests per
+// sendmsg, and reads all their acks before the next batch: what Apply
+// would do if it pipelined. flags are the request flags besides
+// Request|Acknowledge. It returns the number of acks read.
+func sendPipelined(k *Kernel, ifi uint32, classes []model.Class, flags netlink.HeaderFlags, batch int) (int, error) {
+	msgs := make([]netlink.Message, 0, batch)
+	acks := 0
+	flush := func() error {
+		if len(msgs) == 0 {
+			return nil
+		}
+		if _, err := k.conn.SendMessages(msgs); err != nil {
+			return fmt.Errorf("send %d class requests: %w", len(msgs), err)
+		}
+		for got := 0; got < len(msgs); {
+			ms, err := k.conn.Receive()
+			if err != nil {
+				return fmt.Errorf("ack %d of %d: %w", got+1, len(msgs), err)
+			}
+			got += len(ms)
+			acks += len(ms)
+		}
+		msgs = msgs[:0]
+		return nil
+	}
+	for i := range classes {
+		c := &classes[i]
+		at := attrs{b: tcmsg{Ifindex: ifi, Handle: uint32(c.Handle), Parent: uint32(c.Parent)}.appendTo(nil)}
+		encodeHTBClass(&at, c)
+		msgs = append(msgs, netlink.Message{
+			Header: netlink.Header{Type: rtmNewTClass, Flags: netlink.Request | netlink.Acknowledge | flags},
+			Data:   at.b,
+		})
+		if len(msgs) == batch {
+			if err := flush(); err != nil {
+				return acks, err
+			}
+		}
+	}
+	return acks, flush()
+}
+
+// BenchmarkApplyPipelined answers whether pipelining Apply's requests (several
+// per sendmsg, acks read after) is worth it: per iteration it creates the
+// classes of an n-user tree (root qdisc first, no filters) once through Apply
+// and once pipelined, then changes every class's rate both ways, interleaved
+// in one namespace (the order alternates per iteration). Metrics are seconds per phase and mode; the creation
+// includes the kernel's O(n^2) class work, the change is the linear part
+// (mostly per-message cost), i.e. the most pipelining can save.
+// n comes from BENCH_APPLY_USERS (default 10000), the batch size from
+// BENCH_APPLY_BATCH (default 64). Run with -benchtime=3x.
+func BenchmarkApplyPipelined(b *testing.B) {
+	n, batch := envInt("BENCH_APPLY_USERS", 10000), envInt("BENCH_APPLY_BATCH", 64)
+	ns, k := benchNS(b)
+	tg := manyUsers("bench0", n, false)
+	ids := model.NewAssignment()
+	desired, err := model.Build(tg, ids)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tg2 := tg
+	tg2.Users = append([]model.UserTarget(nil), tg.Users...)
+	for i := range tg2.Users {
+		tg2.Users[i].Rate = 2 * tbf.Mbit
+	}
+	faster, err := model.Build(tg2, ids)
+	if err != nil {
+		b.Fatal(err)
+	}
+	create := model.Diff(model.Tree{Device: "bench0"}, desired)
+	root, classes := create[:1], desired.Classes
+	change := model.Diff(desired, faster)
+	if len(change) != n {
+		b.Fatalf("changing every user's rate gave %d changes, want %d", len(change), n)
+	}
+	ifi, err := k.ifindex("bench0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var applyCreate, pipeCreate, applyChange, pipeChange time.Duration
+	timed := func(acc *time.Duration, fn func() error) {
+		b.Helper()
+		start := time.Now()
+		if err := fn(); err != nil {
+			b.Fatal(err)
+		}
+		*acc += time.Since(start)
+	}
+	fresh := func() {
+		b.Helper()
+		ns.MustRun("tc", "qdisc", "del", "dev", "bench0", "root")
+		if _, err := k.Apply(root); err != nil {
+			b.Fatal(err)
+		}
+	}
+	viaApply := func() {
+		timed(&applyCreate, func() error { _, err := k.Apply(create[1:]); return err })
+		timed(&applyChange, func() error { _, err := k.Apply(change); return err })
+	}
+	pipelined := func() {
+		timed(&pipeCreate, func() error {
+			acks, err := sendPipelined(k, ifi, classes, netlink.Create|netlink.Excl, batch)
+			if err == nil && acks != len(classes) {
+				err = fmt.Errorf("%d acks for %d classes", acks, len(classes))
+			}
+			return err
+		})
+		timed(&pipeChange, func() error { _, err := sendPipelined(k, ifi, faster.Classes[2:], 0, batch); return err })
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		first, second := viaApply, pipelined
+		if i%2 == 1 {
+			first, second = pipelined, viaApply
+		}
+		b.StopTimer()
+		if _, err := k.Apply(root); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		first()
+		b.StopTimer()
+		if mism, err := k.Verify(faster); err != nil || len(mism) > 0 {
+			b.Fatalf("tree differs from the plan: %v %v", mism, err)
+		}
+		fresh()
+		b.StartTimer()
+		second()
+		b.StopTimer()
+		if mism, err := k.Verify(faster); err != nil || len(mism) > 0 {
+			b.Fatalf("tree differs from the plan: %v %v", mism, err)
+		}
+		ns.MustRun("tc", "qdisc", "del", "dev", "bench0", "root")
+		b.StartTimer()
+	}
+	per := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
+	b.ReportMetric(per(applyCreate), "s/create-apply")
+	b.ReportMetric(per(pipeCreate), "s/create-pipelined")
+	b.ReportMetric(per(applyChange), "s/change-apply")
+	b.ReportMetric(per(pipeChange), "s/change-pipelined")
+}
+
+// envInt reads a positive integer from the environment, def when unset.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}

@@ -303,3 +303,25 @@ func TestDiffUnknownActualRootIsReplaced(t *testing.T) {
 	}
 	applyOK(t, a, w, cs)
 }
+
+// A TBF burst rebuilt in whole bytes from the kernel's ticks may be a byte
+// short of the burst that was set (below ~125 Mbit/s a byte lasts more than
+// one tick); that is not a difference, but a tenth more is.
+func TestTBFBurstRebuiltFromTicksIsEqual(t *testing.T) {
+	for _, rate := range []tbf.Rate{10 * tbf.Mbit, 37 * tbf.Mbit, 50 * tbf.Mbit, 1 * tbf.Gbit} {
+		for _, burst := range []tbf.Size{1514, 37449, 262144} {
+			rc := tbf.NewRateConfig(rate.BytesPerSecond(), 0, 0)
+			ticks := tbf.TBFFromBurst(rc, uint32(burst)).DumpTicks()
+			rebuilt := tbf.BurstFromTicks(rate, ticks)
+			a := TBFParams{Rate: rate, Burst: rebuilt, Limit: 100000}
+			w := TBFParams{Rate: rate, Burst: burst, Limit: 100000}
+			if !TBFParamsEqual(a, w) {
+				t.Errorf("rate %v burst %v: rebuilt %v from %d ticks is not equal", rate, burst, rebuilt, ticks)
+			}
+			w.Burst = burst + burst/10
+			if TBFParamsEqual(a, w) {
+				t.Errorf("rate %v: burst %v equals %v", rate, rebuilt, w.Burst)
+			}
+		}
+	}
+}

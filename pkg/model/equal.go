@@ -66,7 +66,10 @@ func TBFParamsEqual(a, b TBFParams) bool {
 }
 
 // bucketEqual compares two bucket sizes at rate by the ticks the kernel
-// would dump for them, with a tolerance of one tick.
+// would dump for them, with a tolerance of one byte's worth of ticks plus
+// one: the kernel reports ticks, and below ~125 Mbit/s one byte lasts more
+// than one 64 ns tick, so a burst rebuilt in whole bytes from dumped ticks
+// can be a byte short of the one that was set.
 func bucketEqual(rate tbf.Rate, x, y tbf.Size) bool {
 	if x == y {
 		return true
@@ -78,7 +81,9 @@ func bucketEqual(rate tbf.Rate, x, y tbf.Size) bool {
 	tx := int64(tbf.TBFFromBurst(rc, uint32(x)).DumpTicks())
 	ty := int64(tbf.TBFFromBurst(rc, uint32(y)).DumpTicks())
 	d := tx - ty
-	return d >= -1 && d <= 1
+	// One byte at rate lasts 1e9/bytesPerSecond ns = that / 64 ticks.
+	tol := int64(1e9/float64(rate.BytesPerSecond())/float64(tbf.TickNS)) + 1
+	return d >= -tol && d <= tol
 }
 
 // RedirectEqual reports whether two redirects are the same (both nil counts).

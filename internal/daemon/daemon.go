@@ -76,6 +76,8 @@ type Daemon struct {
 	usage     *policy.Usage
 	ramper    *policy.Ramper
 	ready     bool
+	// lastPing is when WATCHDOG=1 was last sent.
+	lastPing time.Time
 	// loadedIDs are the assignments read from the state file, by iface
 	// key, until makeIfaces takes them; savedIDs is the file's contents as
 	// last written or read.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/pkg/model"
@@ -318,4 +319,71 @@ func findClass(t model.Tree, h model.Handle) *model.Class {
 		return nil
 	}
 	return &t.Classes[i]
+}
+
+// A set-rate without --ramp follows the policy's default ramp: the class
+// moves over the policy ticks and arrives at the end.
+func TestSetRateRampsOverPolicyTicks(t *testing.T) {
+	k := newFakeKernel("lan0")
+	clk := newFakeClock()
+	dir := t.TempDir()
+	writeConfig(t, dir, strings.Replace(testConfig, `ramp = "0s"`, `ramp = "4s"`, 1), testUsers)
+	d, _ := newTestDaemon(t, k, clk, dir)
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rate := 10 * tbf.Mbit
+	if _, err := d.setRate(control.SetRateRequest{Target: "alice", Rate: rate, Ceil: &rate}); err != nil {
+		t.Fatal(err)
+	}
+	prev := userClass(t, d, k, "lan0/egress", "lan0", "alice").Ceil
+	if prev == rate {
+		t.Fatal("a set-rate with the default 4s ramp changed at once")
+	}
+	var ramping bool
+	for _, u := range d.status().Users {
+		if u.Name == "alice" && u.Interface == "lan0" && u.Ramp != nil && u.Ramp.To == rate {
+			ramping = true
+		}
+	}
+	if !ramping {
+		t.Error("status shows no ramp for alice")
+	}
+	for i := 0; i < 5; i++ {
+		clk.now = clk.now.Add(time.Second)
+		if err := d.policyStep(clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		c := userClass(t, d, k, "lan0/egress", "lan0", "alice").Ceil
+		if c > prev {
+			t.Errorf("tick %d: ceil went up from %v to %v on the way down to %v", i, prev, c, rate)
+		}
+		prev = c
+	}
+	if prev != rate {
+		t.Errorf("after the ramp alice's ceil is %v, want %v", prev, rate)
+	}
+}
+
+func TestTargetsEqual(t *testing.T) {
+	k := newFakeKernel("lan0")
+	d, _ := newTestDaemon(t, k, newFakeClock(), "")
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a := d.ifaces[0].targets
+	b := a
+	b.Users = slices.Clone(a.Users)
+	if !targetsEqual(&a, &b) {
+		t.Fatal("a copy differs")
+	}
+	b.Users[1].Ceil++
+	if targetsEqual(&a, &b) {
+		t.Error("a changed ceil is equal")
+	}
+	c := a
+	c.Interface.Leaf = &model.LeafQdisc{Kind: "pfifo", Limit: 10}
+	if targetsEqual(&a, &c) {
+		t.Error("a changed leaf is equal")
+	}
 }

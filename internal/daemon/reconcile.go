@@ -23,6 +23,7 @@ var ErrMissing = errors.New("interface does not exist")
 func (d *Daemon) reconcile(st *iface, why string) (err error) {
 	start := d.clock.Now()
 	defer func() {
+		d.pingWatchdog(false)
 		d.stats.reconcileDone(d.clock.Now().Sub(start), err)
 		if err != nil && !errors.Is(err, ErrMissing) {
 			st.lastErr = err

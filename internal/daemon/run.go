@@ -107,9 +107,9 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent) {
 			}
 		case <-reconcileT.C():
 			d.afterReconcile(d.reconcileAll("tick"))
-			d.notify.Notify("WATCHDOG=1")
+			d.pingWatchdog(true)
 		case <-watchdog:
-			d.notify.Notify("WATCHDOG=1")
+			d.pingWatchdog(true)
 		case ev, ok := <-links:
 			if !ok {
 				links = nil
@@ -144,6 +144,21 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent) {
 				policyT, reconcileT = d.clock.NewTicker(policyEvery), d.clock.NewTicker(reconcileEvery)
 			}
 		}
+	}
+}
+
+// pingWatchdog sends WATCHDOG=1: always when force is set (the loop's
+// ticks), else when half the watchdog interval has passed since the last
+// ping (between the interfaces of a long reconcile pass, so that a first
+// apply of many users on several interfaces does not trip the watchdog).
+func (d *Daemon) pingWatchdog(force bool) {
+	if d.opts.Watchdog <= 0 {
+		return
+	}
+	now := d.clock.Now()
+	if force || now.Sub(d.lastPing) >= d.opts.Watchdog/2 {
+		d.notify.Notify("WATCHDOG=1")
+		d.lastPing = now
 	}
 }
 

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -244,6 +246,21 @@ func TestEndToEnd(t *testing.T) {
 			if u.Name == "u2" && u.Interface == "r-lan" && u.Bytes == 0 {
 				t.Errorf("status of u2 counts no bytes after downloads: %+v", u)
 			}
+		}
+		rec := httptest.NewRecorder()
+		e.d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		prefix := `shaperd_class_bytes_total{direction="egress",interface="r-lan",kind="user",tier="gold",user="u2"} `
+		var found bool
+		for _, l := range strings.Split(rec.Body.String(), "\n") {
+			if v, ok := strings.CutPrefix(l, prefix); ok {
+				found = true
+				if b, err := strconv.ParseFloat(v, 64); err != nil || b < 1e6 {
+					t.Errorf("u2's bytes in /metrics: %q after downloads", v)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no %s in /metrics", prefix)
 		}
 	})
 

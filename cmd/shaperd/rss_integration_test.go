@@ -94,7 +94,9 @@ ceil = "100mbit"
 	rss1 := vmRSS(t, cmd.Process.Pid)
 	t.Logf("VmRSS after the first apply: %.1f MB", float64(rss1)/1024)
 	sum0, count0 := reconcileStats(t, port)
+	cpu0 := cpuSeconds(t, cmd.Process.Pid)
 	time.Sleep(11 * time.Second) // two reconcile ticks
+	t.Logf("CPU while idle (policy ticks every 1s, reconcile every 5s): %.0f%% of one core", 100*(cpuSeconds(t, cmd.Process.Pid)-cpu0)/11)
 	rss2 := vmRSS(t, cmd.Process.Pid)
 	t.Logf("VmRSS after two reconcile ticks: %.1f MB (VmHWM %.1f MB)", float64(rss2)/1024, float64(procStatus(t, cmd.Process.Pid, "VmHWM"))/1024)
 	sum, count := reconcileStats(t, port)
@@ -162,4 +164,19 @@ func reconcileStats(t *testing.T, port int) (sum, count float64) {
 		}
 	}
 	return sum, count
+}
+
+// cpuSeconds returns the user+system CPU time of pid from /proc/PID/stat
+// (in clock ticks of 1/100 s, as on Linux).
+func cpuSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name (which is in parentheses).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
 }

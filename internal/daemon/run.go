@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
@@ -18,7 +19,11 @@ import (
 // the shaping in place. It returns an error only when it cannot start (the
 // control socket or metrics address is taken, ...).
 func (d *Daemon) Run(ctx context.Context) error {
-	defer close(d.stopped)
+	// Requests fail with ErrUnavailable as soon as the loop is gone, so
+	// that the servers' shutdown does not wait for them.
+	var once sync.Once
+	stop := func() { once.Do(func() { close(d.stopped) }) }
+	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -61,6 +66,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Warn("link events unavailable; interfaces are found by the reconcile tick only", "err", err)
 	}
 	d.loop(ctx, links)
+	stop()
 	d.notify.Notify("STOPPING=1")
 	d.saveUsage(d.clock.Now())
 	d.saveAssignments()

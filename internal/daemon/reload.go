@@ -83,6 +83,7 @@ func (d *Daemon) reload() error {
 		"tiers", len(plan.Tiers), "users", len(plan.Users))
 	err = d.policyStep(now)
 	d.saveAssignments()
+	d.saveUsage(now)
 	d.afterReconcile(err)
 	return nil
 }

@@ -387,3 +387,39 @@ func TestTargetsEqual(t *testing.T) {
 		t.Error("a changed leaf is equal")
 	}
 }
+
+// A user class the daemon creates counts towards the quota from its first
+// byte; status reports its counters and throughput from the last two dumps.
+func TestNewClassCountsFromZeroAndThroughput(t *testing.T) {
+	k := newFakeKernel("lan0")
+	clk := newFakeClock()
+	d, _ := newTestDaemon(t, k, clk, "")
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := d.ifaces[0]
+	alice := userClass(t, d, k, "lan0/egress", "lan0", "alice")
+	dump := func(bytes uint64) {
+		tr := k.tree("lan0")
+		for i := range tr.Classes {
+			if tr.Classes[i].Handle == alice.Handle {
+				tr.Classes[i].Stats = &model.Stats{Bytes: bytes, Drops: 3}
+			}
+		}
+		d.sample(st, tr, clk.Now())
+	}
+	dump(1000)
+	if used, _, _ := d.usage.Used("alice", "month", clk.Now()); used != 1000 {
+		t.Errorf("alice used %d bytes after her new class sent 1000, want 1000", used)
+	}
+	clk.now = clk.now.Add(2 * time.Second)
+	dump(1000 + 250000) // 250 kB in 2 s: 1 Mbit/s
+	for _, u := range d.status().Users {
+		if u.Name == "alice" { // the first entry is the egress interface's
+			if u.Throughput != tbf.Mbit || u.Bytes != 251000 || u.Drops != 3 {
+				t.Errorf("status of alice: throughput %v bytes %d drops %d; want 1mbit, 251000, 3", u.Throughput, u.Bytes, u.Drops)
+			}
+			break
+		}
+	}
+}

@@ -77,6 +77,14 @@ func (d *Daemon) reconcile(st *iface, why string) (err error) {
 			"writes", res.Writes, "err", err)
 		return fmt.Errorf("interface %s: %w", st.key, err)
 	}
+	// New user classes count from zero (policy.Usage's baseline rule), so
+	// that their first bytes count towards quotas.
+	now := d.clock.Now()
+	for _, c := range changes {
+		if c.Op == model.OpAdd && c.Class != nil && c.Class.Labels.Kind == "user" {
+			d.usage.Observe(c.Class.Labels.User, counterKey(st, c.Class.Handle), 0, now)
+		}
+	}
 	mism, err := d.k.Verify(st.desired)
 	if err != nil {
 		d.stats.errors.WithLabelValues("kernel").Inc()

@@ -2,12 +2,15 @@
 # bench-apply.sh: shaperd's kernel apply path vs tc -batch, ratios measured
 # in the same run, in throwaway network namespaces on the real kernel.
 #
-# usage: sudo scripts/bench-apply.sh [-r ROUNDS] [-n USERS] [-c CHANGES] [-H] [-T] [-k]
+# usage: sudo scripts/bench-apply.sh [-r ROUNDS] [-n USERS] [-c CHANGES] [-H] [-T] [-P] [-k]
 #   -r  rounds of (shaperd, tc flat, tc hashed), interleaved   (default 3)
 #   -n  users in the big tree                                   (default 10000)
 #   -c  rate changes per tree for (b), spread over the rounds   (default 200)
 #   -H  skip the tc -batch peer building shaperd's hashed u32 layout
 #   -T  skip (d), the iperf3 throughput test of pkg/kernel/u32
+#   -P  also run pkg/kernel's BenchmarkApplyPipelined (2 iterations at USERS):
+#       class writes through Apply (one request per sendmsg, ack awaited)
+#       vs 64 requests per sendmsg with the acks read after (~1 min more)
 #   -k  keep the work directory (batch files, raw logs)
 #
 # Targets (issue "apply benchmark"):
@@ -34,16 +37,18 @@ USERS=10000
 CHANGES=200
 HASHED=true
 THROUGHPUT=1
+PIPELINE=0
 KEEP=0
-while getopts "r:n:c:HTkh" opt; do
+while getopts "r:n:c:HTPkh" opt; do
 	case $opt in
 	r) ROUNDS=$OPTARG ;;
 	n) USERS=$OPTARG ;;
 	c) CHANGES=$OPTARG ;;
 	H) HASHED=false ;;
 	T) THROUGHPUT=0 ;;
+	P) PIPELINE=1 ;;
 	k) KEEP=1 ;;
-	h) sed -n '2,30p' "$0"; exit 0 ;;
+	h) sed -n '2,33p' "$0"; exit 0 ;;
 	*) exit 2 ;;
 	esac
 done
@@ -103,6 +108,15 @@ if [[ $THROUGHPUT == 1 ]]; then
 	fi
 fi
 
+P_BIN=""
+if [[ $PIPELINE == 1 ]]; then
+	if go test -c -o "$WORK/kernel.test" ./pkg/kernel/ 2>"$WORK/kernel.build"; then
+		P_BIN="$WORK/kernel.test"
+	else
+		echo "pipelining experiment skipped: pkg/kernel's tests do not build:"; head -5 "$WORK/kernel.build"
+	fi
+fi
+
 START=$(date +%s)
 "$WORK/benchapply" -users "$USERS" -r "$ROUNDS" -changes "$CHANGES" -reconciles 3 \
 	-hashed="$HASHED" -prefix "$PREFIX" -dir "$WORK" > >(tee "$WORK/apply.txt") &
@@ -133,6 +147,18 @@ if [[ -n $D_BIN ]]; then
 		tail -5 "$WORK/d.txt" | sed 's/^/    /'
 		D_LINE="TARGET (d) throughput: not measured (see above)"
 	fi
+fi
+
+if [[ -n $P_BIN ]]; then
+	echo
+	echo "(experiment) BenchmarkApplyPipelined, $USERS classes, 2 iterations, order alternating; $(uptime | sed 's/.*load/load/')"
+	(cd pkg/kernel && BENCH_APPLY_USERS=$USERS "$P_BIN" -test.run XXX -test.bench ApplyPipelined -test.benchtime=2x) >"$WORK/p.txt" 2>&1
+	awk '/^BenchmarkApplyPipelined/ {
+		for (i = 3; i < NF; i += 2) v[$(i + 1)] = $i
+		printf "    create %d classes: Apply %.2f s (sys %.2f), pipelined %.2f s (sys %.2f): %.2fx\n", n, v["s/create-apply"], v["sys-s/create-apply"], v["s/create-pipelined"], v["sys-s/create-pipelined"], v["s/create-pipelined"] / v["s/create-apply"]
+		printf "    change them:        Apply %.3f s, pipelined %.3f s: %.2fx\n", v["s/change-apply"], v["s/change-pipelined"], v["s/change-pipelined"] / v["s/change-apply"]
+		found = 1
+	} END { if (!found) print "    no benchmark line (see the raw output with -k)" }' n="$USERS" "$WORK/p.txt"
 fi
 
 echo

@@ -22,7 +22,7 @@ func main() {
 	var o options
 	flag.IntVar(&o.users, "users", 10000, "users in the big tree")
 	flag.IntVar(&o.small, "small", 10, "users in the small tree of (b)")
-	flag.IntVar(&o.rounds, "r", 3, "rounds (shaperd, tc flat, tc hashed interleaved)")
+	flag.IntVar(&o.rounds, "r", 3, "rounds of shaperd, tc flat, tc hashed; who goes first rotates")
 	flag.IntVar(&o.changes, "changes", 200, "rate changes per tree for (b), spread over the rounds")
 	flag.IntVar(&o.reconciles, "reconciles", 10, "full daemon reconciles per tree and round for (b)")
 	flag.BoolVar(&o.hashed, "hashed", true, "also time tc -batch building shaperd's hashed u32 layout")

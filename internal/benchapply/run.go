@@ -78,24 +78,31 @@ func run(o options) error {
 		o.users, len(big.Classes), len(big.Filters), o.small)
 	var r results
 	perRound := (o.changes + o.rounds - 1) / o.rounds
-	for round := 1; round <= o.rounds; round++ {
-		if err := shaperdRound(o, round, perRound, &r); err != nil {
+	steps := []func(round int) error{
+		func(round int) error { return shaperdRound(o, round, perRound, &r) },
+		func(round int) error {
+			c, err := peerRound(o, round, "flat", flatFile, big, false)
+			r.flat = append(r.flat, secs(c.wall))
+			r.flatSys = append(r.flatSys, secs(c.sys))
 			return err
-		}
-		c, err := peerRound(o, round, "flat", flatFile, big, false)
-		if err != nil {
-			return err
-		}
-		r.flat = append(r.flat, secs(c.wall))
-		r.flatSys = append(r.flatSys, secs(c.sys))
-		r.ratios = append(r.ratios, r.shaperd[len(r.shaperd)-1]/secs(c.wall))
-		if o.hashed {
+		},
+	}
+	if o.hashed {
+		steps = append(steps, func(round int) error {
 			c, err := peerRound(o, round, "hashed", hashedFile, big, true)
-			if err != nil {
+			r.hashed = append(r.hashed, secs(c.wall))
+			return err
+		})
+	}
+	for round := 1; round <= o.rounds; round++ {
+		// Rotate who goes first, so that no side always follows the
+		// teardown of the same predecessor.
+		for i := range steps {
+			if err := steps[(round-1+i)%len(steps)](round); err != nil {
 				return err
 			}
-			r.hashed = append(r.hashed, secs(c.wall))
 		}
+		r.ratios = append(r.ratios, r.shaperd[len(r.shaperd)-1]/r.flat[len(r.flat)-1])
 	}
 	report(o, &r)
 	return nil

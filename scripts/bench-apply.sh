@@ -100,7 +100,9 @@ if ! go build -o "$WORK/benchapply" ./internal/benchapply; then
 	exit 1
 fi
 D_BIN=""
-if [[ $THROUGHPUT == 1 ]]; then
+if [[ $THROUGHPUT == 1 ]] && ! command -v iperf3 >/dev/null; then
+	echo "(d) not measured: iperf3 is missing (apt-get install -y iperf3)"
+elif [[ $THROUGHPUT == 1 ]]; then
 	if go test -c -o "$WORK/u32.test" ./pkg/kernel/u32/ 2>"$WORK/u32.build"; then
 		D_BIN="$WORK/u32.test"
 	else

@@ -96,3 +96,19 @@ func TestHashedBatchUncovered(t *testing.T) {
 		t.Errorf("hashedBatch with two filters in one bucket = %d bytes, want \"\"", len(got))
 	}
 }
+
+func TestThroughputPlanTargetLast(t *testing.T) {
+	many, err := model.Build(throughputPlan(300, 300), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := model.Build(throughputPlan(1, 300), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := many.Filters[len(many.Filters)-1]
+	if last.Labels.User != "target" || last.Prefix != one.Filters[0].Prefix {
+		t.Errorf("last filter of 300 is %s (user %q); want the target's, %s as in the 1-user plan",
+			last.Prefix, last.Labels.User, one.Filters[0].Prefix)
+	}
+}

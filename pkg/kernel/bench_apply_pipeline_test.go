@@ -65,7 +65,8 @@ func sendPipelined(k *Kernel, ifi uint32, classes []model.Class, flags netlink.H
 // includes the kernel's O(n^2) class work, the change is the linear part
 // (mostly per-message cost), i.e. the most pipelining can save.
 // n comes from BENCH_APPLY_USERS (default 10000), the batch size from
-// BENCH_APPLY_BATCH (default 64). Run with -benchtime=3x.
+// BENCH_APPLY_BATCH (default 64); BENCH_APPLY_MODE=apply or pipelined runs one
+// mode only (for perf stat). Run with -benchtime=3x.
 func BenchmarkApplyPipelined(b *testing.B) {
 	n, batch := envInt("BENCH_APPLY_USERS", 10000), envInt("BENCH_APPLY_BATCH", 64)
 	ns, k := benchNS(b)
@@ -106,13 +107,6 @@ func BenchmarkApplyPipelined(b *testing.B) {
 		*acc += time.Since(start)
 		sysCPU[acc] += sysTime() - s0
 	}
-	fresh := func() {
-		b.Helper()
-		ns.MustRun("tc", "qdisc", "del", "dev", "bench0", "root")
-		if _, err := k.Apply(root); err != nil {
-			b.Fatal(err)
-		}
-	}
 	viaApply := func() {
 		timed(&applyCreate, func() error { _, err := k.Apply(create[1:]); return err })
 		timed(&applyChange, func() error { _, err := k.Apply(change); return err })
@@ -127,31 +121,30 @@ func BenchmarkApplyPipelined(b *testing.B) {
 		})
 		timed(&pipeChange, func() error { _, err := sendPipelined(k, ifi, faster.Classes[2:], 0, batch); return err })
 	}
+	// BENCH_APPLY_MODE=apply or pipelined runs one mode only (to trace it).
+	modes := []func(){viaApply, pipelined}
+	switch os.Getenv("BENCH_APPLY_MODE") {
+	case "apply":
+		modes = modes[:1]
+	case "pipelined":
+		modes = modes[1:]
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		first, second := viaApply, pipelined
-		if i%2 == 1 {
-			first, second = pipelined, viaApply
+		for j := range modes {
+			b.StopTimer()
+			if _, err := k.Apply(root); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			modes[(i+j)%len(modes)]()
+			b.StopTimer()
+			if mism, err := k.Verify(faster); err != nil || len(mism) > 0 {
+				b.Fatalf("tree differs from the plan: %v %v", mism, err)
+			}
+			ns.MustRun("tc", "qdisc", "del", "dev", "bench0", "root")
+			b.StartTimer()
 		}
-		b.StopTimer()
-		if _, err := k.Apply(root); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		first()
-		b.StopTimer()
-		if mism, err := k.Verify(faster); err != nil || len(mism) > 0 {
-			b.Fatalf("tree differs from the plan: %v %v", mism, err)
-		}
-		fresh()
-		b.StartTimer()
-		second()
-		b.StopTimer()
-		if mism, err := k.Verify(faster); err != nil || len(mism) > 0 {
-			b.Fatalf("tree differs from the plan: %v %v", mism, err)
-		}
-		ns.MustRun("tc", "qdisc", "del", "dev", "bench0", "root")
-		b.StartTimer()
 	}
 	per := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
 	b.ReportMetric(per(applyCreate), "s/create-apply")

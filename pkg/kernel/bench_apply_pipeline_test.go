@@ -56,17 +56,18 @@ func sendPipelined(k *Kernel, ifi uint32, classes []model.Class, flags netlink.H
 	return acks, flush()
 }
 
-// BenchmarkApplyPipelined answers whether pipelining Apply's requests (several
-// per sendmsg, acks read after) is worth it: per iteration it creates the
-// classes of an n-user tree (root qdisc first, no filters) once through Apply
-// and once pipelined, then changes every class's rate both ways, interleaved
-// in one namespace (the order alternates per iteration). Metrics are wall seconds per phase and mode, and the process's system CPU
-// seconds for the creations; the creation
-// includes the kernel's O(n^2) class work, the change is the linear part
-// (mostly per-message cost), i.e. the most pipelining can save.
+// BenchmarkApplyPipelined answers whether pipelining Apply's requests
+// (several per sendmsg, acks read after) is worth it: per iteration it
+// creates the classes of an n-user tree (root qdisc first, no filters) once
+// through Apply and once pipelined, each followed by changing every class's
+// rate, in one namespace; the order alternates per iteration. Metrics are
+// wall seconds per phase and mode, and the process's system CPU seconds for
+// the creations. Creation includes the kernel's O(n^2) class work; the
+// change is linear (mostly per-message cost).
+//
 // n comes from BENCH_APPLY_USERS (default 10000), the batch size from
-// BENCH_APPLY_BATCH (default 64); BENCH_APPLY_MODE=apply or pipelined runs one
-// mode only (for perf stat). Run with -benchtime=3x.
+// BENCH_APPLY_BATCH (default 64); BENCH_APPLY_MODE=apply or pipelined runs
+// one mode only (for perf stat). Run with -benchtime=3x.
 func BenchmarkApplyPipelined(b *testing.B) {
 	n, batch := envInt("BENCH_APPLY_USERS", 10000), envInt("BENCH_APPLY_BATCH", 64)
 	ns, k := benchNS(b)

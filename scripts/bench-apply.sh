@@ -24,7 +24,7 @@
 #       and its ratio to the same change in a 10-user tree <= 1.2
 #   (c) reconciling the unchanged big tree (Dump, Diff, Apply): 0 writes, < 1 s
 #   (d) iperf3 throughput to the user whose filter shaperd added last of
-#       USERS / throughput with that user alone: >= 0.95 (median of 3 runs of
+#       USERS / throughput with that user alone: >= 0.95 (median of 5 runs of
 #       3 s each, interleaved; both trees applied by shaperd)
 #
 # Each measurement runs in its own namespace, which is deleted (root qdiscs
@@ -106,7 +106,7 @@ if ! go build -o "$WORK/benchapply" ./internal/benchapply; then
 	exit 1
 fi
 D_BIN=""
-TP_RUNS=3
+TP_RUNS=5
 if [[ $THROUGHPUT == 0 ]]; then
 	TP_RUNS=0
 elif ! command -v iperf3 >/dev/null; then

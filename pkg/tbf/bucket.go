@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,13 +24,27 @@ const bucketNano = 1e9
 // is infinite; an infinite capacity never runs out once full. Capacities
 // above ~1.8e299 tokens behave as infinite.
 //
-// The clock is read inside the critical section and a clock reading earlier
-// than the last one is ignored, so concurrent callers can never be granted
-// more than capacity + rate*elapsed tokens (the over-grant of
-// golang.org/x/time/rate, golang/go#65508, cannot happen here).
+// At a constant, finite rate > 0 (no ramp), Allow and AllowN take no lock:
+// they read the clock and update one atomic word (see bucket_fast.go, which
+// proves that a stale reading cannot over-grant). During a ramp, at a rate
+// of 0, above 2^35 (~3.4e10) tokens/s or +Inf, and with a capacity above
+// 2^60 nanotokens (~1.15e9 tokens), everything runs under a mutex with the
+// clock read inside the critical section. Either way concurrent callers are
+// never granted more than capacity + rate*elapsed tokens (the over-grant of
+// golang.org/x/time/rate, golang/go#65508, cannot happen here), and a clock
+// reading earlier than a previous one is never worth more tokens than it.
+// Lock-free mode counts in whole nanotokens: token amounts with up to 9
+// decimals and refill at whole rates are exact; other amounts round by less
+// than 1e-9 token (against the caller, except a capacity that is not a
+// whole number of nanotokens, which rounds up).
 //
 // The zero Bucket is not usable; create one with NewBucket.
 type Bucket struct {
+	// fast is the lock-free state at a constant rate (bucket_fast.go), nil
+	// in locked mode. In lock-free mode tokens and last below are stale,
+	// rate equals fast's rate, and inf and ramp are false.
+	fast atomic.Pointer[bucketFast]
+
 	mu       sync.Mutex
 	clock    Clock   // nil: the default monotonic clock, read via clockNow
 	capacity float64 // tokens
@@ -79,6 +94,7 @@ func NewBucket(rate, capacity float64, opts ...Option) *Bucket {
 	b.last = b.now()
 	b.rate = rate
 	b.inf = math.IsInf(rate, 1)
+	b.openFastLocked()
 	return b
 }
 
@@ -89,7 +105,7 @@ func bucketCheckRate(where string, rate float64) {
 	}
 }
 
-// now reads the bucket's clock. Call with b.mu held.
+// now reads the bucket's clock.
 func (b *Bucket) now() time.Duration {
 	if b.clock == nil {
 		return clockNow()
@@ -98,7 +114,7 @@ func (b *Bucket) now() time.Duration {
 }
 
 // advance refills the bucket up to now. A now earlier than the last reading
-// is ignored. Call with b.mu held.
+// is ignored. Call with b.mu held, in locked mode.
 func (b *Bucket) advance(now time.Duration) {
 	if now <= b.last {
 		return
@@ -108,17 +124,29 @@ func (b *Bucket) advance(now time.Duration) {
 		return
 	}
 	if b.tokens < b.capN { // a full bucket skips the math
-		b.tokens += b.rate * float64(now-b.last)
-		if b.tokens > b.capN {
-			b.tokens = b.capN
-		}
+		b.tokens = min(b.tokens+b.rate*float64(now-b.last), b.capN)
 	}
 	b.last = now
 }
 
 // Allow reports whether one token is available and takes it if so.
 // It is AllowN(1).
-func (b *Bucket) Allow() bool { return b.AllowN(1) }
+func (b *Bucket) Allow() bool {
+	if p := b.fast.Load(); p != nil {
+		var now time.Duration // b.now(), by hand: it is too big to inline
+		if b.clock == nil {
+			now = clockNow()
+		} else {
+			now = b.clock.Now()
+		}
+		if t, ok := p.refill(now); ok {
+			if short := p.take(t, p.cost1); short >= 0 {
+				return short == 0
+			}
+		}
+	}
+	return b.allowLocked(bucketNano)
+}
 
 // AllowN takes n tokens and reports true when at least n are in the bucket;
 // otherwise it takes nothing and reports false. n <= 0 always succeeds and
@@ -129,35 +157,45 @@ func (b *Bucket) AllowN(n float64) bool {
 		return true
 	}
 	need := n * bucketNano
-	b.mu.Lock()
-	// advance(now), by hand for the common case: this is the hot path.
-	var now time.Duration
-	if b.clock == nil {
-		now = clockNow()
-	} else {
-		now = b.clock.Now()
-	}
-	if now > b.last {
-		if b.ramp {
-			b.advanceRamp(now)
+	if p := b.fast.Load(); p != nil {
+		c, ok := p.cost(need)
+		if !ok {
+			return false // the rate was finite when p was loaded
+		}
+		var now time.Duration // b.now(), by hand
+		if b.clock == nil {
+			now = clockNow()
 		} else {
-			if b.tokens < b.capN { // a full bucket skips the math
-				b.tokens = min(b.tokens+b.rate*float64(now-b.last), b.capN)
+			now = b.clock.Now()
+		}
+		if t, ok := p.refill(now); ok {
+			if short := p.take(t, c); short >= 0 {
+				return short == 0
 			}
-			b.last = now
 		}
 	}
-	if b.inf {
+	return b.allowLocked(need)
+}
+
+// allowLocked is AllowN's path under b.mu: in locked mode, when the
+// bucketFast was closed meanwhile, or when the reading is outside its span.
+func (b *Bucket) allowLocked(need float64) bool {
+	b.mu.Lock()
+	now := b.now()
+	if p, t := b.fastLocked(now); p != nil {
+		c, ok := p.cost(need)
+		ok = ok && p.take(t, c) == 0 // never closed: we hold b.mu
 		b.mu.Unlock()
-		return true
+		return ok
 	}
-	if b.tokens >= need && need <= math.MaxFloat64 { // not Inf - Inf
+	b.advance(now)
+	ok := b.inf || b.tokens >= need && need <= math.MaxFloat64 // not Inf - Inf
+	if ok && !b.inf {
 		b.tokens -= need
-		b.mu.Unlock()
-		return true
 	}
+	b.openFastLocked() // when a ramp has ended
 	b.mu.Unlock()
-	return false
+	return ok
 }
 
 // Capacity returns the most tokens the bucket can hold.
@@ -169,10 +207,17 @@ func (b *Bucket) Capacity() float64 {
 // With an infinite rate it is always Capacity.
 func (b *Bucket) Tokens() float64 {
 	b.mu.Lock()
-	b.advance(b.now())
-	t := b.tokens / bucketNano
+	now := b.now()
+	var t float64
+	if p, u := b.fastLocked(now); p != nil {
+		t = p.level(u, p.z.Load())
+	} else {
+		b.advance(now)
+		t = b.tokens
+		b.openFastLocked()
+	}
 	b.mu.Unlock()
-	return t
+	return t / bucketNano
 }
 
 // Drain empties the bucket and returns the number of tokens it removed.
@@ -180,11 +225,18 @@ func (b *Bucket) Tokens() float64 {
 // and the bucket stays full.
 func (b *Bucket) Drain() float64 {
 	b.mu.Lock()
-	b.advance(b.now())
-	t := b.tokens / bucketNano
-	if !b.inf {
-		b.tokens = 0
+	now := b.now()
+	var t float64
+	if p, u := b.fastLocked(now); p != nil {
+		t = p.drain(u)
+	} else {
+		b.advance(now)
+		t = b.tokens
+		if !b.inf {
+			b.tokens = 0
+		}
+		b.openFastLocked()
 	}
 	b.mu.Unlock()
-	return t
+	return t / bucketNano
 }

@@ -18,8 +18,9 @@ import (
 func (b *Bucket) SetRate(rate float64) {
 	bucketCheckRate("SetRate", rate)
 	b.mu.Lock()
-	b.advance(b.now())
+	b.syncLocked(b.now())
 	b.setRateLocked(rate)
+	b.openFastLocked()
 	b.mu.Unlock()
 }
 
@@ -30,7 +31,7 @@ func (b *Bucket) SetRate(rate float64) {
 func (b *Bucket) SetRateSmooth(rate float64, window time.Duration) {
 	bucketCheckRate("SetRateSmooth", rate)
 	b.mu.Lock()
-	b.advance(b.now())
+	b.syncLocked(b.now())
 	old := b.rate
 	b.setRateLocked(rate)
 	if rate < old {
@@ -39,11 +40,23 @@ func (b *Bucket) SetRateSmooth(rate float64, window time.Duration) {
 			b.tokens = limit
 		}
 	}
+	b.openFastLocked()
 	b.mu.Unlock()
 }
 
+// syncLocked brings the bucket up to now in locked mode: it leaves
+// lock-free mode (closing the bucketFast at now) or advances. Call with b.mu
+// held; the caller reopens lock-free mode with openFastLocked if it can.
+func (b *Bucket) syncLocked(now time.Duration) {
+	if p := b.fast.Load(); p != nil {
+		b.closeFastLocked(p, now)
+		return
+	}
+	b.advance(now)
+}
+
 // setRateLocked rescales the tokens and sets rate (tokens/s). The bucket must
-// have been advanced to now. Call with b.mu held.
+// have been synced to now. Call with b.mu held.
 func (b *Bucket) setRateLocked(rate float64) {
 	old := b.rate
 	if old > 0 && !math.IsInf(old, 1) {
@@ -62,7 +75,7 @@ func (b *Bucket) setRateLocked(rate float64) {
 
 // jumpLocked sets the rate without touching the tokens (except that an
 // infinite rate fills the bucket), ends any ramp and wakes waiters.
-// Call with b.mu held.
+// Call with b.mu held, in locked mode.
 func (b *Bucket) jumpLocked(rate float64) {
 	b.rate = rate
 	b.inf = math.IsInf(rate, 1)
@@ -95,10 +108,11 @@ func (b *Bucket) notifyLocked() {
 func (b *Bucket) Ramp(to float64, over time.Duration) {
 	bucketCheckRate("Ramp", to)
 	b.mu.Lock()
-	b.advance(b.now())
+	b.syncLocked(b.now())
 	from := b.rate
 	if over <= 0 || from == to || math.IsInf(from, 1) || math.IsInf(to, 1) {
 		b.jumpLocked(to)
+		b.openFastLocked()
 		b.mu.Unlock()
 		return
 	}
@@ -151,8 +165,11 @@ func (b *Bucket) advanceRamp(now time.Duration) {
 // instantaneous rate.
 func (b *Bucket) Rate() float64 {
 	b.mu.Lock()
-	b.advance(b.now())
-	r := b.rate
+	if b.fast.Load() == nil {
+		b.advance(b.now())
+		b.openFastLocked() // when a ramp has ended
+	}
+	r := b.rate // in lock-free mode the constant rate
 	b.mu.Unlock()
 	return r
 }

@@ -57,26 +57,10 @@ func (b *Bucket) Wait(ctx context.Context, n float64) error {
 	}()
 	for {
 		b.mu.Lock()
-		b.advance(b.now())
-		if b.inf {
+		d, err := b.waitStepLocked(n, need)
+		if d == 0 || err != nil {
 			b.mu.Unlock()
-			return nil
-		}
-		if !(need <= b.capN) || math.IsInf(need, 1) { // also NaN
-			c := b.capacity
-			b.mu.Unlock()
-			return fmt.Errorf("tbf: wait for %g tokens: %w (capacity %g tokens)", n, ErrBucketCapacity, c)
-		}
-		if b.tokens >= need {
-			b.tokens -= need
-			b.mu.Unlock()
-			return nil
-		}
-		d, ok := b.waitTimeLocked(need - b.tokens)
-		if !ok {
-			have, rate := b.tokens/bucketNano, b.rate
-			b.mu.Unlock()
-			return fmt.Errorf("tbf: wait for %g tokens: %w (have %g tokens, rate %g tokens/s)", n, ErrBucketNoRefill, have, rate)
+			return err
 		}
 		if b.changed == nil {
 			b.changed = make(chan struct{})
@@ -117,6 +101,41 @@ func (b *Bucket) Wait(ctx context.Context, n float64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// waitStepLocked takes need nanotokens (n tokens) if they are there and
+// returns 0, or returns how long to sleep before trying again, or an error
+// when they will never come. Call with b.mu held.
+func (b *Bucket) waitStepLocked(n, need float64) (time.Duration, error) {
+	now := b.now()
+	if p, t := b.fastLocked(now); p != nil {
+		c, ok := p.cost(need)
+		if !ok {
+			return 0, fmt.Errorf("tbf: wait for %g tokens: %w (capacity %g tokens)", n, ErrBucketCapacity, b.capacity)
+		}
+		short := p.take(t, c) // never closed: we hold b.mu
+		if short == 0 {
+			return 0, nil
+		}
+		return bucketCeilDuration(float64(short) / p.rate), nil
+	}
+	b.advance(now)
+	defer b.openFastLocked() // when a ramp has ended
+	if b.inf {
+		return 0, nil
+	}
+	if !(need <= b.capN) || math.IsInf(need, 1) { // also NaN
+		return 0, fmt.Errorf("tbf: wait for %g tokens: %w (capacity %g tokens)", n, ErrBucketCapacity, b.capacity)
+	}
+	if b.tokens >= need {
+		b.tokens -= need
+		return 0, nil
+	}
+	d, ok := b.waitTimeLocked(need - b.tokens)
+	if !ok {
+		return 0, fmt.Errorf("tbf: wait for %g tokens: %w (have %g tokens, rate %g tokens/s)", n, ErrBucketNoRefill, b.tokens/bucketNano, b.rate)
+	}
+	return d, nil
 }
 
 // waitTimeLocked returns how long after b.last the bucket will have gained

@@ -1,0 +1,187 @@
+package tbf
+
+import (
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fastTestClock is a hand-driven Clock for the white-box tests.
+type fastTestClock struct{ now atomic.Int64 }
+
+func (c *fastTestClock) Now() time.Duration      { return time.Duration(c.now.Load()) }
+func (c *fastTestClock) advance(d time.Duration) { c.now.Add(int64(d)) }
+func newFastTestBucket(rate, capacity float64) (*Bucket, *fastTestClock) {
+	c := &fastTestClock{}
+	c.now.Store(int64(time.Hour))
+	return NewBucket(rate, capacity, WithClock(c)), c
+}
+
+func wantFast(t *testing.T, b *Bucket, step string, want bool) *bucketFast {
+	t.Helper()
+	p := b.fast.Load()
+	if (p != nil) != want {
+		t.Fatalf("%s: lock-free mode = %v, want %v", step, p != nil, want)
+	}
+	return p
+}
+
+func TestBucketFastModeFollowsTheRate(t *testing.T) {
+	b, c := newFastTestBucket(10, 20)
+	p := wantFast(t, b, "NewBucket at a constant rate", true)
+	b.Ramp(2, time.Second)
+	wantFast(t, b, "during a ramp", false)
+	if p.z.Load() != bucketClosed {
+		t.Fatal("the old bucketFast was not closed by Ramp")
+	}
+	c.advance(500 * time.Millisecond)
+	b.Allow()
+	wantFast(t, b, "half-way through the ramp", false)
+	c.advance(time.Second)
+	b.Allow() // ends the ramp
+	wantFast(t, b, "after the ramp", true)
+	b.SetRate(0)
+	wantFast(t, b, "rate 0", false)
+	b.SetRate(math.Inf(1))
+	wantFast(t, b, "infinite rate", false)
+	b.SetRate(5)
+	wantFast(t, b, "back to a finite rate", true)
+	b.Ramp(6, 0)
+	wantFast(t, b, "after a jump", true)
+
+	for _, tc := range []struct {
+		rate, capacity float64
+	}{
+		{1, math.Inf(1)}, // infinite capacity
+		{1, 2e9},         // 2e18 nanotokens of capacity: more than 2^60
+		{1e11, 1e6},      // span 2^61/1e11 ns: shorter than 2^26 ns
+	} {
+		b, _ := newFastTestBucket(tc.rate, tc.capacity)
+		wantFast(t, b, "an ineligible bucket", false)
+		if !b.Allow() {
+			t.Fatalf("rate %v capacity %v: Allow on a full bucket failed", tc.rate, tc.capacity)
+		}
+	}
+}
+
+func TestBucketFastSpanFollowsTheRate(t *testing.T) {
+	for _, tc := range []struct {
+		rate float64
+		span time.Duration // 0: not eligible
+	}{
+		{1e9, 2_305_843_009}, // 2^61/1e9 ns: 2.3 s
+		{1 << 35, 1 << 26},   // the largest rate
+		{1<<35 + 1, 0},
+		{0.5, 1 << 61}, // capped: no overflow of the reading's offset
+		{1e-300, 1 << 61},
+	} {
+		span, ok := bucketFastSpan(1e9, tc.rate)
+		if ok != (tc.span != 0) || span != tc.span {
+			t.Fatalf("rate %v: span %v (eligible %v), want %v", tc.rate, span, ok, tc.span)
+		}
+		if ok && float64(span)*tc.rate > bucketFastMaxR {
+			t.Fatalf("rate %v: R over the span %v overflows 2^61", tc.rate, span)
+		}
+	}
+	if _, ok := bucketFastSpan(bucketFastMaxCapN+1e6, 1); ok {
+		t.Fatal("a capacity above 2^60 nanotokens is eligible")
+	}
+}
+
+func TestBucketFastStaleStateRetriesLocked(t *testing.T) {
+	b, c := newFastTestBucket(10, 20)
+	stale := b.fast.Load()
+	b.SetRate(1) // closes stale; 20 tokens scale to 2
+	if short := stale.take(0, stale.cost1); short != -1 {
+		t.Fatalf("take on a closed bucketFast = %d, want -1", short)
+	}
+	if !b.AllowN(2) || b.Allow() {
+		t.Fatal("after SetRate(1) a full bucket of 20 must hold exactly 2 tokens")
+	}
+	c.advance(time.Second)
+	if !b.Allow() || b.Allow() {
+		t.Fatal("1 s at 1 token/s must give exactly 1 token")
+	}
+}
+
+func TestBucketFastRebasesBeyondTheSpan(t *testing.T) {
+	b, c := newFastTestBucket(1e9, 1e9) // span 2.3 s, 1 s of burst
+	p := wantFast(t, b, "start", true)
+	c.advance(p.span - 250*time.Millisecond)
+	b.Drain()
+	c.advance(500 * time.Millisecond) // 0.25 s past the span
+	bucketFastNear(t, "Tokens 0.25 s past the span", b.Tokens(), 5e8)
+	q := wantFast(t, b, "after the span", true)
+	if q == p || q.base <= p.base || p.z.Load() != bucketClosed {
+		t.Fatal("a reading past the span did not rebase to a new bucketFast")
+	}
+	if !b.AllowN(5e8) || b.AllowN(1e-3) {
+		t.Fatal("want exactly 5e8 tokens after the rebase")
+	}
+	c.advance(q.span + time.Second)
+	if !b.AllowN(1e9) || b.AllowN(1e-3) { // the fast path falls back to the lock and rebases
+		t.Fatal("want exactly a full bucket after a second span")
+	}
+	if r := b.fast.Load(); r == q || r == nil {
+		t.Fatal("AllowN past the span did not rebase")
+	}
+}
+
+func TestBucketFastClockBackwardsNeverGivesMore(t *testing.T) {
+	b, c := newFastTestBucket(10, 100)
+	b.AllowN(60) // 40 left
+	c.advance(time.Second)
+	bucketFastNear(t, "Tokens after 1 s", b.Tokens(), 50)
+	c.advance(-3 * time.Second) // a misbehaving clock
+	if got := b.Tokens(); got > 50 {
+		t.Fatalf("Tokens at an earlier reading = %v, more than the 50 at the later one", got)
+	}
+	if b.AllowN(50.5) {
+		t.Fatal("AllowN(50.5) succeeded after the clock went back")
+	}
+	// Far before the base (beyond the span): still no more tokens.
+	c.advance(-2 * b.fast.Load().span)
+	if b.AllowN(50.5) || b.Tokens() > 50 {
+		t.Fatal("a reading far in the past gave more tokens")
+	}
+	b.SetRate(10) // closes and reopens at the earlier reading
+	c.now.Store(int64(time.Hour + time.Second))
+	if got := b.Tokens(); got > 50 {
+		t.Fatalf("Tokens back at the latest reading = %v, more than 50", got)
+	}
+}
+
+func TestBucketFastDrainAtAnEarlierReading(t *testing.T) {
+	b, c := newFastTestBucket(10, 100)
+	b.Drain()
+	c.advance(-time.Second) // a misbehaving clock
+	if got := b.Drain(); got != 0 {
+		t.Fatalf("Drain at an earlier reading of an empty bucket = %v, want 0", got)
+	}
+	c.advance(time.Second)
+	if got := b.Tokens(); got != 0 {
+		t.Fatalf("Tokens back at the latest reading = %v, want 0", got)
+	}
+}
+
+func TestBucketFastNonWholeRateToTheNanotoken(t *testing.T) {
+	b, c := newFastTestBucket(2.5, 10)
+	wantFast(t, b, "rate 2.5", true)
+	b.Drain()
+	c.advance(400 * time.Millisecond) // exactly 1 token
+	if !b.Allow() || b.AllowN(1e-9) {
+		t.Fatal("0.4 s at 2.5 tokens/s must give exactly one token")
+	}
+	c.advance(1) // 2.5 nanotokens: 2 whole ones
+	if !b.AllowN(2e-9) || b.AllowN(1e-9) {
+		t.Fatal("1 ns at 2.5 tokens/s must give 2 whole nanotokens")
+	}
+}
+
+func bucketFastNear(t *testing.T, what string, got, want float64) {
+	t.Helper()
+	if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}

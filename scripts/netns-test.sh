@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # netns-test.sh: shaperd's network-namespace lab and integration tests.
 #
-#   scripts/netns-test.sh test    go test -race -count=1 ./... with SHAPERD_REQUIRE_NETNS=1
+#   scripts/netns-test.sh test    go test -race -count=1 -p 1 ./... with SHAPERD_REQUIRE_NETNS=1
 #                                 (as root; integration tests fail instead of skipping)
 #   scripts/netns-test.sh lab     build a standing router lab: namespaces shaperd-router,
 #                                 shaperd-lan, shaperd-wan (same topology as internal/netnslab)
@@ -84,7 +84,9 @@ test_all() {
 	export SHAPERD_REQUIRE_NETNS=1
 	say "SHAPERD_REQUIRE_NETNS=1"
 	# The tests remove their own namespaces (t.Cleanup); nothing to trap here.
-	run go test -race -count=1 ./...
+	# -p 1: one package's tests at a time, so the throughput and smoothness
+	# measurements of one package are not disturbed by another's traffic.
+	run go test -race -count=1 -p 1 -timeout 8m ./...
 }
 
 # demo: the standing lab with shaperd shaping r-lan (downloads on egress, uploads

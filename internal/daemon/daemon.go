@@ -76,6 +76,20 @@ type Daemon struct {
 	usage     *policy.Usage
 	ramper    *policy.Ramper
 	ready     bool
+	// policyDirty makes the next policy tick evaluate the policy;
+	// nextPolicy is when the evaluation may change by itself
+	// (policy.NextChange); lastRes is the last evaluation.
+	policyDirty bool
+	nextPolicy  time.Time
+	lastRes     *policy.Result
+	// userIdx is each user's index in plan.Users.
+	userIdx map[string]int
+	// quotas: some tier has a quota, so new usage can change the policy.
+	quotas bool
+	// work counts the policy ticks' work; lastApply is the duration of the
+	// last incremental apply.
+	work      workCounters
+	lastApply time.Duration
 	// lastPing is when WATCHDOG=1 was last sent.
 	lastPing time.Time
 	// loadedIDs are the assignments read from the state file, by iface
@@ -140,8 +154,8 @@ func New(opts Options) (*Daemon, error) {
 		d.k.Close()
 		return nil, err
 	}
-	d.plan = plan
-	d.ramper = policy.NewRamper(plan.Policy)
+	d.setPlan(plan)
+	d.ramper = policy.NewRamper(rampPolicy(plan.Policy))
 	d.ifaces = d.makeIfaces(plan, nil)
 	d.log.Info("configuration loaded", "config", plan.Path, "interfaces", len(plan.Interfaces),
 		"tiers", len(plan.Tiers), "users", len(plan.Users), "overrides", d.overrides.Len())
@@ -150,6 +164,23 @@ func New(opts Options) (*Daemon, error) {
 
 // Close releases the kernel connection. The shaping stays in place.
 func (d *Daemon) Close() error { return d.k.Close() }
+
+// setPlan makes plan the one in force and marks the policy for a new
+// evaluation.
+func (d *Daemon) setPlan(plan *config.Plan) {
+	d.plan = plan
+	d.userIdx = make(map[string]int, len(plan.Users))
+	for i, u := range plan.Users {
+		d.userIdx[u.Name] = i
+	}
+	d.policyDirty = true
+	d.quotas = false
+	for _, t := range plan.Tiers {
+		if t.Quota != 0 {
+			d.quotas = true
+		}
+	}
+}
 
 // loadPlan loads path, turning *config.Errors into a *ConfigError.
 func loadPlan(path string) (*config.Plan, error) {

@@ -110,6 +110,8 @@ type fakeKernel struct {
 	events chan kernel.LinkEvent
 	// refuse, when set, fails every Apply with it.
 	refuse error
+	// dumps counts Dump, Actual and Verify calls.
+	dumps int
 }
 
 func newFakeKernel(links ...string) *fakeKernel {
@@ -123,6 +125,7 @@ func newFakeKernel(links ...string) *fakeKernel {
 func (k *fakeKernel) Dump(device string) (model.Tree, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.dumps++
 	if !k.links[device] {
 		return model.Tree{Device: device}, fmt.Errorf("%s: %w", device, kernel.ErrNoDevice)
 	}
@@ -132,6 +135,7 @@ func (k *fakeKernel) Dump(device string) (model.Tree, error) {
 func (k *fakeKernel) Actual(desired model.Tree) (model.Tree, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.dumps++
 	if !k.links[desired.Device] {
 		if desired.Redirect != nil {
 			return model.Tree{Device: desired.Device}, nil
@@ -162,6 +166,7 @@ func (k *fakeKernel) Apply(cs []model.Change) (kernel.Result, error) {
 func (k *fakeKernel) Verify(desired model.Tree) ([]string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.dumps++
 	return model.Mismatches(k.mem.Tree(desired.Device), desired), nil
 }
 
@@ -190,6 +195,12 @@ func (k *fakeKernel) setLink(name string, present bool) {
 	defer k.mu.Unlock()
 	k.links[name] = present
 	k.mem.Load(model.Tree{Device: name})
+}
+
+func (k *fakeKernel) dumpCount() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.dumps
 }
 
 func (k *fakeKernel) writeCount() int {

@@ -163,6 +163,10 @@ func (d *Daemon) sample(st *iface, actual model.Tree, now time.Time) {
 		if j < len(prev) && prev[j].handle == c.Handle && dt > 0 && c.Stats.Bytes >= prev[j].stats.Bytes {
 			cc.throughput = bitsPerSecond(c.Stats.Bytes-prev[j].stats.Bytes, dt)
 		}
+		if d.quotas && c.Handle.Minor() >= model.FirstUserMinor &&
+			(j >= len(prev) || prev[j].handle != c.Handle || prev[j].stats.Bytes != c.Stats.Bytes) {
+			d.policyDirty = true // quota usage may have moved across a limit
+		}
 		next = append(next, cc)
 		if m := c.Handle.Minor(); m >= model.FirstUserMinor {
 			if u, ok := st.ids.UserByMinor(m); ok {

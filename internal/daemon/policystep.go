@@ -4,12 +4,60 @@ import (
 	"errors"
 	"time"
 
+	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/policy"
 )
 
-// policyStep is the policy tick: expire overrides, evaluate the policy at
-// now, build every interface's desired tree and reconcile those that
-// changed. It returns the reconcile errors joined.
+// RampStep is the longest interval between two steps of a ramp in
+// progress: while any class ramps, the policy ticker runs every
+// min(policy.interval, RampStep) (250 ms steps meet the smoothness
+// targets; see internal/smoothness), and falls back to policy.interval
+// when no ramp is active.
+const RampStep = 250 * time.Millisecond
+
+// rampEvery is the tick while ramps are in progress for policy p.
+func rampEvery(p config.Policy) time.Duration { return min(p.Interval, RampStep) }
+
+// rampPolicy is p as the Ramper sees it: its steps come every rampEvery.
+func rampPolicy(p config.Policy) config.Policy {
+	p.Interval = rampEvery(p)
+	return p
+}
+
+// workCounters count what the policy ticks did, for tests and logs.
+type workCounters struct {
+	// evaluations counts policy.Evaluate runs (full policy steps).
+	evaluations int
+	// rampSteps counts incremental ramp steps (StepActive).
+	rampSteps int
+	// idleTicks counts policy ticks that found nothing to do.
+	idleTicks int
+}
+
+// markPolicyDirty makes the next policy tick evaluate the policy (its
+// inputs changed: quota usage, overrides, the plan).
+func (d *Daemon) markPolicyDirty() { d.policyDirty = true }
+
+// policyTick is one tick of the policy ticker. It evaluates the policy
+// only when something can have changed since the last evaluation: the
+// plan, the overrides or quota usage (policyDirty), or now reached the
+// next schedule/period minute or override expiry (policy.NextChange).
+// Otherwise, while ramps are in progress it steps just the ramping
+// classes; else it does nothing.
+func (d *Daemon) policyTick(now time.Time) error {
+	if d.policyDirty || !now.Before(d.nextPolicy) {
+		return d.policyStep(now)
+	}
+	if d.ramper.Active() {
+		return d.rampStep(now)
+	}
+	d.work.idleTicks++
+	return nil
+}
+
+// policyStep is a full policy evaluation: expire overrides, evaluate the
+// policy at now, step the ramps, build every interface's desired tree and
+// bring those that changed to the kernel. It returns the errors joined.
 func (d *Daemon) policyStep(now time.Time) error {
 	if expired := d.overrides.Expire(now); len(expired) > 0 {
 		for _, o := range expired {
@@ -17,17 +65,34 @@ func (d *Daemon) policyStep(now time.Time) error {
 		}
 		d.saveOverrides(d.overrides)
 	}
+	d.work.evaluations++
+	d.policyDirty = false
+	d.nextPolicy = policy.NextChange(d.plan, &d.overrides, now)
 	res := policy.Evaluate(d.plan, d.overrides, d.usage, now)
+	d.lastRes = res
 	targets := d.ramper.Step(res, now)
 	var errs []error
 	for i, st := range d.ifaces {
-		if i >= len(targets) || !d.setTargets(st, targets[i]) {
+		if i >= len(targets) {
 			continue
 		}
-		if err := d.reconcile(st, "policy"); err != nil {
+		old, wasSynced := st.desired, st.inSync && st.built
+		if !d.setTargets(st, targets[i]) {
+			continue
+		}
+		if err := d.bringToKernel(st, old, wasSynced, "policy"); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	d.publish()
 	return errors.Join(errs...)
+}
+
+// policyTickEvery is the policy ticker's interval now: rampEvery while a
+// ramp is in progress, else policy.interval.
+func (d *Daemon) policyTickEvery() time.Duration {
+	if d.ramper.Active() {
+		return rampEvery(d.plan.Policy)
+	}
+	return d.plan.Policy.Interval
 }

@@ -61,9 +61,9 @@ func (d *Daemon) reload() error {
 		d.log.Warn("daemon.socket, socket_group, metrics and state_dir take effect at the next start")
 	}
 	// Swap.
-	d.plan = plan
+	d.setPlan(plan)
 	d.setLogLevel(plan)
-	d.ramper.SetPolicy(plan.Policy)
+	d.ramper.SetPolicy(rampPolicy(plan.Policy))
 	d.ifaces = ifaces
 	d.usage.Configure(plan)
 	if len(pruned) > 0 {

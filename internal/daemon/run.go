@@ -87,7 +87,7 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent) {
 	d.saveAssignments()
 	d.afterReconcile(err)
 
-	policyEvery, reconcileEvery := d.plan.Policy.Interval, d.plan.Daemon.ReconcileInterval
+	policyEvery, reconcileEvery := d.policyTickEvery(), d.plan.Daemon.ReconcileInterval
 	policyT, reconcileT := d.clock.NewTicker(policyEvery), d.clock.NewTicker(reconcileEvery)
 	defer func() { policyT.Stop(); reconcileT.Stop() }()
 	var watchdog <-chan time.Time
@@ -104,7 +104,7 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent) {
 			return
 		case <-policyT.C():
 			now := d.clock.Now()
-			err := d.policyStep(now)
+			err := d.policyTick(now)
 			if err != nil {
 				d.afterReconcile(err)
 			}
@@ -143,12 +143,18 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent) {
 			d.afterReconcile(errors.Join(errs...))
 		case fn := <-d.reqs:
 			fn()
-			if d.plan.Policy.Interval != policyEvery || d.plan.Daemon.ReconcileInterval != reconcileEvery {
-				policyT.Stop()
-				reconcileT.Stop()
-				policyEvery, reconcileEvery = d.plan.Policy.Interval, d.plan.Daemon.ReconcileInterval
-				policyT, reconcileT = d.clock.NewTicker(policyEvery), d.clock.NewTicker(reconcileEvery)
-			}
+		}
+		// Ramps step every rampEvery while any is in progress; a reload may
+		// change both intervals.
+		if e := d.policyTickEvery(); e != policyEvery {
+			policyT.Stop()
+			policyEvery = e
+			policyT = d.clock.NewTicker(e)
+		}
+		if e := d.plan.Daemon.ReconcileInterval; e != reconcileEvery {
+			reconcileT.Stop()
+			reconcileEvery = e
+			reconcileT = d.clock.NewTicker(e)
 		}
 	}
 }

@@ -119,11 +119,14 @@ type classState struct {
 type Ramper struct {
 	policy  config.Policy
 	classes map[RampKey]*classState
+	// active holds the classes with a ramp in progress (a subset of
+	// classes), so that StepActive and Active need not visit every class.
+	active map[RampKey]*classState
 }
 
 // NewRamper returns a Ramper using p's Interval, Ramp and SmoothWindow.
 func NewRamper(p config.Policy) *Ramper {
-	return &Ramper{policy: p, classes: map[RampKey]*classState{}}
+	return &Ramper{policy: p, classes: map[RampKey]*classState{}, active: map[RampKey]*classState{}}
 }
 
 // SetPolicy replaces the policy (after a reload); ramps in progress keep
@@ -158,6 +161,7 @@ func (r *Ramper) Seed(applied []model.Targets) {
 
 func (r *Ramper) seed(k RampKey, a Applied, tbfLink bool) {
 	r.classes[k] = &classState{tbfLink: tbfLink, target: a.Rates, cfgBurst: a.Burst, cfgCBurst: a.CBurst, applied: a}
+	delete(r.active, k)
 }
 
 // direction is the spec's direction with "" read as egress.
@@ -179,10 +183,8 @@ func (r *Ramper) Ramp(k RampKey) (RampState, bool) {
 // Ramps returns every ramp in progress.
 func (r *Ramper) Ramps() map[RampKey]RampState {
 	out := map[RampKey]RampState{}
-	for k, st := range r.classes {
-		if st.ramp != nil {
-			out[k] = *st.ramp
-		}
+	for k, st := range r.active {
+		out[k] = *st.ramp
 	}
 	return out
 }
@@ -210,6 +212,7 @@ func (r *Ramper) Step(desired *Result, now time.Time) []model.Targets {
 	for k, st := range r.classes {
 		if !st.seen {
 			delete(r.classes, k)
+			delete(r.active, k)
 		}
 	}
 	return out
@@ -274,6 +277,7 @@ func (r *Ramper) advance(k RampKey, tbfLink bool, want Rates, cfgBurst, cfgCBurs
 		}
 		st.seen = true
 		r.classes[k] = st
+		delete(r.active, k)
 		return st.applied
 	}
 	st.seen = true
@@ -297,6 +301,9 @@ func (r *Ramper) advance(k RampKey, tbfLink bool, want Rates, cfgBurst, cfgCBurs
 	final := st.ramp == nil || !now.Before(st.ramp.End)
 	if final {
 		st.ramp = nil
+		delete(r.active, k)
+	} else {
+		r.active[k] = st
 	}
 	cur := st.target
 	if !final {

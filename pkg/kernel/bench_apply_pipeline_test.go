@@ -1,75 +1,33 @@
 package kernel
 
 import (
-	"fmt"
 	"os"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/mdlayher/netlink"
-
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
-// sendPipelined sends one class request per class, batch requests per
-// sendmsg, and reads all their acks before the next batch: what Apply
-// would do if it pipelined. flags are the request flags besides
-// Request|Acknowledge. It returns the number of acks read.
-func sendPipelined(k *Kernel, ifi uint32, classes []model.Class, flags netlink.HeaderFlags, batch int) (int, error) {
-	msgs := make([]netlink.Message, 0, batch)
-	acks := 0
-	flush := func() error {
-		if len(msgs) == 0 {
-			return nil
-		}
-		if _, err := k.conn.SendMessages(msgs); err != nil {
-			return fmt.Errorf("send %d class requests: %w", len(msgs), err)
-		}
-		for got := 0; got < len(msgs); {
-			ms, err := k.conn.Receive()
-			if err != nil {
-				return fmt.Errorf("ack %d of %d: %w", got+1, len(msgs), err)
-			}
-			got += len(ms)
-			acks += len(ms)
-		}
-		msgs = msgs[:0]
-		return nil
-	}
-	for i := range classes {
-		c := &classes[i]
-		at := attrs{b: tcmsg{Ifindex: ifi, Handle: uint32(c.Handle), Parent: uint32(c.Parent)}.appendTo(nil)}
-		encodeHTBClass(&at, c)
-		msgs = append(msgs, netlink.Message{
-			Header: netlink.Header{Type: rtmNewTClass, Flags: netlink.Request | netlink.Acknowledge | flags},
-			Data:   at.b,
-		})
-		if len(msgs) == batch {
-			if err := flush(); err != nil {
-				return acks, err
-			}
-		}
-	}
-	return acks, flush()
-}
-
-// BenchmarkApplyPipelined answers whether pipelining Apply's requests
-// (several per sendmsg, acks read after) is worth it: per iteration it
-// creates the classes of an n-user tree (root qdisc first, no filters) once
-// through Apply and once pipelined, each followed by changing every class's
-// rate, in one namespace; the order alternates per iteration. Metrics are
-// wall seconds per phase and mode, and the process's system CPU seconds for
-// the creations. Creation includes the kernel's O(n^2) class work; the
-// change is linear (mostly per-message cost).
+// BenchmarkApplyPipelined measures what pipelining gains Apply: per
+// iteration it creates the classes of an n-user tree (root qdisc first, no
+// filters) once with Apply sending every request alone (pipelineDepth 1:
+// one request per sendmsg, its ack awaited, as before Apply pipelined) and
+// once with Apply's pipelining (BENCH_APPLY_BATCH requests per sendmsg,
+// default pipelineDepth), each followed by changing every class's rate, in
+// one namespace; the order alternates per iteration. Metrics are wall
+// seconds per phase and mode ("-apply": depth 1, "-pipelined": pipelined)
+// and the process's system CPU seconds for the creations. Creation includes
+// the kernel's O(n^2) class work; the change is linear (mostly per-message
+// cost).
 //
-// n comes from BENCH_APPLY_USERS (default 10000), the batch size from
-// BENCH_APPLY_BATCH (default 64); BENCH_APPLY_MODE=apply or pipelined runs
-// one mode only (for perf stat). Run with -benchtime=3x.
+// n comes from BENCH_APPLY_USERS (default 10000); BENCH_APPLY_MODE=apply or
+// pipelined runs one mode only (for perf stat). Run with -benchtime=2x.
 func BenchmarkApplyPipelined(b *testing.B) {
-	n, batch := envInt("BENCH_APPLY_USERS", 10000), envInt("BENCH_APPLY_BATCH", 64)
+	n, batch := envInt("BENCH_APPLY_USERS", 10000), envInt("BENCH_APPLY_BATCH", pipelineDepth)
+	defer func(d int) { pipelineDepth = d }(pipelineDepth)
 	ns, k := benchNS(b)
 	tg := manyUsers("bench0", n, false)
 	ids := model.NewAssignment()
@@ -87,43 +45,40 @@ func BenchmarkApplyPipelined(b *testing.B) {
 		b.Fatal(err)
 	}
 	create := model.Diff(model.Tree{Device: "bench0"}, desired)
-	root, classes := create[:1], desired.Classes
+	root := create[:1]
 	change := model.Diff(desired, faster)
 	if len(change) != n {
 		b.Fatalf("changing every user's rate gave %d changes, want %d", len(change), n)
 	}
-	ifi, err := k.ifindex("bench0")
-	if err != nil {
-		b.Fatal(err)
-	}
 	var applyCreate, pipeCreate, applyChange, pipeChange time.Duration
 	sysCPU := map[*time.Duration]time.Duration{} // system CPU time per wall accumulator
-	timed := func(acc *time.Duration, fn func() error) {
+	timed := func(acc *time.Duration, changes []model.Change, writes int) {
 		b.Helper()
 		s0 := sysTime()
 		start := time.Now()
-		if err := fn(); err != nil {
-			b.Fatal(err)
-		}
+		res, err := k.Apply(changes)
 		*acc += time.Since(start)
 		sysCPU[acc] += sysTime() - s0
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Writes != writes {
+			b.Fatalf("Apply of %d changes: %d writes, want %d", len(changes), res.Writes, writes)
+		}
 	}
-	viaApply := func() {
-		timed(&applyCreate, func() error { _, err := k.Apply(create[1:]); return err })
-		timed(&applyChange, func() error { _, err := k.Apply(change); return err })
-	}
-	pipelined := func() {
-		timed(&pipeCreate, func() error {
-			acks, err := sendPipelined(k, ifi, classes, netlink.Create|netlink.Excl, batch)
-			if err == nil && acks != len(classes) {
-				err = fmt.Errorf("%d acks for %d classes", acks, len(classes))
-			}
-			return err
-		})
-		timed(&pipeChange, func() error { _, err := sendPipelined(k, ifi, faster.Classes[2:], 0, batch); return err })
+	modes := []func(){
+		func() {
+			pipelineDepth = 1
+			timed(&applyCreate, create[1:], len(desired.Classes))
+			timed(&applyChange, change, n)
+		},
+		func() {
+			pipelineDepth = batch
+			timed(&pipeCreate, create[1:], len(desired.Classes))
+			timed(&pipeChange, change, n)
+		},
 	}
 	// BENCH_APPLY_MODE=apply or pipelined runs one mode only (to trace it).
-	modes := []func(){viaApply, pipelined}
 	switch os.Getenv("BENCH_APPLY_MODE") {
 	case "apply":
 		modes = modes[:1]

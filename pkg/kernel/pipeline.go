@@ -13,8 +13,9 @@ import (
 // pipelineDepth is how many write requests Apply collects into one run
 // (one sendmsg) before it reads their acks. A run holds whole changes, so
 // it may end up to two requests longer (a class change that also replaces
-// its leaf qdisc is three requests).
-const pipelineDepth = 64
+// its leaf qdisc is three requests). 1 sends every request alone. A
+// variable only for the benchmark, which compares depths.
+var pipelineDepth = 64
 
 // queued is one request of a run and what the kernel's answer to it means.
 type queued struct {

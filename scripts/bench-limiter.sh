@@ -10,17 +10,23 @@
 # the median of the per-round ratios. Plain equivalent without pairing:
 #   go test -run '^$' -bench Allow -benchmem -count 5 ./pkg/tbf/
 # With BENCHSTAT=1 it also prints benchstat's summary (a benchstat in PATH,
-# else `go run golang.org/x/perf/cmd/benchstat@latest`).
+# else `go run golang.org/x/perf/cmd/benchstat@latest`). With TBF_TEST=FILE
+# it runs that prebuilt test binary (`go test -c ./pkg/tbf/`) instead of
+# building one, e.g. to compare two revisions on the same machine load.
 set -eu
 rounds=${1:-5}
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-go test -c -o "$tmp/tbf.test" ./pkg/tbf/
+bin=${TBF_TEST:-}
+if [ -z "$bin" ]; then
+	bin=$tmp/tbf.test
+	go test -c -o "$bin" ./pkg/tbf/
+fi
 i=0
 while [ "$i" -lt "$rounds" ]; do
-	"$tmp/tbf.test" -test.run '^$' -test.bench 'Allow' -test.benchmem | grep '^Benchmark' | tee -a "$tmp/out"
+	"$bin" -test.run '^$' -test.bench 'Allow' -test.benchmem | grep '^Benchmark' | tee -a "$tmp/out"
 	i=$((i + 1))
 done
 

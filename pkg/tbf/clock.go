@@ -5,8 +5,11 @@ import "time"
 // Clock is the time source of a [Bucket].
 //
 // Now returns monotonic time elapsed since a fixed, arbitrary origin; it must
-// never go backwards (a Bucket treats a reading earlier than the previous one
-// as equal to it, so a misbehaving clock can never grant extra tokens).
+// never go backwards. A misbehaving clock still never grants extra tokens: a
+// reading earlier than a previous one is never worth more tokens than that
+// one (in locked mode it counts as equal to it; in lock-free mode it counts
+// as itself on the same refill line, which is fewer or as many). Now may be
+// called concurrently and, in lock-free mode, outside the Bucket's lock.
 //
 // A Clock may also implement optional methods that [Bucket.Wait] uses:
 //

@@ -30,7 +30,8 @@ const RedirectPref uint16 = 0xc05d
 // Apply performs changes in order, one kernel write per object (the u32
 // classifier may need several per filter), and stops at the first refusal
 // with an *Error naming the device, object, op and the kernel's text.
-// Result counts the writes done until then.
+// Result counts the writes the kernel accepted until then (see Pipelining
+// for the requests already sent after a refused one).
 //
 //   - Root qdisc add: create-or-replace at the root with handle 1:, so a
 //     pfifo_fast/mq/noqueue/fq_codel or any other root is replaced. A foreign
@@ -65,10 +66,13 @@ const RedirectPref uint16 = 0xc05d
 // a request of a run, Apply returns the *Error of that request (the earliest
 // refused one of the run), but the requests after it in the same run (at
 // most a run's length) have been processed too, each accepted or refused on
-// its own: a leaf qdisc of a refused class is then refused as well, other
-// classes are created or changed. Result.Writes counts exactly the requests
-// the kernel accepted, including those; the next reconcile (Dump, Diff)
-// sees them and converges.
+// its own: the leaf qdisc of a class the kernel refused to create is
+// normally refused too (no parent), other classes are created or changed.
+// Result.Writes counts exactly the requests the kernel accepted, including
+// those; the next reconcile (Dump, Diff) sees them and converges. If the
+// run cannot be sent or its acks cannot be read (a socket error, not a
+// refusal), Apply returns that error and the run's outcome is unknown
+// until the next Dump.
 //
 // The Kernel's lock is taken per change or per run, not for the whole
 // Apply: creating 10,000 classes takes seconds of kernel time, and

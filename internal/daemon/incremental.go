@@ -106,6 +106,26 @@ func (d *Daemon) rampStep(now time.Time) error {
 	return errors.Join(errs...)
 }
 
+// patchStepped patches the user classes of stepped (user keys only) into
+// their interfaces' desired trees and the kernel.
+func (d *Daemon) patchStepped(stepped []policy.Stepped, why string) error {
+	byIface := map[*iface][]policy.Stepped{}
+	for _, s := range stepped {
+		if st := d.ifaceOf(s.Key.Interface, s.Key.Direction); st != nil && s.Key.Kind == policy.ClassUser {
+			byIface[st] = append(byIface[st], s)
+		}
+	}
+	var errs []error
+	for _, st := range d.ifaces {
+		if ss := byIface[st]; len(ss) > 0 {
+			if err := d.patchUsers(st, ss, why); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // ifaceOf returns the managed interface with configured name and direction.
 func (d *Daemon) ifaceOf(name string, dir model.Direction) *iface {
 	for _, st := range d.ifaces {

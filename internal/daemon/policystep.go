@@ -32,6 +32,29 @@ type workCounters struct {
 	rampSteps int
 	// idleTicks counts policy ticks that found nothing to do.
 	idleTicks int
+	// userSteps counts single-user changes (set-rate/clear of a user)
+	// done without a full evaluation.
+	userSteps int
+}
+
+// overrideChanged brings an override change of t to the kernel at now. A
+// user's override re-evaluates just that user (policy.Result.UpdateUser,
+// Ramper.StepUser) and changes just their classes; other targets (tiers,
+// interfaces) take a full policy step.
+func (d *Daemon) overrideChanged(t policy.Target, now time.Time) error {
+	for _, st := range d.ifaces {
+		if !st.built || st.buildErr != nil {
+			return d.policyStep(now)
+		}
+	}
+	if t.Kind != policy.TargetUser || d.lastRes == nil || !d.lastRes.UpdateUser(d.plan, d.overrides, d.usage, now, t.Name) {
+		return d.policyStep(now)
+	}
+	d.work.userSteps++
+	d.nextPolicy = policy.NextChange(d.plan, &d.overrides, now)
+	err := d.patchStepped(d.ramper.StepUser(d.lastRes, t.Name, now), "set-rate")
+	d.publish()
+	return err
 }
 
 // markPolicyDirty makes the next policy tick evaluate the policy (its

@@ -121,7 +121,7 @@ func (d *Daemon) setRate(req control.SetRateRequest) (*control.SetRateResponse, 
 	}
 	d.overrides = ov
 	d.log.Info("override set", "target", t.String(), "rate", o.Rate, "ceil", o.Ceil, "ramp", ramp, "until", o.Until)
-	if err := d.policyStep(now); err != nil {
+	if err := d.overrideChanged(t, now); err != nil {
 		d.log.Error("applying the override", "target", t.String(), "err", err)
 	}
 	resp := &control.SetRateResponse{Target: req.Target, Users: d.usersOf(t), Rate: o.Rate, Ceil: ceil,
@@ -147,7 +147,7 @@ func (d *Daemon) clear(target string) error {
 	}
 	d.overrides = ov
 	d.log.Info("override cleared", "target", t.String())
-	if err := d.policyStep(d.clock.Now()); err != nil {
+	if err := d.overrideChanged(t, d.clock.Now()); err != nil {
 		d.log.Error("applying the cleared override", "target", t.String(), "err", err)
 	}
 	return nil

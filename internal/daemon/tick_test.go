@@ -49,6 +49,7 @@ func TestIdlePolicyTicksDoNoWork(t *testing.T) {
 	}
 	clk.Advance(t, 56*time.Second) // 10:01:00, a schedule/period boundary
 	syncLoop(t, c)
+	dumps = k.dumpCount()
 	w2, _, _ := loopState(t, d)
 	if got := w2.evaluations - w1.evaluations; got != 1 {
 		t.Errorf("evaluations in the minute up to 10:01:00: %d, want 1 (at the minute)", got)
@@ -58,8 +59,22 @@ func TestIdlePolicyTicksDoNoWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	w3, _, _ := loopState(t, d)
-	if w3.evaluations != w2.evaluations+1 {
-		t.Errorf("set-rate evaluated %d times, want 1", w3.evaluations-w2.evaluations)
+	if w3.evaluations != w2.evaluations || w3.userSteps != w2.userSteps+1 {
+		t.Errorf("set-rate of one user: %d evaluations, %d single-user steps; want 0, 1",
+			w3.evaluations-w2.evaluations, w3.userSteps-w2.userSteps)
+	}
+	if n := k.dumpCount() - dumps; n != 0 {
+		t.Errorf("set-rate of one user dumped the kernel %d times", n)
+	}
+	// A tier's override takes a full evaluation.
+	if _, err := c.SetRate(context.Background(), control.SetRateRequest{Target: "tier:gold", Rate: rate, Ramp: control.DurationPtr(0)}); err != nil {
+		t.Fatal(err)
+	}
+	if w4, _, _ := loopState(t, d); w4.evaluations != w3.evaluations+1 {
+		t.Errorf("set-rate of a tier: %d evaluations, want 1", w4.evaluations-w3.evaluations)
+	}
+	if got := userClass(t, d, k, "lan0/egress", "lan0", "alice").Ceil; got != rate {
+		t.Errorf("alice's ceil after set-rate of her tier: %v, want %v", got, rate)
 	}
 	if got := userClass(t, d, k, "lan0/egress", "lan0", "bob").Ceil; got != rate {
 		t.Errorf("bob's ceil after set-rate: %v, want %v", got, rate)

@@ -261,3 +261,46 @@ func userRates(rate, ceil, ur, uc tbf.Rate) (tbf.Rate, tbf.Rate) {
 		return min(rate, uc), uc
 	}
 }
+
+// UpdateUser re-evaluates one user in r at now, in place, on every HTB
+// interface (the entries of Targets.Users and Users): the same values
+// Evaluate(plan, ov, usage, now) gives that user. r must come from
+// Evaluate of the same plan. It reports whether r has the user. The rest
+// of r is left as it was (its At too): it serves the daemon's single-user
+// changes (set-rate/clear of a user) without evaluating every user.
+func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now time.Time, user string) bool {
+	e := evaluator{plan: plan, ov: &ov, usage: usage, now: now, loc: plan.Policy.Location}
+	if e.loc == nil {
+		e.loc = time.Local
+	}
+	var u *config.User
+	for i := range plan.Users {
+		if plan.Users[i].Name == user {
+			u = &plan.Users[i]
+			break
+		}
+	}
+	if u == nil {
+		return false
+	}
+	found := false
+	for i := range r.Interfaces {
+		ir := &r.Interfaces[i]
+		if i >= len(plan.Interfaces) || plan.Interfaces[i].Shaper == config.ShaperTBF {
+			continue
+		}
+		for j := range ir.Targets.Users {
+			ut := &ir.Targets.Users[j]
+			if ut.Name != user {
+				continue
+			}
+			x := e.user(u, &plan.Interfaces[i])
+			ut.Rate, ut.Ceil = x.Rate, x.Ceil
+			if j < len(ir.Users) {
+				ir.Users[j] = x
+			}
+			found = true
+		}
+	}
+	return found
+}

@@ -1,6 +1,10 @@
 package policy
 
-import "time"
+import (
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/model"
+)
 
 // Stepped is one class that StepActive moved: its key and what it has now.
 type Stepped struct {
@@ -25,6 +29,42 @@ func (r *Ramper) StepActive(now time.Time) []Stepped {
 		a := r.advance(k, st.tbfLink, st.target, st.cfgBurst, st.cfgCBurst, nil, now)
 		if a != before {
 			out = append(out, Stepped{Key: k, Applied: a})
+		}
+	}
+	return out
+}
+
+// StepUser moves one user's classes (on every HTB interface of desired) to
+// what desired asks at now, as Step would for them, and returns those
+// whose Applied value changed. A changed target starts a ramp as in Step.
+// Other classes are not visited: it serves a set-rate or clear of one user
+// after desired.UpdateUser.
+func (r *Ramper) StepUser(desired *Result, user string, now time.Time) []Stepped {
+	var out []Stepped
+	for i := range desired.Interfaces {
+		ir := &desired.Interfaces[i]
+		in := &ir.Targets.Interface
+		if in.Shaper == model.ShaperTBF {
+			continue
+		}
+		for j := range ir.Targets.Users {
+			u := &ir.Targets.Users[j]
+			if u.Name != user {
+				continue
+			}
+			var ramp *time.Duration
+			if j < len(ir.Users) && ir.Users[j].User == u.Name {
+				ramp = ir.Users[j].Ramp
+			}
+			k := RampKey{in.Name, direction(*in), ClassUser, u.Name}
+			var before Applied
+			if st := r.classes[k]; st != nil {
+				before = st.applied
+			}
+			a := r.advance(k, false, Rates{u.Rate, max(u.Ceil, u.Rate)}, u.Burst, u.CBurst, ramp, now)
+			if a != before {
+				out = append(out, Stepped{Key: k, Applied: a})
+			}
 		}
 	}
 	return out

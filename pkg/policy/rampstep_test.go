@@ -65,3 +65,33 @@ func TestNextChange(t *testing.T) {
 		t.Errorf("NextChange(%v) = %v, want a second later", at, got)
 	}
 }
+
+// UpdateUser gives a user what a full Evaluate gives, leaving the others.
+func TestUpdateUserMatchesEvaluate(t *testing.T) {
+	p := loadPlan(t, baseMain, baseUsers)
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, p.Policy.Location)
+	var ov Overrides
+	res := Evaluate(p, ov, nil, now)
+	mustSet(t, &ov, Override{Target: Target{TargetUser, "alice"}, Rate: mbit(7), Ceil: mbit(9)})
+	if !res.UpdateUser(p, ov, nil, now, "alice") {
+		t.Fatal("UpdateUser found no alice")
+	}
+	if res.UpdateUser(p, ov, nil, now, "nobody") {
+		t.Error("UpdateUser found an unknown user")
+	}
+	want := Evaluate(p, ov, nil, now)
+	for i := range want.Interfaces {
+		w, g := want.Interfaces[i], res.Interfaces[i]
+		if len(w.Targets.Users) != len(g.Targets.Users) {
+			t.Fatalf("interface %d: %d users, want %d", i, len(g.Targets.Users), len(w.Targets.Users))
+		}
+		for j := range w.Targets.Users {
+			if a, b := g.Targets.Users[j], w.Targets.Users[j]; a.Name != b.Name || a.Rate != b.Rate || a.Ceil != b.Ceil || a.Burst != b.Burst {
+				t.Errorf("interface %d user %s: %+v, want %+v", i, b.Name, a, b)
+			}
+			if g.Users[j].Source != w.Users[j].Source || g.Users[j].Rate != w.Users[j].Rate {
+				t.Errorf("interface %d user %s: explanation %+v, want %+v", i, w.Users[j].User, g.Users[j], w.Users[j])
+			}
+		}
+	}
+}

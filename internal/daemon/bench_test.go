@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/pkg/policy"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// bench10k makes a daemon with n users on the fake kernel, applied once.
+func bench10k(b *testing.B, n int) (*Daemon, *fakeClock) {
+	b.Helper()
+	var u strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&u, "[[user]]\nname = \"user%05d\"\ntier = \"%s\"\naddresses = [\"198.18.%d.%d\"]\n",
+			i, []string{"gold", "bronze"}[i%2], i/250, i%250+1)
+	}
+	dir := b.TempDir()
+	writeConfig(b, dir, testConfig, u.String())
+	k := newFakeKernel("lan0")
+	clk := newFakeClock()
+	d, _ := newTestDaemon(b, k, clk, dir)
+	if err := d.Once(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return d, clk
+}
+
+// The daemon's side of `shaperctl set-rate USER RATE --ramp 0s` with
+// 10,000 users (both directions): one user re-evaluated, one class per
+// interface rebuilt and applied.
+//
+//	go test -run - -bench SetRate10k -benchmem ./internal/daemon
+func BenchmarkSetRate10kUsers(b *testing.B) {
+	d, clk := bench10k(b, 10000)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		clk.mu.Lock()
+		clk.now = clk.now.Add(time.Millisecond)
+		clk.mu.Unlock()
+		r := tbf.Rate(3+i%2) * tbf.Mbit
+		if _, err := d.setRate(control.SetRateRequest{Target: "user04711", Rate: r, Ramp: control.DurationPtr(0)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSetRate10kUsers without the state file write (fsync): the
+// override reaching the (fake) kernel.
+func BenchmarkUserOverride10kUsers(b *testing.B) {
+	d, clk := bench10k(b, 10000)
+	zero := time.Duration(0)
+	for i := 0; b.Loop(); i++ {
+		now := clk.Now().Add(time.Duration(i) * time.Millisecond)
+		o := policy.Override{Target: policy.Target{Kind: policy.TargetUser, Name: "user04711"},
+			Rate: tbf.Rate(3+i%2) * tbf.Mbit, Set: now, Ramp: &zero}
+		if err := d.overrides.Set(o); err != nil {
+			b.Fatal(err)
+		}
+		if err := d.overrideChanged(o.Target, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if d.work.userSteps == 0 {
+		b.Fatal("no single-user steps")
+	}
+}
+
+// A full policy evaluation with 10,000 users (both directions) when
+// nothing changed: Evaluate, Ramper.Step, targetsEqual.
+func BenchmarkPolicyStep10kUsers(b *testing.B) {
+	d, clk := bench10k(b, 10000)
+	for b.Loop() {
+		if err := d.policyStep(clk.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// An idle policy tick with 10,000 users: nothing can have changed.
+func BenchmarkIdleTick10kUsers(b *testing.B) {
+	d, clk := bench10k(b, 10000)
+	for b.Loop() {
+		if err := d.policyTick(clk.Now()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if d.work.idleTicks == 0 {
+		b.Fatal("no idle ticks")
+	}
+}

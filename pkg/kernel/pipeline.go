@@ -64,8 +64,8 @@ func (p *pipeline) full() bool { return len(p.msgs) >= pipelineDepth }
 // any, an *Error for the earliest refused request; the requests after it
 // in the run were processed by the kernel too, each accepted or refused on
 // its own, and the accepted ones are counted. Other errors (the send
-// failed, acks could not be read) are returned as they are; the run is
-// then in an unknown state. The run is empty afterwards either way.
+// failed, acks could not be read) are returned too (joined with a refusal
+// seen before); the run is then in an unknown state. The run is empty afterwards either way.
 func (p *pipeline) flush() (writes int, err error) {
 	if len(p.msgs) == 0 {
 		return 0, nil
@@ -103,7 +103,11 @@ func (p *pipeline) flush() (writes int, err error) {
 				i = index(oe.Sequence)
 			}
 			if i < 0 || answered[i] {
-				return writes, fmt.Errorf("%s: reading acks (%d of %d requests answered): %w", reqs[0].dev, n, len(reqs), rerr)
+				rerr = fmt.Errorf("%s: reading acks (%d of %d requests answered): %w", reqs[0].dev, n, len(reqs), rerr)
+				if refused != nil {
+					return writes, errors.Join(refused, rerr)
+				}
+				return writes, rerr
 			}
 			answered[i] = true
 			n++

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mdlayher/netlink"
@@ -127,5 +128,25 @@ func TestPipelineFlushEmpty(t *testing.T) {
 	p := pipeline{conn: conn}
 	if writes, err := p.flush(); writes != 0 || err != nil || len(f.runs) != 0 {
 		t.Errorf("empty flush: %d writes, %v, %d runs sent; want nothing", writes, err, len(f.runs))
+	}
+}
+
+// A lost ack (the socket fails while acks are outstanding) is an error,
+// joined with a refusal seen before it.
+func TestPipelineFlushLostAck(t *testing.T) {
+	f := &fakeKernel{answers: []unix.Errno{0, unix.EEXIST, 0, 0}, msg: "Class already exists"}
+	conn := nltest.Dial(func(reqs []netlink.Message) ([]netlink.Message, error) {
+		if reqs != nil {
+			defer func() { f.pending = f.pending[:len(f.pending)-1] }() // the last ack is lost
+		}
+		return f.serve(reqs)
+	})
+	defer conn.Close()
+	p := pipeline{conn: conn}
+	queueClasses(&p, len(f.answers), nil)
+	writes, err := p.flush()
+	var ke *Error
+	if writes != 2 || !errors.As(err, &ke) || !errors.Is(err, unix.EEXIST) || !strings.Contains(err.Error(), "3 of 4 requests answered") {
+		t.Errorf("flush: %d writes, %v; want 2 writes, the refusal of request 1 and the read error after 3 answers", writes, err)
 	}
 }

@@ -3,54 +3,38 @@ package control
 import (
 	"strings"
 	"unicode"
+
+	"github.com/shaperd/shaperd/pkg/policy"
 )
 
-// TargetKind is what a target names.
-type TargetKind string
+// TargetKind is what a target names (pkg/policy's kinds).
+type TargetKind = policy.TargetKind
 
 // Target kinds.
 const (
-	TargetUser  TargetKind = "user"  // "alice"
-	TargetTier  TargetKind = "tier"  // "tier:gold"
-	TargetIface TargetKind = "iface" // "iface:lan0"
+	TargetUser  = policy.TargetUser  // "alice"
+	TargetTier  = policy.TargetTier  // "tier:gold"
+	TargetIface = policy.TargetIface // "iface:lan0"
 )
 
-// Target is a parsed target: a user, every user of a tier, or every user on
-// an interface.
-type Target struct {
-	Kind TargetKind
-	Name string
-}
-
-// String formats t as ParseTarget reads it.
-func (t Target) String() string {
-	if t.Kind == TargetUser {
-		return t.Name
-	}
-	return string(t.Kind) + ":" + t.Name
-}
+// Target is a parsed target: a user, every user of a tier, or an interface
+// (its total bandwidth). It is pkg/policy's Target, so the daemon uses what
+// the server parsed as it is.
+type Target = policy.Target
 
 // maxTargetLen bounds a target's length in bytes.
 const maxTargetLen = 256
 
-// ParseTarget parses "alice", "tier:gold" or "iface:lan0". The name must be
-// non-empty, at most 256 bytes, without spaces or control characters. A
-// string with another "x:" prefix is refused rather than taken as a user.
+// ParseTarget parses "alice", "tier:gold" or "iface:lan0" with
+// policy.ParseTarget and adds the checks of the wire: at most 256 bytes, no
+// spaces or control characters. Errors are *BadRequestError.
 func ParseTarget(s string) (Target, error) {
-	t := Target{Kind: TargetUser, Name: s}
-	if kind, name, ok := strings.Cut(s, ":"); ok {
-		switch TargetKind(kind) {
-		case TargetTier, TargetIface:
-			t = Target{Kind: TargetKind(kind), Name: name}
-		default:
-			return Target{}, BadRequest("target %q: use a user name, tier:NAME or iface:NAME", s)
-		}
-	}
-	if t.Name == "" {
-		return Target{}, BadRequest("target %q: empty name; use a user name, tier:NAME or iface:NAME", s)
-	}
 	if len(s) > maxTargetLen {
 		return Target{}, BadRequest("target is %d bytes long; at most %d", len(s), maxTargetLen)
+	}
+	t, err := policy.ParseTarget(s)
+	if err != nil {
+		return Target{}, BadRequest("%v", err)
 	}
 	if i := strings.IndexFunc(t.Name, func(r rune) bool {
 		return unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar

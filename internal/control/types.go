@@ -94,7 +94,7 @@ type QuotaStatus struct {
 // SetRateRequest asks for an override of a target's rates.
 //
 // Target is a user name, "tier:NAME" (every user of the tier) or
-// "iface:NAME" (every user on the interface). Rate is guaranteed and must be
+// "iface:NAME" (the interface's total bandwidth). Rate is guaranteed and must be
 // positive. Ceil is the most the target may borrow up to; nil means Rate
 // (the server fills it in, so a Service always sees a non-nil Ceil), and it
 // must not be below Rate. Ramp is how long the change takes: nil means the

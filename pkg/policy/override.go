@@ -39,7 +39,7 @@ func ParseTarget(s string) (Target, error) {
 		case TargetTier, TargetIface:
 			t = Target{Kind: TargetKind(k), Name: n}
 		default:
-			return Target{}, fmt.Errorf("target %q: unknown kind %q (use NAME, tier:NAME or iface:NAME)", s, k)
+			return Target{}, fmt.Errorf("target %q: unknown kind %q: use a user name, tier:NAME or iface:NAME", s, k)
 		}
 	}
 	if t.Name == "" {

@@ -41,9 +41,9 @@ Flags:
 	"set-rate": `Usage: shaperctl set-rate TARGET RATE [--ceil RATE] [--ramp DUR] [--for DUR] [--json]
 
 Change the rates of TARGET at run time, until cleared or for a while.
-TARGET is a user name, tier:NAME (each user of the tier) or iface:NAME (each
-user on the interface). RATE becomes both the guaranteed rate and the
-ceiling, unless --ceil gives a higher ceiling.
+TARGET is a user name, tier:NAME (each user of the tier) or iface:NAME (the
+interface's total bandwidth: its root class, or its TBF rate). RATE becomes
+both the guaranteed rate and the ceiling, unless --ceil gives a higher ceiling.
 
 Flags:
   --ceil RATE   the most the target may borrow up to; at least RATE

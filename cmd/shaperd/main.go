@@ -110,8 +110,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		h = slog.NewJSONHandler(stderr, hopts)
 	}
 	logger := slog.New(h)
+	servePprof(logger)
 	opts := daemon.Options{ConfigPath: f.config, NetNS: f.netns, Logger: logger,
-		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog(), AutoMemoryLimit: true}
+		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog(), ReturnMemory: true}
 	if !fixed {
 		opts.LogLevel = level
 	}

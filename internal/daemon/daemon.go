@@ -48,11 +48,10 @@ type Options struct {
 	// MetricsListener serves /metrics; nil: Run listens on daemon.metrics
 	// when that is set.
 	MetricsListener net.Listener
-	// AutoMemoryLimit sets the Go runtime's soft memory limit after the
-	// first successful apply from the heap then in use (see tuneMemory);
-	// for the daemon process (cmd/shaperd), not for tests. GOMEMLIMIT in
-	// the environment takes precedence.
-	AutoMemoryLimit bool
+	// ReturnMemory collects the garbage and returns freed memory to the
+	// OS after the first apply and after every reconcile tick (see
+	// returnMemory); for the daemon process (cmd/shaperd), not for tests.
+	ReturnMemory bool
 	// LinkSettle is the wait after a link event before reconciling; 0 is
 	// DefaultLinkSettle.
 	LinkSettle time.Duration
@@ -157,6 +156,7 @@ func New(opts Options) (*Daemon, error) {
 	d.setPlan(plan)
 	d.ramper = policy.NewRamper(rampPolicy(plan.Policy))
 	d.ifaces = d.makeIfaces(plan, nil)
+	d.seedRamper()
 	d.log.Info("configuration loaded", "config", plan.Path, "interfaces", len(plan.Interfaces),
 		"tiers", len(plan.Tiers), "users", len(plan.Users), "overrides", d.overrides.Len())
 	return d, nil

@@ -102,7 +102,7 @@ func (d *Daemon) reconcile(st *iface, why string) (err error) {
 		// A big apply (a reload with many new users) leaves a heap far
 		// above what the daemon keeps; give it back to the OS now rather
 		// than over the next minutes. (The first apply is followed by
-		// tuneMemory.)
+		// returnMemory.)
 		debug.FreeOSMemory()
 	}
 	d.log.Info("applied", "interface", st.key, "why", why, "changes", len(changes), "writes", res.Writes)

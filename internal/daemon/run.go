@@ -113,6 +113,7 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent) {
 			}
 		case <-reconcileT.C():
 			d.afterReconcile(d.reconcileAll("tick"))
+			d.returnMemory(false)
 			d.pingWatchdog(true)
 		case <-watchdog:
 			d.pingWatchdog(true)
@@ -201,7 +202,7 @@ func (d *Daemon) afterReconcile(err error) {
 		d.notify.Notify("READY=1")
 		d.notify.Notify(fmt.Sprintf("STATUS=shaping %d interfaces, %d users", len(d.ifaces), len(d.plan.Users)))
 		d.log.Info("ready")
-		d.tuneMemory()
+		d.returnMemory(true)
 	}
 }
 

@@ -107,7 +107,13 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 		return t, fmt.Errorf("dump %s: u32 classifier: %w", device, err)
 	}
 	if cls != nil {
-		if t.Filters, err = cls.Dump(); err != nil {
+		t.Filters, err = cls.Dump()
+		// The classifier's picture of the kernel (every u32 node, ~1 KB
+		// per user) is only needed to write filters, which few applies do:
+		// forget it rather than keep it between reconciles; a write dumps
+		// it again.
+		_ = cls.Close()
+		if err != nil {
 			return t, fmt.Errorf("dump filters of %s: %w", device, err)
 		}
 	}

@@ -13,6 +13,9 @@ type classifier interface {
 	Delete(f model.Filter) (writes int, err error)
 	Dump() ([]model.Filter, error)
 	Remove() error
+	// Close forgets the classifier's picture of the kernel (it dumps
+	// again when next needed); it touches neither the kernel nor the socket.
+	Close() error
 }
 
 // classifierFor returns the device's classifier, creating it on first use.

@@ -41,11 +41,20 @@ func parseObject(b []byte) (object, error) {
 func cString(p []byte) string {
 	for i, c := range p {
 		if c == 0 {
-			return string(p[:i])
+			p = p[:i]
+			break
+		}
+	}
+	// The kinds of a dump, without a string per object.
+	for _, k := range commonKinds {
+		if string(p) == k {
+			return k
 		}
 	}
 	return string(p)
 }
+
+var commonKinds = [...]string{"htb", "u32", "pfifo", "bfifo", "tbf", "ingress", "mirred"}
 
 // parseStats2 decodes TCA_STATS2: basic, queue, rate estimator and HTB's
 // xstats (TCA_STATS_APP, struct tc_htb_xstats) when present.

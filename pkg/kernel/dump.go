@@ -123,18 +123,14 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 
 // dumpClasses returns the HTB classes of qdisc 1: on the device.
 func (k *Kernel) dumpClasses(ifi uint32, device string, leaves map[uint32]object) ([]model.Class, error) {
-	os, err := k.dump(rtmGetTClass, tcmsg{Ifindex: ifi, Parent: uint32(model.RootQdisc)}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("dump classes of %s: %w", device, err)
-	}
-	classes := make([]model.Class, 0, len(os))
-	for _, o := range os {
+	classes := make([]model.Class, 0, k.classHint[ifi]) // the last dump's count
+	err := k.dumpEach(rtmGetTClass, tcmsg{Ifindex: ifi, Parent: uint32(model.RootQdisc)}, nil, func(o object) error {
 		if o.msg.Ifindex != ifi || o.kind != "htb" || model.Handle(o.msg.Handle).Major() != model.RootQdisc.Major() {
-			continue
+			return nil
 		}
 		c, err := decodeHTBClass(o)
 		if err != nil {
-			return nil, fmt.Errorf("dump %s: %w", device, err)
+			return fmt.Errorf("dump %s: %w", device, err)
 		}
 		if lh := o.msg.Info; lh != 0 { // tcm_info of a leaf class is its qdisc's handle
 			if l, ok := leaves[lh]; ok {
@@ -144,7 +140,15 @@ func (k *Kernel) dumpClasses(ifi uint32, device string, leaves map[uint32]object
 			}
 		}
 		classes = append(classes, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dump classes of %s: %w", device, err)
 	}
+	if k.classHint == nil {
+		k.classHint = map[uint32]int{}
+	}
+	k.classHint[ifi] = len(classes)
 	return classes, nil
 }
 

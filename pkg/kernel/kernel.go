@@ -11,6 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// recvBufferSize is the userspace buffer for one received netlink
+// datagram (see netlink.Config.MessageBufferSize).
+const recvBufferSize = 64 << 10
+
 // Options configure Open.
 type Options struct {
 	// NetNS is the name of a network namespace (as `ip netns` knows it,
@@ -30,6 +34,9 @@ type Kernel struct {
 	req  attrs // reused request buffer (under mu)
 	// filters holds the u32 classifier of each device, by ifindex.
 	filters map[uint32]classifier
+	// classHint is the number of classes the last dump of a device (by
+	// ifindex) returned, to size the next one.
+	classHint map[uint32]int
 }
 
 // Open connects to the kernel in the namespace o names.
@@ -46,7 +53,10 @@ func Open(o Options) (*Kernel, error) {
 		k.Close()
 		return nil, err
 	}
-	conn, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: int(k.ns)})
+	// A fixed receive buffer spares the peek before every datagram (one
+	// syscall instead of two per datagram of a dump); dump datagrams are at
+	// most a few tens of kilobytes.
+	conn, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: int(k.ns), MessageBufferSize: recvBufferSize})
 	if err != nil {
 		return fail(fmt.Errorf("rtnetlink socket%s: %w", k.where(o.NetNS), err))
 	}
@@ -139,21 +149,45 @@ func (k *Kernel) write(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcms
 // dump runs a dump request (tcmsg m plus optional attributes) and decodes
 // every answer.
 func (k *Kernel) dump(typ netlink.HeaderType, m tcmsg, fn func(a *attrs)) ([]object, error) {
+	var out []object
+	err := k.dumpEach(typ, m, fn, func(o object) error {
+		out = append(out, o)
+		return nil
+	})
+	return out, err
+}
+
+// dumpEach runs a dump request and hands each answer to each as it is
+// received, without collecting the messages first (a dump of 10,000
+// classes is megabytes of them). The objects' options point into the
+// received datagrams; each may keep them. An error from each stops the
+// dump (the rest of the answer is discarded) and is returned.
+func (k *Kernel) dumpEach(typ netlink.HeaderType, m tcmsg, fn func(a *attrs), each func(object) error) error {
 	k.req.b = m.appendTo(k.req.b[:0])
 	if fn != nil {
 		fn(&k.req)
 	}
-	msgs, err := k.execute(typ, netlink.Dump, k.req.b)
+	req, err := k.conn.Send(netlink.Message{
+		Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Dump},
+		Data:   k.req.b,
+	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]object, 0, len(msgs))
-	for _, msg := range msgs {
+	for msg, err := range k.conn.ReceiveIter() {
+		if err != nil {
+			return err
+		}
+		if msg.Header.Sequence != req.Header.Sequence {
+			return fmt.Errorf("netlink dump: answer with sequence %d to request %d", msg.Header.Sequence, req.Header.Sequence)
+		}
 		o, err := parseObject(msg.Data)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, o)
+		if err := each(o); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }

@@ -24,6 +24,8 @@ type Classifier struct {
 	ifindex uint32
 	parent  model.Handle
 	st      *state // nil: unknown, dump before use
+	// lastObjects is the number of objects the last dump returned.
+	lastObjects int
 }
 
 // NewConn returns the Classifier of device ifindex's qdisc parent

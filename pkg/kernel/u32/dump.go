@@ -40,18 +40,27 @@ func (c *Classifier) dump() ([]model.Filter, error) {
 		return nil, err
 	}
 	req.Data = req.Data[:tcmsgLen] // a dump request carries no attributes
-	msgs, err := c.conn.Execute(req)
+	sent, err := c.conn.Send(req)
 	if err != nil {
 		return nil, err
 	}
-	var objs []object
-	for _, m := range msgs {
+	// Decoded as the datagrams arrive: collecting the messages first
+	// would hold megabytes of them with 10,000 users.
+	objs := make([]object, 0, c.lastObjects) // sized by the last dump
+	for m, err := range c.conn.ReceiveIter() {
+		if err != nil {
+			return nil, err
+		}
+		if m.Header.Sequence != sent.Header.Sequence {
+			return nil, fmt.Errorf("answer with sequence %d to request %d", m.Header.Sequence, sent.Header.Sequence)
+		}
 		_, o, err := parseObject(m.Data)
 		if err != nil {
 			return nil, fmt.Errorf("decode filter message: %w", err)
 		}
 		objs = append(objs, o)
 	}
+	c.lastObjects = len(objs)
 	st := buildState(objs)
 	c.st = st
 	return st.filters(), nil
@@ -69,7 +78,7 @@ func treeOfPrio(prio, proto uint16) int {
 
 // buildState makes the picture of the kernel from dumped objects.
 func buildState(objs []object) *state {
-	st := newState()
+	st := newStateSized(len(objs))
 	for _, o := range objs {
 		t := treeOfPrio(o.prio, o.proto)
 		if o.kind != "u32" || t < 0 || o.handle == 0 {
@@ -171,6 +180,18 @@ func (st *state) filters() []model.Filter {
 // majorityClass is the most common class among nodes hs (the lowest on a
 // tie); split reports whether they disagree.
 func (st *state) majorityClass(hs []uint32) (model.Handle, bool) {
+	if same := len(hs) > 0; same { // the usual case: no map
+		c := st.nodes[hs[0]].classID
+		for _, h := range hs[1:] {
+			if st.nodes[h].classID != c {
+				same = false
+				break
+			}
+		}
+		if same {
+			return model.Handle(c), false
+		}
+	}
 	count := map[uint32]int{}
 	for _, h := range hs {
 		count[st.nodes[h].classID]++

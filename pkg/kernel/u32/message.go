@@ -1,6 +1,7 @@
 package u32
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -162,7 +163,11 @@ func parseObject(data []byte) (tcmsg, object, error) {
 	for ad.Next() {
 		switch ad.Type() {
 		case tcaKind:
-			o.kind = ad.String()
+			if b := ad.Bytes(); string(bytes.TrimRight(b, "\x00")) == "u32" {
+				o.kind = "u32" // no string per node
+			} else {
+				o.kind = string(bytes.TrimRight(b, "\x00"))
+			}
 		case tcaOptions:
 			ad.Nested(func(nad *netlink.AttributeDecoder) error {
 				for nad.Next() {

@@ -57,10 +57,6 @@ func (d *Daemon) overrideChanged(t policy.Target, now time.Time) error {
 	return err
 }
 
-// markPolicyDirty makes the next policy tick evaluate the policy (its
-// inputs changed: quota usage, overrides, the plan).
-func (d *Daemon) markPolicyDirty() { d.policyDirty = true }
-
 // policyTick is one tick of the policy ticker. It evaluates the policy
 // only when something can have changed since the last evaluation: the
 // plan, the overrides or quota usage (policyDirty), or now reached the

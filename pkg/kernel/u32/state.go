@@ -34,23 +34,13 @@ type state struct {
 	foreign  []uint32            // nodes that are neither links nor filters
 }
 
-// newStateSized is newState with room for about n nodes.
+// newStateSized returns an empty picture with room for about n nodes.
 func newStateSized(n int) *state {
 	return &state{
 		roots:    map[int]uint32{},
 		tables:   map[uint16]table{},
 		nodes:    make(map[uint32]*node, n),
 		byFilter: make(map[fkey][]uint32, n),
-		used:     map[uint32][]uint16{},
-	}
-}
-
-func newState() *state {
-	return &state{
-		roots:    map[int]uint32{},
-		tables:   map[uint16]table{},
-		nodes:    map[uint32]*node{},
-		byFilter: map[fkey][]uint32{},
 		used:     map[uint32][]uint16{},
 	}
 }

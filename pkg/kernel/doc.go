@@ -6,8 +6,11 @@
 // events.
 //
 // Requests are encoded by hand on one mdlayher/netlink rtnetlink socket per
-// Kernel (one request at a time, acked; extended acks carry the kernel's
-// reason into *Error). Links use vishvananda/netlink.
+// Kernel, each acked; extended acks carry the kernel's reason into *Error.
+// Runs of class and leaf-qdisc requests are pipelined (up to 64 per
+// sendmsg, acks matched by sequence number; see Apply). go-tc is not used:
+// its TBF has no 64-bit rate attributes and its u32 selector encoding is
+// wrong (see pkg/kernel/u32). Links use vishvananda/netlink.
 //
 // Ownership: on a managed device shaperd owns the root qdisc. Its root is
 // htb or tbf with handle 1:; any other root (pfifo_fast, mq, noqueue,

@@ -104,9 +104,13 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent) {
 			return
 		case <-policyT.C():
 			now := d.clock.Now()
+			evals := d.work.evaluations
 			err := d.policyTick(now)
 			if err != nil {
 				d.afterReconcile(err)
+			}
+			if d.work.evaluations != evals && d.ready {
+				d.returnMemory(false) // a full evaluation and build allocate per user
 			}
 			if d.usage.FlushDue(now) {
 				d.saveUsage(now)

@@ -5,8 +5,15 @@
 // overrides, the quota usage, and per managed interface its class
 // Assignment, the desired Tree and the last dump. It reacts to
 //
-//   - the policy tick (policy.interval): policy.Evaluate, then model.Build;
-//     an interface whose desired tree changed is reconciled at once;
+//   - the policy tick (policy.interval; RampStep, 250 ms, while a ramp is
+//     in progress): policy.Evaluate and model.Build run only when something
+//     can have changed since the last evaluation (a reload, an override,
+//     quota usage that moved, the next wall-clock minute where schedules
+//     and quota periods turn, an override's expiry: policy.NextChange);
+//     otherwise a tick steps only the ramping classes
+//     (policy.Ramper.StepActive) or does nothing. Changes reach the kernel
+//     without a dump when it held the previous desired tree: the diff of
+//     the old and new desired trees, or one OpChange per ramping class;
 //   - the reconcile tick (daemon.reconcile_interval): dump, diff, apply,
 //     verify every interface, which repairs drift;
 //   - link events: a managed interface that appears (or comes back) is
@@ -16,12 +23,15 @@
 //     so a refused reload writes nothing to the kernel;
 //   - control requests (control.Service): set-rate and clear change the
 //     overrides, which are saved crash-safely in state_dir before the
-//     immediate policy step that applies them.
+//     immediate policy step that applies them (for a user: that user alone
+//     is re-evaluated and only their classes are rebuilt and changed).
 //
 // Stopping (Run's context ends) leaves the shaping in place; the next start
 // adopts it: class minors come from the state file (or, without it, from
 // the kernel's tree with model.AssignmentFromTree), so the first reconcile
-// finds nothing to change and writes nothing.
+// finds nothing to change and writes nothing. The Ramper is seeded with the
+// adopted tree's rates, so a plan changed meanwhile ramps from them rather
+// than jumping.
 //
 // Time comes from the injected Clock; the kernel is behind the Kernel
 // interface, so the loop is tested with a fake clock and model.MemKernel.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -102,6 +103,9 @@ type Daemon struct {
 
 	stats daemonStats
 	snap  atomic.Pointer[[]*ifaceSnapshot]
+	// classMu guards in-place changes of desired classes that published
+	// snapshots share (see ifaceSnapshot).
+	classMu sync.RWMutex
 }
 
 var _ control.Service = (*Daemon)(nil)

@@ -176,7 +176,6 @@ func (d *Daemon) patchUsers(st *iface, ss []policy.Stepped, why string) error {
 		d.stats.errors.WithLabelValues("build").Inc()
 		return fmt.Errorf("interface %s: %w", st.key, err)
 	}
-	var classes []model.Class // copy on write: snapshots share the old slice
 	var changes []model.Change
 	for _, c := range tree.Classes {
 		if c.Labels.Kind != "user" {
@@ -190,17 +189,16 @@ func (d *Daemon) patchUsers(st *iface, ss []policy.Stepped, why string) error {
 		if model.ClassParamsEqual(old, c) && old.Parent == c.Parent {
 			continue
 		}
-		if classes == nil {
-			classes = slices.Clone(st.desired.Classes)
-		}
-		classes[i] = c
+		// In place: published snapshots share the slice (see ifaceSnapshot).
+		d.classMu.Lock()
+		st.desired.Classes[i] = c
+		d.classMu.Unlock()
 		changes = append(changes, model.Change{Op: model.OpChange, Device: st.desired.Device, Class: &c, FromClass: &old})
 	}
-	if classes == nil {
+	if len(changes) == 0 {
 		return nil
 	}
 	wasSynced := st.inSync && !st.missing
-	st.desired.Classes = classes
 	if !wasSynced {
 		st.inSync = false
 		return d.reconcile(st, why)

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"sync"
+
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
 )
@@ -8,8 +10,10 @@ import (
 // ifaceSnapshot is what the metrics collectors read of one interface.
 // The loop publishes a new one after each dump or plan change. It refers
 // to the desired classes and the dumped counters without copying them:
-// both slices are replaced, never modified, once built, so a scrape reads
-// them safely and never touches the kernel or the loop's state.
+// counters are replaced, never modified; classes are replaced, or, by a
+// ramp step or a single-user change, modified in place under mu (one
+// class each), so a scrape reads them safely and never touches the kernel
+// or the loop's state.
 type ifaceSnapshot struct {
 	iface, direction string
 	present, inSync  bool
@@ -17,6 +21,8 @@ type ifaceSnapshot struct {
 	// handle; counters the last dump's, sorted by handle.
 	classes  []model.Class
 	counters []classCounters
+	// mu guards the elements of classes (Daemon.classMu).
+	mu *sync.RWMutex
 	// tbf is the desired TBF root (nil for HTB) with the dumped rootStats.
 	tbf       *model.TBFParams
 	rootStats *model.Stats
@@ -28,7 +34,7 @@ func (d *Daemon) publish() {
 	for _, st := range d.ifaces {
 		s := &ifaceSnapshot{iface: st.cfg.Name, direction: string(st.cfg.Direction),
 			present: st.built && !st.missing, inSync: st.inSync,
-			classes: st.desired.Classes, counters: st.counters, rootStats: st.rootStats}
+			classes: st.desired.Classes, counters: st.counters, rootStats: st.rootStats, mu: &d.classMu}
 		if st.cfg.Shaper == config.ShaperTBF && st.desired.Root != nil {
 			s.tbf = st.desired.Root.TBF
 		}
@@ -46,14 +52,16 @@ func (s *ifaceSnapshot) each(f func(l model.Labels, rate, ceil uint64, stats *mo
 	}
 	j := 0
 	for i := range s.classes {
-		c := &s.classes[i]
-		for j < len(s.counters) && s.counters[j].handle < c.Handle {
+		s.mu.RLock()
+		h, l, rate, ceil := s.classes[i].Handle, s.classes[i].Labels, s.classes[i].Rate, s.classes[i].Ceil
+		s.mu.RUnlock()
+		for j < len(s.counters) && s.counters[j].handle < h {
 			j++
 		}
 		var stats *model.Stats
-		if j < len(s.counters) && s.counters[j].handle == c.Handle {
+		if j < len(s.counters) && s.counters[j].handle == h {
 			stats = &s.counters[j].stats
 		}
-		f(c.Labels, uint64(c.Rate), uint64(c.Ceil), stats)
+		f(l, uint64(rate), uint64(ceil), stats)
 	}
 }

@@ -156,41 +156,67 @@ func parseObject(data []byte) (tcmsg, object, error) {
 	var o object
 	o.prio, o.proto = infoPrioProto(m.info)
 	o.handle = m.handle
-	ad, err := netlink.NewAttributeDecoder(data[tcmsgLen:])
-	if err != nil {
-		return m, o, err
+	// Attributes are walked in place (no decoder and slice per message:
+	// a dump with 10,000 users has tens of thousands of them).
+	var perr error
+	u32v := func(p []byte) uint32 {
+		if len(p) != 4 {
+			perr = fmt.Errorf("u32 attribute of %d bytes, want 4", len(p))
+			return 0
+		}
+		return binary.NativeEndian.Uint32(p)
 	}
-	for ad.Next() {
-		switch ad.Type() {
+	err = eachAttr(data[tcmsgLen:], func(typ uint16, p []byte) {
+		switch typ {
 		case tcaKind:
-			if b := ad.Bytes(); string(bytes.TrimRight(b, "\x00")) == "u32" {
+			if k := bytes.TrimRight(p, "\x00"); string(k) == "u32" {
 				o.kind = "u32" // no string per node
 			} else {
-				o.kind = string(bytes.TrimRight(b, "\x00"))
+				o.kind = string(k)
 			}
 		case tcaOptions:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				for nad.Next() {
-					switch nad.Type() {
-					case tcaU32ClassID:
-						o.classID = nad.Uint32()
-					case tcaU32Hash:
-						o.hash = nad.Uint32()
-					case tcaU32Link:
-						o.link = nad.Uint32()
-					case tcaU32Divisor:
-						o.divisor = nad.Uint32()
-						o.isTable = true
-					case tcaU32Sel:
-						o.sel, o.selErr = parseSelector(nad.Bytes())
-						o.hasSel = true
-					case tcaU32Flags:
-						o.flags = nad.Uint32()
-					}
+			if e := eachAttr(p, func(typ uint16, p []byte) {
+				switch typ {
+				case tcaU32ClassID:
+					o.classID = u32v(p)
+				case tcaU32Hash:
+					o.hash = u32v(p)
+				case tcaU32Link:
+					o.link = u32v(p)
+				case tcaU32Divisor:
+					o.divisor = u32v(p)
+					o.isTable = true
+				case tcaU32Sel:
+					o.sel, o.selErr = parseSelector(p)
+					o.hasSel = true
+				case tcaU32Flags:
+					o.flags = u32v(p)
 				}
-				return nil
-			})
+			}); e != nil && perr == nil {
+				perr = e
+			}
+		}
+	})
+	if err == nil {
+		err = perr
+	}
+	return m, o, err
+}
+
+// eachAttr calls fn for every netlink attribute in b (type without the
+// nested/byte-order flag bits); a malformed attribute is an error.
+func eachAttr(b []byte, fn func(typ uint16, p []byte)) error {
+	for len(b) >= 4 {
+		l := int(binary.NativeEndian.Uint16(b))
+		if l < 4 || l > len(b) {
+			return fmt.Errorf("malformed netlink attribute (length %d of %d bytes)", l, len(b))
+		}
+		fn(binary.NativeEndian.Uint16(b[2:])&0x3fff, b[4:l])
+		if n := (l + 3) &^ 3; n < len(b) {
+			b = b[n:]
+		} else {
+			return nil
 		}
 	}
-	return m, o, ad.Err()
+	return nil
 }

@@ -109,22 +109,7 @@ func decodeHTBClass(o object) (model.Class, error) {
 		// (and our requests) use the qdisc's handle.
 		c.Parent = model.MakeHandle(c.Handle.Major(), 0)
 	}
-	var parms []byte
-	var rate64, ceil64 uint64
-	err := eachAttr(o.options, func(typ uint16, p []byte) {
-		switch typ {
-		case tcaHTBParms:
-			parms = p
-		case tcaHTBRate64:
-			if len(p) >= 8 {
-				rate64 = binary.NativeEndian.Uint64(p)
-			}
-		case tcaHTBCeil64:
-			if len(p) >= 8 {
-				ceil64 = binary.NativeEndian.Uint64(p)
-			}
-		}
-	})
+	parms, rate64, ceil64, err := shaperOptions(o.options, tcaHTBParms, tcaHTBRate64, tcaHTBCeil64)
 	if err != nil {
 		return c, fmt.Errorf("class %s: %w", c.Handle, err)
 	}
@@ -141,6 +126,23 @@ func decodeHTBClass(o object) (model.Class, error) {
 	c.Burst = tbf.Size(tbf.XmitSize(rate, c.Buffer))
 	c.CBurst = tbf.Size(tbf.XmitSize(ceil, c.CBuffer))
 	return c, nil
+}
+
+// shaperOptions picks from HTB's or TBF's options the parameter struct
+// (attribute parmsType) and the two 64-bit rates (rate and ceil, or rate
+// and peak rate) that the kernel adds when a rate does not fit 32 bits.
+func shaperOptions(options []byte, parmsType, rateType, rate2Type uint16) (parms []byte, rate, rate2 uint64, err error) {
+	err = eachAttr(options, func(typ uint16, p []byte) {
+		switch {
+		case typ == parmsType:
+			parms = p
+		case typ == rateType && len(p) >= 8:
+			rate = binary.NativeEndian.Uint64(p)
+		case typ == rate2Type && len(p) >= 8:
+			rate2 = binary.NativeEndian.Uint64(p)
+		}
+	})
+	return parms, rate, rate2, err
 }
 
 // decodeHTBQdisc returns the default class minor of a dumped HTB qdisc.
@@ -163,22 +165,7 @@ func decodeHTBQdisc(o object) (uint16, error) {
 // hold at the rate (tbf.BurstFromTicks), which model.TBFParamsEqual
 // compares with a tolerance of one tick.
 func decodeTBF(o object) (*model.TBFParams, error) {
-	var parms []byte
-	var rate64, prate64 uint64
-	err := eachAttr(o.options, func(typ uint16, p []byte) {
-		switch typ {
-		case tcaTBFParms:
-			parms = p
-		case tcaTBFRate64:
-			if len(p) >= 8 {
-				rate64 = binary.NativeEndian.Uint64(p)
-			}
-		case tcaTBFPrate64:
-			if len(p) >= 8 {
-				prate64 = binary.NativeEndian.Uint64(p)
-			}
-		}
-	})
+	parms, rate64, prate64, err := shaperOptions(o.options, tcaTBFParms, tcaTBFRate64, tcaTBFPrate64)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,22 @@ type InterfaceStatus struct {
 	// Tiers are the tiers in use on this interface, with their rates for this
 	// interface's direction.
 	Tiers []TierStatus `json:"tiers"`
+	// State is "ok" (the kernel held the plan at the last reconcile),
+	// "missing" (the interface does not exist; shaped when it appears),
+	// "failed" (see Error) or "pending" (not reconciled yet).
+	State string `json:"state"`
+	// Error is the last failure to apply this interface's plan, e.g. the
+	// kernel's refusal naming the object and user; empty when none.
+	Error string `json:"error,omitempty"`
 }
+
+// Interface states.
+const (
+	StateOK      = "ok"
+	StateMissing = "missing"
+	StateFailed  = "failed"
+	StatePending = "pending"
+)
 
 // TierStatus is one tier's plan on one interface (upload rates on ingress
 // interfaces, download rates on egress ones).

@@ -273,12 +273,25 @@ func TestOnceFailsWithKernelRefusalAndMissingInterface(t *testing.T) {
 	if !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "lan0") {
 		t.Errorf("Once without lan0: %v, want ErrMissing naming lan0", err)
 	}
+	if is := d.status().Interfaces[0]; is.State != control.StateMissing || is.Error != "" {
+		t.Errorf("status without lan0: state %q error %q, want missing", is.State, is.Error)
+	}
 	k.setLink("lan0", true)
 	k.refuse = errors.New("lan0: add class 1:100 (user alice): Specified qdisc kind is unknown")
 	d2, _ := newTestDaemon(t, k, newFakeClock(), "")
 	err = d2.Once(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "user alice") || !strings.Contains(err.Error(), "lan0/egress") {
 		t.Errorf("Once with a refusing kernel: %v", err)
+	}
+	if is := d2.status().Interfaces[0]; is.State != control.StateFailed || !strings.Contains(is.Error, "Specified qdisc kind is unknown") {
+		t.Errorf("status after a refusal: state %q error %q, want failed with the kernel's text", is.State, is.Error)
+	}
+	k.refuse = nil
+	if err := d2.Once(context.Background()); err != nil {
+		t.Fatalf("Once after the kernel accepts: %v", err)
+	}
+	if is := d2.status().Interfaces[0]; is.State != control.StateOK || is.Error != "" {
+		t.Errorf("status after a successful apply: state %q error %q, want ok", is.State, is.Error)
 	}
 }
 

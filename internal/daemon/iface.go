@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"
@@ -48,6 +49,22 @@ type iface struct {
 	counters  []classCounters
 	rootStats *model.Stats
 	dumpAt    time.Time
+}
+
+// health is the interface's state for status: the last failure first,
+// then whether it is missing or in sync.
+func (st *iface) health() (state, msg string) {
+	switch {
+	case st.lastErr != nil:
+		return control.StateFailed, st.lastErr.Error()
+	case st.buildErr != nil:
+		return control.StateFailed, st.buildErr.Error()
+	case st.missing:
+		return control.StateMissing, ""
+	case st.inSync:
+		return control.StateOK, ""
+	}
+	return control.StatePending, ""
 }
 
 func ifaceKey(in *config.Interface) string { return in.Name + "/" + string(in.Direction) }

@@ -20,6 +20,7 @@ func (d *Daemon) status() *control.Status {
 		in := &st.cfg
 		is := control.InterfaceStatus{Name: in.Name, Device: st.device, Shaper: string(in.Shaper),
 			Direction: string(in.Direction), Bandwidth: in.Bandwidth, Users: []string{}, Tiers: []control.TierStatus{}}
+		is.State, is.Error = st.health()
 		if in.Shaper == config.ShaperHTB {
 			tiers := map[string]bool{}
 			for _, u := range d.plan.Users {

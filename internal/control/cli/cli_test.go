@@ -120,9 +120,10 @@ func TestStatusTable(t *testing.T) {
 	}
 	// Each row's fields, in column order.
 	for _, want := range [][]string{
-		{"INTERFACE", "DEVICE", "SHAPER", "DIRECTION", "BANDWIDTH", "USERS", "TIERS"},
-		{"lan0", "lan0", "htb", "egress", "1gbit", "3", "bronze", "5mbit/10mbit,", "gold", "50mbit/100mbit,", "silver", "20mbit/40mbit"},
-		{"wan0", "ifb-wan0", "htb", "ingress", "100mbit", "1", "gold", "10mbit/20mbit"},
+		{"INTERFACE", "DEVICE", "SHAPER", "DIRECTION", "BANDWIDTH", "STATE", "USERS", "TIERS"},
+		{"lan0", "lan0", "htb", "egress", "1gbit", "ok", "3", "bronze", "5mbit/10mbit,", "gold", "50mbit/100mbit,", "silver", "20mbit/40mbit"},
+		{"wan0", "ifb-wan0", "htb", "ingress", "100mbit", "failed", "1", "gold", "10mbit/20mbit"},
+		{"wan0", "(ingress):", "error:", "ifb-wan0:", "add", "leaf", "qdisc", "fq_codel", "of", "class", "1:100", "(user", "alice):", "Specified", "qdisc", "kind", "is", "unknown"},
 		{"USER", "INTERFACE", "TIER", "RATE/CEIL", "EFFECTIVE", "THROUGHPUT", "BYTES", "DROPS", "REASON"},
 		{"alice", "lan0", "gold", "50mbit/100mbit", "50mbit/60mbit", "9.87mbit", "1.15gb", "12", "schedule", "peak"},
 		{"alice", "wan0", "gold", "10mbit/20mbit", "10mbit/20mbit", "1.5mbit", "96.5kb", "0", "tier"},

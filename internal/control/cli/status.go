@@ -54,17 +54,22 @@ func writeStatus(out io.Writer, st *control.Status) error {
 	fmt.Fprintf(out, "shaperd status at %s: %s, %s\n\n",
 		st.Generated.Format("2006-01-02 15:04:05 MST"), plural(len(st.Interfaces), "interface"), plural(countUsers(st.Users), "user"))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "INTERFACE\tDEVICE\tSHAPER\tDIRECTION\tBANDWIDTH\tUSERS\tTIERS")
+	fmt.Fprintln(tw, "INTERFACE\tDEVICE\tSHAPER\tDIRECTION\tBANDWIDTH\tSTATE\tUSERS\tTIERS")
 	for _, i := range st.Interfaces {
 		tiers := make([]string, len(i.Tiers))
 		for k, t := range i.Tiers {
 			tiers[k] = fmt.Sprintf("%s %s/%s", t.Name, formatRate(t.Rate), formatRate(t.Ceil))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", i.Name, i.Device, i.Shaper, i.Direction,
-			formatRate(i.Bandwidth), len(i.Users), dash(strings.Join(tiers, ", ")))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", i.Name, i.Device, i.Shaper, i.Direction,
+			formatRate(i.Bandwidth), dash(i.State), len(i.Users), dash(strings.Join(tiers, ", ")))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, i := range st.Interfaces {
+		if i.Error != "" {
+			fmt.Fprintf(out, "%s (%s): error: %s\n", i.Name, i.Direction, i.Error)
+		}
 	}
 	fmt.Fprintln(out)
 	users := slices.Clone(st.Users)

@@ -181,10 +181,11 @@ func Sample() control.Status {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	return control.Status{
 		Interfaces: []control.InterfaceStatus{
-			{Name: "lan0", Device: "lan0", Shaper: "htb", Direction: "egress", Bandwidth: 1_000_000_000,
+			{Name: "lan0", Device: "lan0", Shaper: "htb", Direction: "egress", Bandwidth: 1_000_000_000, State: control.StateOK,
 				Users: []string{"alice", "bob", "carol"},
 				Tiers: []control.TierStatus{{Name: "bronze", Rate: 5e6, Ceil: 10e6}, {Name: "gold", Rate: 50e6, Ceil: 100e6}, {Name: "silver", Rate: 20e6, Ceil: 40e6}}},
 			{Name: "wan0", Device: "ifb-wan0", Shaper: "htb", Direction: "ingress", Bandwidth: 100_000_000,
+				State: control.StateFailed, Error: "ifb-wan0: add leaf qdisc fq_codel of class 1:100 (user alice): Specified qdisc kind is unknown",
 				Users: []string{"alice"},
 				Tiers: []control.TierStatus{{Name: "gold", Rate: 10e6, Ceil: 20e6}}},
 		},

@@ -121,14 +121,19 @@ func (rc *rateChanger) applyOnly(up bool) (time.Duration, error) {
 	return d, err
 }
 
-// step changes the user's rate (1 mbit <-> 2 mbit): Build, Diff against
-// the last applied tree, Apply.
-func (rc *rateChanger) step() (change, error) {
+// flipRate moves the user's rate to the other of 1 mbit and 2 mbit.
+func (rc *rateChanger) flipRate() {
 	rc.flip = !rc.flip
 	rc.tg.Users[rc.user].Rate = tbf.Mbit
 	if rc.flip {
 		rc.tg.Users[rc.user].Rate = 2 * tbf.Mbit
 	}
+}
+
+// step changes the user's rate (1 mbit <-> 2 mbit): Build, Diff against
+// the last applied tree, Apply.
+func (rc *rateChanger) step() (change, error) {
+	rc.flipRate()
 	start := time.Now()
 	next, err := model.Build(rc.tg, rc.ids)
 	if err != nil {
@@ -151,11 +156,7 @@ func (rc *rateChanger) step() (change, error) {
 // reconcile is step through the daemon's whole reconcile: Build, Dump,
 // Diff, Apply and Verify (a second Dump).
 func (rc *rateChanger) reconcile() (time.Duration, error) {
-	rc.flip = !rc.flip
-	rc.tg.Users[rc.user].Rate = tbf.Mbit
-	if rc.flip {
-		rc.tg.Users[rc.user].Rate = 2 * tbf.Mbit
-	}
+	rc.flipRate()
 	start := time.Now()
 	next, err := model.Build(rc.tg, rc.ids)
 	if err != nil {

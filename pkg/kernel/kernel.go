@@ -56,7 +56,7 @@ func Open(o Options) (*Kernel, error) {
 	// A fixed receive buffer spares the peek before every datagram (one
 	// syscall instead of two per datagram of a dump); dump datagrams are at
 	// most a few tens of kilobytes.
-	conn, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: int(k.ns), MessageBufferSize: recvBufferSize})
+	conn, err := netlink.Dial(unix.NETLINK_ROUTE, &netlink.Config{NetNS: k.nsFD(), MessageBufferSize: recvBufferSize})
 	if err != nil {
 		return fail(fmt.Errorf("rtnetlink socket%s: %w", k.where(o.NetNS), err))
 	}
@@ -72,6 +72,17 @@ func Open(o Options) (*Kernel, error) {
 		return fail(fmt.Errorf("link netlink handle%s: %w", k.where(o.NetNS), err))
 	}
 	return k, nil
+}
+
+// nsFD is the namespace for mdlayher/netlink's Config.NetNS: 0 means the
+// calling thread's namespace, any other value is an fd to enter. netns.None()
+// is -1, which netlink would hand to setns(2) (EBADF), so the process's own
+// namespace must be passed as 0.
+func (k *Kernel) nsFD() int {
+	if !k.ns.IsOpen() {
+		return 0
+	}
+	return int(k.ns)
 }
 
 func (k *Kernel) where(name string) string {

@@ -90,8 +90,9 @@ type Daemon struct {
 	// last incremental apply.
 	work      workCounters
 	lastApply time.Duration
-	// lastPing is when WATCHDOG=1 was last sent.
-	lastPing time.Time
+	// lastPing is when WATCHDOG=1 was last sent; lastExtend when the
+	// start-up timeout was last extended (see applyProgress).
+	lastPing, lastExtend time.Time
 	// loadedIDs are the assignments read from the state file, by iface
 	// key, until makeIfaces takes them; savedIDs is the file's contents as
 	// last written or read.
@@ -147,7 +148,7 @@ func New(opts Options) (*Daemon, error) {
 	d.setLogLevel(plan)
 	d.k = opts.Kernel
 	if d.k == nil {
-		k, err := kernel.Open(kernel.Options{NetNS: opts.NetNS})
+		k, err := kernel.Open(kernel.Options{NetNS: opts.NetNS, Progress: d.applyProgress})
 		if err != nil {
 			return nil, fmt.Errorf("open kernel (netns %q): %w", opts.NetNS, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
+	"golang.org/x/sys/unix"
 )
 
 // Notifier receives the daemon's service-manager notifications:
@@ -34,3 +35,13 @@ func SystemdWatchdog() time.Duration {
 type noNotifier struct{}
 
 func (noNotifier) Notify(string) {}
+
+// monotonicUsec is CLOCK_MONOTONIC in microseconds, as sd_notify's
+// MONOTONIC_USEC wants it.
+func monotonicUsec() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return ts.Nano() / 1e3
+}

@@ -12,7 +12,9 @@ import (
 // and building every interface's tree. A failure returns a *ConfigError and
 // leaves the daemon (and the kernel) untouched.
 func (d *Daemon) reload() error {
-	d.notify.Notify("RELOADING=1")
+	// RELOADING=1 with MONOTONIC_USEC is what Type=notify-reload
+	// (systemd >= 253) expects; older versions ignore it.
+	d.notify.Notify(fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
 	defer d.notify.Notify("READY=1")
 	plan, err := loadPlan(d.opts.ConfigPath)
 	if err != nil {

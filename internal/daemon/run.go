@@ -179,6 +179,31 @@ func (d *Daemon) pingWatchdog(force bool) {
 	}
 }
 
+// startExtend is how much more start-up time the daemon asks the service
+// manager for at a time while its first apply runs (EXTEND_TIMEOUT_USEC).
+const startExtend = 30 * time.Second
+
+// applyProgress is called between the pipelined runs of a kernel apply (on
+// the goroutine that applies). Before the daemon is ready, a long first
+// apply (tens of thousands of classes) asks systemd for more start-up time
+// every startExtend/2; it always keeps the watchdog fed. A kernel that
+// stops answering makes no progress, so neither is sent then.
+func (d *Daemon) applyProgress() {
+	d.pingWatchdog(false)
+	if d.ready {
+		return
+	}
+	now := d.clock.Now()
+	if d.lastExtend.IsZero() {
+		d.lastExtend = now // the first run of an apply: started just now
+		return
+	}
+	if now.Sub(d.lastExtend) >= startExtend/2 {
+		d.notify.Notify(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", startExtend.Microseconds()))
+		d.lastExtend = now
+	}
+}
+
 // managed reports whether name is a managed interface or its IFB.
 func (d *Daemon) managed(name string) bool {
 	for _, st := range d.ifaces {

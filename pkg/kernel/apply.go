@@ -79,7 +79,7 @@ const RedirectPref uint16 = 0xc05d
 // Dump/Verify/link calls from other goroutines may run in between (they
 // then see a partial tree).
 func (k *Kernel) Apply(changes []model.Change) (Result, error) {
-	a := applier{k: k, idx: map[string]uint32{}, ensured: map[uint32]bool{}, pipe: pipeline{conn: k.conn}}
+	a := applier{k: k, idx: map[string]uint32{}, ensured: map[uint32]bool{}, pipe: pipeline{conn: k.conn, timeout: k.timeout, progress: k.progress}}
 	locked := false // k.mu held for a run in a.pipe
 	endRun := func() error {
 		w, err := a.pipe.flush()

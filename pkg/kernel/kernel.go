@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	vnl "github.com/vishvananda/netlink"
@@ -15,11 +16,24 @@ import (
 // datagram (see netlink.Config.MessageBufferSize).
 const recvBufferSize = 64 << 10
 
+// DefaultRequestTimeout is Options.RequestTimeout's default.
+const DefaultRequestTimeout = 30 * time.Second
+
 // Options configure Open.
 type Options struct {
 	// NetNS is the name of a network namespace (as `ip netns` knows it,
 	// /run/netns/NAME); "" is the namespace of the calling process.
 	NetNS string
+	// RequestTimeout bounds each netlink exchange: one request and its
+	// ack, one pipelined run of requests and their acks, or one whole
+	// dump. A kernel that does not answer in time makes the call fail
+	// with an error wrapping os.ErrDeadlineExceeded instead of hanging.
+	// 0 is DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// Progress, when set, is called after each pipelined run of writes
+	// that the kernel has answered, from the goroutine that called Apply:
+	// a long first apply can tell the service manager it is alive.
+	Progress func()
 }
 
 // Kernel is shaperd's connection to the kernel's traffic control in one
@@ -37,11 +51,16 @@ type Kernel struct {
 	// classHint is the number of classes the last dump of a device (by
 	// ifindex) returned, to size the next one.
 	classHint map[uint32]int
+	timeout   time.Duration
+	progress  func()
 }
 
 // Open connects to the kernel in the namespace o names.
 func Open(o Options) (*Kernel, error) {
-	k := &Kernel{ns: netns.None(), filters: map[uint32]classifier{}}
+	k := &Kernel{ns: netns.None(), filters: map[uint32]classifier{}, timeout: o.RequestTimeout, progress: o.Progress}
+	if k.timeout <= 0 {
+		k.timeout = DefaultRequestTimeout
+	}
 	if o.NetNS != "" {
 		ns, err := netns.GetFromName(o.NetNS)
 		if err != nil {
@@ -83,6 +102,15 @@ func (k *Kernel) nsFD() int {
 		return 0
 	}
 	return int(k.ns)
+}
+
+// deadline bounds the next exchange on the rtnetlink socket (see
+// Options.RequestTimeout) and returns the function that clears the
+// deadline again once the exchange is over (the u32 classifier shares the
+// socket).
+func (k *Kernel) deadline() func() {
+	_ = k.conn.SetDeadline(time.Now().Add(k.timeout))
+	return func() { _ = k.conn.SetDeadline(time.Time{}) }
 }
 
 func (k *Kernel) where(name string) string {
@@ -138,6 +166,7 @@ func (k *Kernel) ifindex(dev string) (uint32, error) {
 // execute sends one request and waits for its ack (or the dump). The
 // request body is the tcmsg followed by the attributes in a.
 func (k *Kernel) execute(typ netlink.HeaderType, flags netlink.HeaderFlags, body []byte) ([]netlink.Message, error) {
+	defer k.deadline()()
 	return k.conn.Execute(netlink.Message{
 		Header: netlink.Header{Type: typ, Flags: netlink.Request | flags},
 		Data:   body,
@@ -178,6 +207,7 @@ func (k *Kernel) dumpEach(typ netlink.HeaderType, m tcmsg, fn func(a *attrs), ea
 	if fn != nil {
 		fn(&k.req)
 	}
+	defer k.deadline()()
 	req, err := k.conn.Send(netlink.Message{
 		Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Dump},
 		Data:   k.req.b,

@@ -3,6 +3,7 @@ package kernel
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -43,6 +44,10 @@ type pipeline struct {
 	conn *netlink.Conn
 	msgs []netlink.Message
 	reqs []queued
+	// timeout bounds one run (send and acks; 0: no deadline); progress,
+	// when set, is called after each answered run.
+	timeout  time.Duration
+	progress func()
 }
 
 // add queues one request: header type typ, flags besides
@@ -74,7 +79,14 @@ func (p *pipeline) flush() (writes int, err error) {
 	defer func() {
 		clear(p.msgs)
 		p.msgs, p.reqs = p.msgs[:0], p.reqs[:0]
+		if p.progress != nil {
+			p.progress()
+		}
 	}()
+	if p.timeout > 0 {
+		_ = p.conn.SetDeadline(time.Now().Add(p.timeout))
+		defer func() { _ = p.conn.SetDeadline(time.Time{}) }()
+	}
 	sent, serr := p.conn.SendMessages(msgs)
 	if serr != nil {
 		return 0, fmt.Errorf("%s: send %d requests (from %s %s): %w", reqs[0].dev, len(reqs), reqs[0].op, reqs[0].object, serr)

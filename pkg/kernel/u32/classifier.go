@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"syscall"
+	"time"
 
 	"github.com/mdlayher/netlink"
 
@@ -81,12 +82,26 @@ func (c *Classifier) execute(typ netlink.HeaderType, flags netlink.HeaderFlags, 
 	m.ifindex, m.parent = c.ifindex, uint32(c.parent)
 	req, err := filterRequest(typ, flags|netlink.Acknowledge, m, o)
 	if err == nil {
+		clearDeadline := c.deadline()
 		_, err = c.conn.Execute(req)
+		clearDeadline()
 	}
 	if err != nil {
 		c.st = nil
 	}
 	return err
+}
+
+// RequestTimeout bounds each request and its ack, and each whole dump, on
+// the classifier's socket: a kernel that does not answer makes the call
+// fail (wrapping os.ErrDeadlineExceeded) instead of hanging.
+const RequestTimeout = 30 * time.Second
+
+// deadline sets RequestTimeout on the socket and returns the function that
+// clears it again (the socket is shared with the caller).
+func (c *Classifier) deadline() func() {
+	_ = c.conn.SetDeadline(time.Now().Add(RequestTimeout))
+	return func() { _ = c.conn.SetDeadline(time.Time{}) }
 }
 
 // create adds a new object (fails if the handle exists).

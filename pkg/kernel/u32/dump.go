@@ -40,6 +40,7 @@ func (c *Classifier) dump() ([]model.Filter, error) {
 		return nil, err
 	}
 	req.Data = req.Data[:tcmsgLen] // a dump request carries no attributes
+	defer c.deadline()()
 	sent, err := c.conn.Send(req)
 	if err != nil {
 		return nil, err

@@ -146,9 +146,10 @@ demo() {
 		addresses = ["198.18.0.12", "2001:db8:1::12"]
 	EOF
 	run "$tmp/shaperd" --config "$tmp/shaperd.toml" --check
-	"$tmp/shaperd" --config "$tmp/shaperd.toml" --netns "$ROUTER" >"$tmp/shaperd.log" 2>&1 &
+	# As the systemd unit runs it on a router: inside the router's namespace.
+	ip netns exec "$ROUTER" "$tmp/shaperd" --config "$tmp/shaperd.toml" >"$tmp/shaperd.log" 2>&1 &
 	DEMO_PIDS="$DEMO_PIDS $!"
-	say "shaperd --netns $ROUTER started (log: $tmp/shaperd.log)"
+	say "ip netns exec $ROUTER shaperd --config $tmp/shaperd.toml started (log: $tmp/shaperd.log)"
 	local i ctl="$tmp/shaperctl --socket $tmp/shaperd.sock"
 	for i in $(seq 100); do
 		$ctl status >/dev/null 2>&1 && break

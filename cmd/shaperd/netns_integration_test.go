@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/shaperd/shaperd/internal/netnslab"
 )
@@ -55,6 +51,9 @@ func writeLabConfig(t *testing.T, dir, iface string, lab *netnslab.RouterLab) st
 	return p
 }
 
+// TestBinaryInNetns is the --netns flag's own test (shaping another
+// namespace from outside it); every other daemon test starts shaperd inside
+// the namespace as the systemd unit does (see unitlab_test.go).
 func TestBinaryInNetns(t *testing.T) {
 	netnslab.Require(t)
 	bin := buildShaperd(t)
@@ -90,40 +89,6 @@ func TestBinaryInNetns(t *testing.T) {
 		t.Errorf("second --once: exit %d, wrote something:\n%s", code, out)
 	}
 
-	// The daemon: SIGHUP with an invalid config is refused, SIGTERM leaves
-	// the shaping in place.
-	logs := &lockedBuffer{}
-	cmd := exec.Command(bin, "--config", cfg, "--netns", lab.Router.Name)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitLog := func(what string) {
-		t.Helper()
-		for start := time.Now(); !strings.Contains(logs.String(), what); time.Sleep(20 * time.Millisecond) {
-			if time.Since(start) > 10*time.Second {
-				t.Fatalf("no %q in the daemon's log:\n%s", what, logs.String())
-			}
-		}
-	}
-	waitLog("msg=ready")
-	good, _ := os.ReadFile(cfg)
-	os.WriteFile(cfg, bytes.Replace(good, []byte(`ceil = "20mbit"`), []byte(`ceil = "1mbit"`), 1), 0o644)
-	cmd.Process.Signal(syscall.SIGHUP)
-	waitLog("reload refused")
-	os.WriteFile(cfg, good, 0o644)
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("SIGTERM: %v\n%s", err, logs.String())
-	}
-	if strings.Contains(logs.String(), "msg=applied") {
-		t.Errorf("the daemon wrote to the kernel after --once had applied the plan:\n%s", logs.String())
-	}
-	if q := qdisc("r-lan"); !strings.Contains(q, "qdisc htb 1:") {
-		t.Errorf("SIGTERM removed the shaping:\n%s", q)
-	}
-
 	if code, out := shaperd("--teardown"); code != 0 {
 		t.Fatalf("--teardown: exit %d\n%s", code, out)
 	}
@@ -141,20 +106,3 @@ func TestBinaryInNetns(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}

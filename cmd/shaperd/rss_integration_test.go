@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -103,8 +101,10 @@ ceil = "100mbit"
 	os.WriteFile(filepath.Join(dir, "shaperd.toml"), []byte(cfg), 0o644)
 	os.WriteFile(filepath.Join(dir, "users.toml"), []byte(u.String()), 0o644)
 
-	logs := &lockedBuffer{}
-	cmd := exec.Command(bin, "--config", filepath.Join(dir, "shaperd.toml"), "--netns", ns.Name)
+	logs := &netnslab.LockedBuffer{}
+	// As the unit runs it: inside the namespace (ip netns exec execs the
+	// daemon, so cmd's pid is the daemon's).
+	cmd := ns.Command(bin, "--config", filepath.Join(dir, "shaperd.toml"))
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if v := os.Getenv("GOGC"); v != "" {
 		t.Logf("GOGC=%s", v)
@@ -123,7 +123,7 @@ ceil = "100mbit"
 	t.Logf("first apply of %d users (both directions: %v): ready after %v", users, both, time.Since(start).Round(time.Millisecond))
 	rss1 := vmRSS(t, cmd.Process.Pid)
 	t.Logf("VmRSS after the first apply: %.1f MB", float64(rss1)/1024)
-	sum0, count0 := reconcileStats(t, port)
+	sum0, count0 := reconcileStats(t, ns, port)
 	cpu0 := cpuSeconds(t, cmd.Process.Pid)
 	const idle = 30 * time.Second
 	var samples []int64 // VmRSS once a second: six reconcile ticks
@@ -137,7 +137,7 @@ ceil = "100mbit"
 	rss2 := samples[len(samples)/2]
 	t.Logf("VmRSS while idle (%d samples, 1/s): median %.1f MB, min %.1f MB, max %.1f MB (VmHWM %.1f MB)", len(samples),
 		float64(rss2)/1024, float64(samples[0])/1024, float64(samples[len(samples)-1])/1024, float64(procStatus(t, cmd.Process.Pid, "VmHWM"))/1024)
-	sum, count := reconcileStats(t, port)
+	sum, count := reconcileStats(t, ns, port)
 	if count > count0 {
 		t.Logf("reconciles while idle (dump, diff; one interface each): %d, mean %.3f s", int(count-count0), (sum-sum0)/(count-count0))
 	}
@@ -199,9 +199,9 @@ func procStatus(t *testing.T, pid int, field string) int64 {
 }
 
 // reconcileStats reads shaperd_reconcile_duration_seconds' sum and count.
-func reconcileStats(t *testing.T, port int) (sum, count float64) {
+func reconcileStats(t *testing.T, ns *netnslab.NS, port int) (sum, count float64) {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	resp, err := ns.HTTPClient().Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,9 +61,11 @@ func StartService(t testing.TB, ns *NS, u *Unit, paths map[string]string) *Servi
 }
 
 // Start starts ExecStart again (after Stop or Kill), with the same notify
-// socket and a fresh exit status.
+// socket (its states forgotten, so WaitReady waits for the new process)
+// and a fresh exit status.
 func (s *Service) Start() {
 	s.t.Helper()
+	s.Notify.Reset()
 	argv := Rewrite(s.Unit.ExecStart[0], s.Paths)
 	s.cmd = s.command(argv)
 	s.cmd.Stdout, s.cmd.Stderr = s.Logs, s.Logs

@@ -105,4 +105,3 @@ func TestBinaryInNetns(t *testing.T) {
 		t.Errorf("--once with a missing interface: exit %d\n%s", code, out)
 	}
 }
-

@@ -33,8 +33,8 @@ import (
 const unitFile = "../../systemd/shaperd.service"
 
 var (
-	binOnce          sync.Once
-	binDir, binErr   string
+	binOnce            sync.Once
+	binDir, binErr     string
 	shaperdBin, ctlBin string
 )
 

@@ -326,10 +326,22 @@ func TestFaultMatrix(t *testing.T) {
 		f.check(t, false)
 	})
 
-	t.Run("a second daemon on the same socket is refused", func(t *testing.T) {
-		code, out := runCmd(t, u.Router.Command(bin, "--config", u.cfg))
-		if code == 0 || !strings.Contains(out, u.sock) {
-			t.Errorf("second daemon: exit %d, want a failure naming the socket\n%s", code, out)
+	t.Run("a second manager of the interfaces is refused, naming the running daemon", func(t *testing.T) {
+		w := writes()
+		pid := fmt.Sprintf("pid %d", u.PID())
+		for _, args := range [][]string{{}, {"--once"}, {"--teardown"}} {
+			// Another socket and state_dir: only the interfaces are shared.
+			dir := t.TempDir()
+			cfg := strings.Replace(daemonConfig, metricsAddr, "", 1)
+			os.WriteFile(filepath.Join(dir, "shaperd.toml"), []byte(fmt.Sprintf(cfg, dir)), 0o644)
+			os.WriteFile(filepath.Join(dir, "users.toml"), []byte(labUsers(u.RouterLab)), 0o644)
+			code, out := runCmd(t, u.Router.Command(append([]string{bin, "--config", filepath.Join(dir, "shaperd.toml")}, args...)...))
+			if code != 1 || !strings.Contains(out, pid) || !strings.Contains(out, "interface r-") {
+				t.Errorf("shaperd %v beside a running daemon: exit %d, want 1 naming an interface and %s\n%s", args, code, pid, out)
+			}
+		}
+		if got := writes() - w; got != 0 {
+			t.Errorf("%v kernel writes", got)
 		}
 		f.check(t, false)
 	})

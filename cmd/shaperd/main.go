@@ -32,6 +32,7 @@ func main() {
 type flags struct {
 	config, logLevel, logFormat, netns string
 	check, once, teardown, version     bool
+	force                              bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -45,6 +46,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default: daemon.log_level of the configuration)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&f.netns, "netns", "", "shape in the named network `namespace` (as 'ip netns' knows it) instead of this one")
+	fs.BoolVar(&f.force, "force", false, "go on even when another shaperd process manages one of the interfaces (two managers undo each other's changes)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: shaperd [--config FILE] [--check | --once | --teardown] [--log-level L] [--log-format text|json]\n")
@@ -112,7 +114,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logger := slog.New(h)
 	servePprof(logger)
 	opts := daemon.Options{ConfigPath: f.config, NetNS: f.netns, Logger: logger,
-		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog(), ReturnMemory: true}
+		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog(), ReturnMemory: true, Force: f.force}
 	if !fixed {
 		opts.LogLevel = level
 	}
@@ -127,6 +129,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		logger.Error("cannot start", "err", err)
+		if errors.Is(err, daemon.ErrLocked) {
+			fmt.Fprintln(stderr, "shaperd:", err)
+		}
 		return 1
 	}
 	defer d.Close()

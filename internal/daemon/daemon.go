@@ -56,6 +56,12 @@ type Options struct {
 	// LinkSettle is the wait after a link event before reconciling; 0 is
 	// DefaultLinkSettle.
 	LinkSettle time.Duration
+	// LockDir holds the per-interface locks taken when the daemon opens
+	// the real kernel (Kernel nil); "" is DefaultLockDir.
+	LockDir string
+	// Force goes on when another shaperd holds an interface's lock (with
+	// a warning) instead of failing.
+	Force bool
 }
 
 // Daemon is a configured shaperd. Create it with New, then call Run (the
@@ -101,6 +107,7 @@ type Daemon struct {
 
 	reqs    chan func()
 	stopped chan struct{}
+	locks   *ifaceLocks
 
 	stats daemonStats
 	snap  atomic.Pointer[[]*ifaceSnapshot]
@@ -148,14 +155,18 @@ func New(opts Options) (*Daemon, error) {
 	d.setLogLevel(plan)
 	d.k = opts.Kernel
 	if d.k == nil {
+		if err := d.lock(plan); err != nil {
+			return nil, err
+		}
 		k, err := kernel.Open(kernel.Options{NetNS: opts.NetNS, Progress: d.applyProgress})
 		if err != nil {
+			d.locks.release()
 			return nil, fmt.Errorf("open kernel (netns %q): %w", opts.NetNS, err)
 		}
 		d.k = k
 	}
 	if err := d.loadState(plan); err != nil {
-		d.k.Close()
+		d.Close()
 		return nil, err
 	}
 	d.setPlan(plan)
@@ -167,8 +178,35 @@ func New(opts Options) (*Daemon, error) {
 	return d, nil
 }
 
-// Close releases the kernel connection. The shaping stays in place.
-func (d *Daemon) Close() error { return d.k.Close() }
+// Close releases the kernel connection and the interface locks. The
+// shaping stays in place.
+func (d *Daemon) Close() error {
+	d.locks.release()
+	return d.k.Close()
+}
+
+// lock takes the locks of plan's devices (see ifaceLocks); with
+// Options.Force a lock held elsewhere is logged and passed over.
+func (d *Daemon) lock(plan *config.Plan) error {
+	var devs []string
+	for _, in := range plan.Interfaces {
+		devs = append(devs, in.Name)
+		if in.Direction == config.Ingress {
+			devs = append(devs, in.IFB)
+		}
+	}
+	dir := d.opts.LockDir
+	if dir == "" {
+		dir = DefaultLockDir
+	}
+	l, err := lockInterfaces(dir, d.opts.NetNS, devs)
+	if err != nil && d.opts.Force && errors.Is(err, ErrLocked) {
+		d.log.Warn("--force: going on although another shaperd manages an interface", "err", err)
+		return nil
+	}
+	d.locks = l
+	return err
+}
 
 // setPlan makes plan the one in force and marks the policy for a new
 // evaluation.

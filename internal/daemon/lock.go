@@ -1,0 +1,105 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultLockDir holds the interface locks: the unit's RuntimeDirectory.
+const DefaultLockDir = "/run/shaperd"
+
+// ErrLocked is wrapped by New's error when another shaperd process manages
+// one of the configured interfaces.
+var ErrLocked = errors.New("managed by another shaperd")
+
+// ifaceLocks are the flock(2)s that make one shaperd process the only
+// manager of an interface in a network namespace: one file per device,
+// named by the namespace's inode, so that two daemons (or a daemon and
+// `shaperd --once` / `--teardown`) never repair each other's changes. The
+// kernel drops the locks when the process ends, also on kill -9.
+type ifaceLocks struct {
+	files []*os.File
+}
+
+// lockInterfaces takes the lock of every device in devices, in the network
+// namespace netns names ("" = this process's). A device locked by another
+// process is an error wrapping ErrLocked that names it and that process's
+// pid. Nothing stays locked on error.
+func lockInterfaces(dir, netns string, devices []string) (*ifaceLocks, error) {
+	ino, err := netnsInode(netns)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("interface locks: %w", err)
+	}
+	devices = append([]string(nil), devices...)
+	sort.Strings(devices) // one order for every process: no lock-order races
+	l := &ifaceLocks{}
+	for i, dev := range devices {
+		if i > 0 && dev == devices[i-1] {
+			continue
+		}
+		path := filepath.Join(dir, fmt.Sprintf("netns-%d-%s.lock", ino, dev))
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			l.release()
+			return nil, fmt.Errorf("interface %s: lock %s: %w", dev, path, err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			l.release()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("interface %s is %w (pid %s, lock %s): stop it first, or pass --force to take over anyway",
+					dev, ErrLocked, lockHolder(path), path)
+			}
+			return nil, fmt.Errorf("interface %s: lock %s: %w", dev, path, err)
+		}
+		_ = f.Truncate(0)
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		l.files = append(l.files, f)
+	}
+	return l, nil
+}
+
+// lockHolder reads the pid the holder wrote into the lock file.
+func lockHolder(path string) string {
+	b, err := os.ReadFile(path)
+	if pid := strings.TrimSpace(string(b)); err == nil && pid != "" {
+		return pid
+	}
+	return "unknown"
+}
+
+// netnsInode is the inode of the named network namespace (/run/netns/NAME)
+// or of this process's ("").
+func netnsInode(name string) (uint64, error) {
+	path := "/proc/self/ns/net"
+	if name != "" {
+		path = filepath.Join("/run/netns", name)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, fmt.Errorf("network namespace %s: %w", path, err)
+	}
+	return st.Ino, nil
+}
+
+// release drops every lock (the files stay, empty of meaning).
+func (l *ifaceLocks) release() {
+	if l == nil {
+		return
+	}
+	for _, f := range l.files {
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}
+	l.files = nil
+}

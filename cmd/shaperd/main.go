@@ -94,6 +94,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(errs) > 0 {
 			return 1
 		}
+		for _, n := range daemon.CheckNotes(f.config) {
+			fmt.Fprintf(stdout, "%s: note: %s\n", f.config, n)
+		}
 		fmt.Fprintf(stdout, "%s: ok\n", f.config)
 		return 0
 	}

@@ -98,3 +98,24 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("--version: exit %d, %q", code, out)
 	}
 }
+
+// --check says when guarantees are oversubscribed (information: exit 0).
+func TestCheckOversubscription(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "shaperd.toml")
+	os.WriteFile(cfg, []byte("[[interface]]\nname = \"lan0\"\nbandwidth = \"100mbit\"\ndefault_rate = \"1mbit\"\n\n[tiers.t]\nrate = \"50mbit\"\nceil = \"100mbit\"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "users.toml"), []byte(`
+[[user]]
+name = "a"
+tier = "t"
+addresses = ["198.18.0.1"]
+[[user]]
+name = "b"
+tier = "t"
+addresses = ["198.18.0.2"]
+`), 0o644)
+	code, out, errOut := runMain("--config", cfg, "--check")
+	if code != 0 || !strings.Contains(out, "note: interface lan0 (egress): interface bandwidth 100mbit: guaranteed rates add up to 101mbit (oversubscribed x1.01)") {
+		t.Errorf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+}

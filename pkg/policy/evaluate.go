@@ -29,6 +29,9 @@ type InterfaceResult struct {
 	Default *Explanation
 	// Users explains Targets.Users, index for index.
 	Users []Explanation
+	// Oversubscriptions lists the parents (the interface, tier aggregates)
+	// whose children's guaranteed rates were scaled down to fit them.
+	Oversubscriptions []Oversubscription
 }
 
 // Targets returns every interface's targets, in plan order.
@@ -138,6 +141,7 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 		}
 	}
 	out.Targets.Interface = spec
+	scaleGuarantees(&out)
 	return out
 }
 
@@ -265,7 +269,10 @@ func userRates(rate, ceil, ur, uc tbf.Rate) (tbf.Rate, tbf.Rate) {
 // UpdateUser re-evaluates one user in r at now, in place, on every HTB
 // interface (the entries of Targets.Users and Users): the same values
 // Evaluate(plan, ov, usage, now) gives that user. r must come from
-// Evaluate of the same plan. It reports whether r has the user. The rest
+// Evaluate of the same plan. It reports whether r has the user; it also
+// reports false, changing nothing, when the user is on an interface whose
+// guarantees are oversubscribed before or after the change (the scaled
+// rates of the others change then too: evaluate everything). The rest
 // of r is left as it was (its At too): it serves the daemon's single-user
 // changes (set-rate/clear of a user) without evaluating every user.
 func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now time.Time, user string) bool {
@@ -283,24 +290,37 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 	if u == nil {
 		return false
 	}
-	found := false
+	// First decide, then change: a user on an oversubscribed interface (or
+	// one that this change oversubscribes) changes everyone's scaled rate
+	// there, which needs a full evaluation (false).
+	type change struct {
+		i, j int
+		x    Explanation
+	}
+	var changes []change
 	for i := range r.Interfaces {
 		ir := &r.Interfaces[i]
 		if i >= len(plan.Interfaces) || plan.Interfaces[i].Shaper == config.ShaperTBF {
 			continue
 		}
 		for j := range ir.Targets.Users {
-			ut := &ir.Targets.Users[j]
-			if ut.Name != user {
+			if ir.Targets.Users[j].Name != user {
 				continue
 			}
 			x := e.user(u, &plan.Interfaces[i])
-			ut.Rate, ut.Ceil = x.Rate, x.Ceil
-			if j < len(ir.Users) {
-				ir.Users[j] = x
+			if len(ir.Oversubscriptions) > 0 || oversubscribedBy(ir, user, x.Rate) {
+				return false
 			}
-			found = true
+			changes = append(changes, change{i, j, x})
 		}
 	}
-	return found
+	for _, c := range changes {
+		ir := &r.Interfaces[c.i]
+		ut := &ir.Targets.Users[c.j]
+		ut.Rate, ut.Ceil = c.x.Rate, c.x.Ceil
+		if c.j < len(ir.Users) {
+			ir.Users[c.j] = c.x
+		}
+	}
+	return len(changes) > 0
 }

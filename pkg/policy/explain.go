@@ -50,6 +50,12 @@ type Explanation struct {
 	// ConfiguredRate and ConfiguredCeil are the tier's (or the user's own)
 	// rates without schedules, quota or overrides, for status.
 	ConfiguredRate, ConfiguredCeil tbf.Rate
+	// Oversubscribed is set when the guaranteed rates under the class's
+	// parent add up to more than the parent, so Rate was scaled down from
+	// Guaranteed (see Oversubscription); Reason then ends in
+	// "; oversubscribed xF".
+	Oversubscribed bool
+	Guaranteed     tbf.Rate
 	// Source is the rule that decided Rate/Ceil, Reason the same for people:
 	// "tier gold", "schedule gold#0 mon,tue,wed,thu,fri 19:00-23:00",
 	// "user config", "quota exceeded", "override until 12:00", "tier

@@ -174,20 +174,21 @@ func TestOverridePrecedence(t *testing.T) {
 }
 
 // iface:NAME sets the interface's bandwidth (every direction of NAME, or one
-// ingress entry by its IFB) and leaves the users alone; on a TBF interface
+// ingress entry by its IFB) and leaves the users alone while their
+// guarantees fit (TestOversubscribed covers the rest); on a TBF interface
 // it is the TBF rate.
 func TestIfaceOverride(t *testing.T) {
 	p := loadPlan(t, baseMain, baseUsers)
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, p.Policy.Location)
 	var ov Overrides
-	mustSet(t, &ov, Override{Target: Target{TargetIface, "ifb-wan0"}, Rate: mbit(30)})
+	mustSet(t, &ov, Override{Target: Target{TargetIface, "ifb-wan0"}, Rate: mbit(50)})
 	mustSet(t, &ov, Override{Target: Target{TargetIface, "wan1"}, Rate: mbit(200)})
 	base := Evaluate(p, Overrides{}, nil, now)
 	r := Evaluate(p, ov, nil, now)
 	want := []struct {
 		bw  uint64
 		src Source
-	}{{1000, SourceConfig}, {30, SourceIfaceOverride}, {200, SourceIfaceOverride}}
+	}{{1000, SourceConfig}, {50, SourceIfaceOverride}, {200, SourceIfaceOverride}}
 	for i, w := range want {
 		ir := r.Interfaces[i]
 		if ir.Targets.Interface.Bandwidth != mbit(w.bw) || ir.Link.Rate != mbit(w.bw) || ir.Link.Source != w.src {

@@ -17,7 +17,9 @@ func TestStepActiveMatchesStep(t *testing.T) {
 	}
 	key := RampKey{"lan0", model.Egress, ClassUser, "alice"}
 	for _, x := range []*rampFixture{f, g} {
-		mustSet(t, &x.ov, Override{Target: Target{TargetUser, "alice"}, Rate: mbit(90), Ceil: mbit(100)})
+		// 60mbit: uploads on wan0 (100mbit) stay within the bandwidth, so
+		// no other user's guarantee is scaled (TestOversubscribed).
+		mustSet(t, &x.ov, Override{Target: Target{TargetUser, "alice"}, Rate: mbit(60), Ceil: mbit(100)})
 		x.tick() // the ramp starts
 	}
 	if !f.r.Active() {

@@ -1,0 +1,21 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/policy"
+)
+
+// CheckNotes returns what `shaperd --check` tells about a valid
+// configuration besides "ok": each interface and tier aggregate whose
+// guaranteed rates add up to more than its bandwidth, with the factor the
+// guarantees are scaled by (information, not an error). Overrides and
+// quota usage are not considered: it is the plan as written, now.
+func CheckNotes(path string) []string {
+	plan, err := config.Load(path)
+	if err != nil {
+		return nil
+	}
+	return policy.Evaluate(plan, policy.Overrides{}, nil, time.Now()).OversubscriptionNotes()
+}

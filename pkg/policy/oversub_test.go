@@ -1,0 +1,179 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+const oversubMain = `
+[policy]
+timezone = "UTC"
+
+[[interface]]
+name = "lan0"
+bandwidth = "100mbit"
+default_rate = "1mbit"
+default_tier = "guest"
+
+[tiers.gold]
+rate = "50mbit"
+ceil = "100mbit"
+
+[tiers.guest]
+rate = "5mbit"
+ceil = "10mbit"
+aggregate_rate = "10mbit"
+aggregate_ceil = "20mbit"
+`
+
+func oversubUsers(gold, guest int) string {
+	var b strings.Builder
+	for i := range gold {
+		fmt.Fprintf(&b, "[[user]]\nname = \"g%d\"\ntier = \"gold\"\naddresses = [\"198.18.1.%d\"]\n", i, i+1)
+	}
+	for i := range guest {
+		fmt.Fprintf(&b, "[[user]]\nname = \"x%d\"\ntier = \"guest\"\naddresses = [\"198.18.2.%d\"]\n", i, i+1)
+	}
+	return b.String()
+}
+
+// Guarantees that add up to more than their parent are scaled to fit it:
+// the interface's bandwidth (default class, aggregates, users of tiers
+// without one) and each tier aggregate (its users).
+func TestOversubscribed(t *testing.T) {
+	p := loadPlan(t, oversubMain, oversubUsers(3, 3))
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	r := Evaluate(p, Overrides{}, nil, now)
+	ir := r.Interfaces[0]
+	// Root: default 1 + guest aggregate 10 + 3 x gold 50 = 161 mbit on 100.
+	// Guest: 3 x 5 = 15 mbit on its aggregate (scaled first to 10*100/161).
+	if len(ir.Oversubscriptions) != 2 {
+		t.Fatalf("oversubscriptions %+v, want the interface and tier guest", ir.Oversubscriptions)
+	}
+	root, guest := ir.Oversubscriptions[0], ir.Oversubscriptions[1]
+	if root.Tier != "" || root.Guaranteed != mbit(161) || root.Capacity != mbit(100) {
+		t.Errorf("root %+v, want 161mbit guaranteed on 100mbit", root)
+	}
+	aggRate := tbf.Rate(10_000_000 * 100 / 161)
+	if guest.Tier != "guest" || guest.Guaranteed != mbit(15) || guest.Capacity != aggRate {
+		t.Errorf("guest %+v, want 15mbit guaranteed on %v", guest, aggRate)
+	}
+	if got := ir.Targets.Tiers[0].Rate; got != aggRate {
+		t.Errorf("guest aggregate rate %v, want %v", got, aggRate)
+	}
+	if got, want := ir.Targets.Interface.DefaultRate, tbf.Rate(1_000_000*100/161); got != want {
+		t.Errorf("default class %v, want %v", got, want)
+	}
+	var rootSum, guestSum tbf.Rate = ir.Targets.Interface.DefaultRate + ir.Targets.Tiers[0].Rate, 0
+	for j, u := range ir.Targets.Users {
+		x := ir.Users[j]
+		want := tbf.Rate(50_000_000 * 100 / 161)
+		if u.Tier == "guest" {
+			want = tbf.Rate(5_000_000 * uint64(aggRate) / 15_000_000)
+			guestSum += u.Rate
+		} else {
+			rootSum += u.Rate
+		}
+		if u.Rate != want || x.Rate != want || !x.Oversubscribed || !strings.Contains(x.Reason, "oversubscribed x") {
+			t.Errorf("%s: rate %v (%+v), want %v and the reason", u.Name, u.Rate, x, want)
+		}
+		if x.Guaranteed != x.ConfiguredRate || u.Ceil != x.ConfiguredCeil {
+			t.Errorf("%s: guaranteed %v ceil %v, want the configured %v/%v kept", u.Name, x.Guaranteed, u.Ceil, x.ConfiguredRate, x.ConfiguredCeil)
+		}
+	}
+	if rootSum > mbit(100) || guestSum > aggRate {
+		t.Errorf("scaled sums %v (root) %v (guest) exceed their parents", rootSum, guestSum)
+	}
+	if notes := r.OversubscriptionNotes(); len(notes) != 2 || !strings.Contains(notes[0], "x1.61") {
+		t.Errorf("notes %q", notes)
+	}
+
+	// Fitting guarantees are left alone.
+	r = Evaluate(loadPlan(t, oversubMain, oversubUsers(1, 2)), Overrides{}, nil, now)
+	if len(r.Interfaces[0].Oversubscriptions) != 0 || r.Interfaces[0].Users[0].Rate != mbit(50) {
+		t.Errorf("1 gold + 2 guest users: %+v", r.Interfaces[0].Oversubscriptions)
+	}
+}
+
+// A single user's change takes the full evaluation (UpdateUser false, r
+// unchanged) when the interface is or becomes oversubscribed.
+func TestUpdateUserOversubscribed(t *testing.T) {
+	p := loadPlan(t, oversubMain, oversubUsers(1, 0))
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	var ov Overrides
+	r := Evaluate(p, ov, nil, now)
+	mustSet(t, &ov, Override{Target: Target{TargetUser, "g0"}, Rate: mbit(20)})
+	if !r.UpdateUser(p, ov, nil, now, "g0") || r.Interfaces[0].Targets.Users[0].Rate != mbit(20) {
+		t.Fatalf("fitting change: %+v", r.Interfaces[0].Targets.Users[0])
+	}
+	mustSet(t, &ov, Override{Target: Target{TargetUser, "g0"}, Rate: mbit(100)}) // 101 > 100 with the default class
+	if r.UpdateUser(p, ov, nil, now, "g0") || r.Interfaces[0].Targets.Users[0].Rate != mbit(20) {
+		t.Fatalf("oversubscribing change: UpdateUser true or r changed: %+v", r.Interfaces[0].Targets.Users[0])
+	}
+	r = Evaluate(p, ov, nil, now)
+	mustSet(t, &ov, Override{Target: Target{TargetUser, "g0"}, Rate: mbit(10)})
+	if r.UpdateUser(p, ov, nil, now, "g0") {
+		t.Fatal("change on an oversubscribed interface: UpdateUser true")
+	}
+}
+
+// floor(r*capacity/sum) without overflow at the largest rates.
+func TestScaleRate(t *testing.T) {
+	for _, c := range []struct {
+		r         tbf.Rate
+		capa, sum uint64
+		want      tbf.Rate
+	}{
+		{50e6, 100e6, 150e6, 33333333},
+		{1 << 62, 1 << 62, 1 << 63, 1 << 61},
+		{^tbf.Rate(0), ^uint64(0) - 1, ^uint64(0), ^tbf.Rate(0) - 1},
+		{10, 1, 1e9, 8}, // at least config.MinRate
+	} {
+		if got := scaleRate(c.r, c.capa, c.sum); got != c.want {
+			t.Errorf("scaleRate(%d, %d, %d) = %d, want %d", c.r, c.capa, c.sum, got, c.want)
+		}
+	}
+}
+
+// For random plans, every parent's scaled children fit it.
+func TestOversubscribedProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	for n := range 200 {
+		bw := 20 + rng.IntN(200) // mbit; every rate and ceil fits it
+		main := strings.NewReplacer(`ceil = "100mbit"`, fmt.Sprintf(`ceil = "%dmbit"`, bw),
+			`aggregate_ceil = "20mbit"`, fmt.Sprintf(`aggregate_ceil = "%dmbit"`, bw),
+			`bandwidth = "100mbit"`, fmt.Sprintf(`bandwidth = "%dmbit"`, bw),
+			`rate = "50mbit"`, fmt.Sprintf(`rate = "%dkbit"`, 8+rng.IntN(bw*1000-8)),
+			`aggregate_rate = "10mbit"`, fmt.Sprintf(`aggregate_rate = "%dkbit"`, 8+rng.IntN(bw*1000-8))).Replace(oversubMain)
+		r := Evaluate(loadPlan(t, main, oversubUsers(rng.IntN(20), rng.IntN(20))), Overrides{}, nil, now)
+		tg := r.Interfaces[0].Targets
+		root, tiers := uint64(tg.Interface.DefaultRate), map[string]uint64{}
+		for _, a := range tg.Tiers {
+			root += uint64(a.Rate)
+		}
+		for _, u := range tg.Users {
+			if u.Tier == "guest" && len(tg.Tiers) > 0 {
+				tiers["guest"] += uint64(u.Rate)
+			} else {
+				root += uint64(u.Rate)
+			}
+			if u.Ceil < u.Rate {
+				t.Fatalf("plan %d: %s ceil %v below rate %v", n, u.Name, u.Ceil, u.Rate)
+			}
+		}
+		if root > uint64(tg.Interface.Bandwidth) {
+			t.Fatalf("plan %d: root children %d > bandwidth %v", n, root, tg.Interface.Bandwidth)
+		}
+		for _, a := range tg.Tiers {
+			if tiers[a.Name] > uint64(a.Rate) {
+				t.Fatalf("plan %d: %s users %d > aggregate %v", n, a.Name, tiers[a.Name], a.Rate)
+			}
+		}
+	}
+}

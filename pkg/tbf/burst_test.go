@@ -14,7 +14,7 @@ func TestDefaultHTBBurst(t *testing.T) {
 		{10 * Mbit, 1600},
 		{8*Gbit - 8, 1600}, // 999999999 B/s / 1e9 = 0
 		{8 * Gbit, 1601},   // 1e9 B/s
-		{20 * Gbit, 1602},  // 2.5e9 B/s: KERNEL.md's "burst 0b" class
+		{20 * Gbit, 1602},  // 2.5e9 B/s: docs/kernel.md's "burst 0b" class
 		{100 * Gbit, 1612}, // 12.5e9 B/s
 		{0, 1600},
 	}

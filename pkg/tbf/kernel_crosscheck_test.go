@@ -94,7 +94,7 @@ func TestKernelCrosscheckHTB(t *testing.T) {
 	xmit, _, version := tcConversions(t)
 	crosscheckRun(t, ns, "tc", "qdisc", "add", "dev", "tx0", "root", "handle", "1:", "htb")
 	tests := []struct{ rate, burst string }{
-		{"10mbit", "1600"}, // KERNEL.md: tokens 20000
+		{"10mbit", "1600"}, // docs/kernel.md: tokens 20000
 		{"10mbit", "1514"},
 		{"1gbit", "1600"},
 		{"1gbit", ""},         // tc's default burst

@@ -49,7 +49,7 @@ func TestXmitTime(t *testing.T) {
 		fits   bool
 		legacy uint32 // iproute2 6.1 / vishvananda/netlink
 	}{
-		// 1e6*1600/1250000 = 1280 us, *15.625 = 20000 (KERNEL.md: tokens 20000).
+		// 1e6*1600/1250000 = 1280 us, *15.625 = 20000 (docs/kernel.md: tokens 20000).
 		{"10mbit 1600", bps10Mbit, 1600, 20000, true, 20000},
 		// 1e6*1514/1250000 = 1211.2 us -> 18925 ticks; legacy keeps 1211 us -> 18921.875 -> 18921.
 		{"10mbit 1514", bps10Mbit, 1514, 18925, true, 18921},

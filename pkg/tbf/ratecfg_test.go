@@ -108,7 +108,7 @@ func TestL2T(t *testing.T) {
 		length   int
 		want     uint64
 	}{
-		// KERNEL.md: 1500*3435973836 >> 32 = 5153960754000/4294967296 = 1199.99... -> 1199 (exact 1200).
+		// docs/kernel.md: 1500*3435973836 >> 32 = 5153960754000/4294967296 = 1199.99... -> 1199 (exact 1200).
 		{"10gbit 1500", bps10Gbit, 0, 0, 1500, 1199},
 		// 10 Mbit: mult/2^22 = 800 exactly, so l2t = 800 ns per byte.
 		{"10mbit 1500", bps10Mbit, 0, 0, 1500, 1_200_000},

@@ -5,7 +5,7 @@
 // # Why u32 hash tables
 //
 // A linear list of u32 filters costs one selector test per user and packet
-// (10,000 users: 3.6x slower TCP on veth, see KERNEL.md). u32 can instead
+// (10,000 users: 3.6x slower TCP on veth, see docs/kernel.md). u32 can instead
 // follow a "link" from a node into a hash table, picking the bucket from a
 // masked byte of the packet (divisor <= 256, a power of two), and the kernel
 // walks only that bucket. cls_bpf with a map would be O(1) too, but needs an

@@ -24,7 +24,7 @@ import (
 // from others on the machine (±15% and worse per run) hits both sides
 // alike and a single disturbed run does not decide. The test
 // asserts a ratio of at least 0.80: a linear list of 10,000 u32 filters
-// gives ~0.26 (KERNEL.md), so this still catches a fall back to linear
+// gives ~0.26 (docs/kernel.md), so this still catches a fall back to linear
 // classification, while the strict 0.95 target is checked by the bench
 // script from the log line
 //

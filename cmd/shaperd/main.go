@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,7 +36,24 @@ type flags struct {
 	force                              bool
 }
 
-func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+// usage prints the synopsis and every flag as --name.
+func usage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "usage: shaperd [--config FILE] [--check | --once | --teardown] [--netns NAME] [--force] [--log-level L] [--log-format text|json]\n\n")
+	fmt.Fprintf(w, "Without a mode flag shaperd runs as the daemon (see systemd/shaperd.service).\n\nFlags:\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		name, text := flag.UnquoteUsage(f)
+		if name != "" {
+			name = " " + strings.ToUpper(name)
+		}
+		fmt.Fprintf(w, "  --%s%s\n      %s", f.Name, name, text)
+		if f.DefValue != "" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %q)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	f := &flags{}
 	fs := flag.NewFlagSet("shaperd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -48,9 +66,15 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.netns, "netns", "", "shape in the named network `namespace` (as 'ip netns' knows it) instead of this one")
 	fs.BoolVar(&f.force, "force", false, "go on even when another shaperd process manages one of the interfaces (two managers undo each other's changes)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: shaperd [--config FILE] [--check | --once | --teardown] [--log-level L] [--log-format text|json]\n")
-		fs.PrintDefaults()
+	fs.Usage = func() { usage(fs, stderr) }
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			usage(fs, stdout) // asked for: stdout, exit 0
+			return nil, flag.ErrHelp
+		}
+		if a == "--" {
+			break
+		}
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -74,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	f, err := parseFlags(args, stderr)
+	f, err := parseFlags(args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}

@@ -119,3 +119,11 @@ addresses = ["198.18.0.2"]
 		t.Errorf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
 }
+
+// --help is an answer, not an error: stdout, exit 0, flags spelled --name.
+func TestHelp(t *testing.T) {
+	code, out, errOut := runMain("--help")
+	if code != 0 || errOut != "" || !strings.Contains(out, "  --check\n") || !strings.Contains(out, "  --config FILE\n") {
+		t.Errorf("--help: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+}

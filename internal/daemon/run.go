@@ -27,14 +27,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	access, err := control.NewAccess(d.plan.Daemon.SocketGroup, d.plan.Daemon.AdminGroup)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
 	l := d.opts.ControlListener
 	if l == nil {
-		var err error
-		if l, err = control.Listen(d.plan.Daemon.Socket, d.plan.Daemon.SocketGroup); err != nil {
+		if l, err = control.Listen(d.plan.Daemon.Socket, access.FileGroup()); err != nil {
 			return fmt.Errorf("control socket: %w", err)
 		}
 	}
 	srv := control.NewServer(d, d.log.With("component", "control"))
+	srv.Access = access
 	go func() {
 		if err := srv.Serve(l); err != nil {
 			d.log.Error("control socket stopped", "err", err)

@@ -37,7 +37,8 @@ func (r Role) String() string {
 }
 
 // Access decides each caller's role from the kernel's credentials of the
-// peer (SO_PEERCRED): uid 0 and members of the admin group are admins,
+// peer (SO_PEERCRED): uid 0 (and the daemon's own uid) and members of the
+// admin group are admins,
 // members of the socket group may read, nobody else may do anything.
 // Membership is the peer process's primary gid or one of its supplementary
 // groups, as the kernel holds them for that process (/proc/PID/status), so
@@ -86,9 +87,11 @@ func (a *Access) FileGroup() string {
 	return a.adminGroup
 }
 
-// Role returns p's role.
+// Role returns p's role. uid 0 is an admin, and so is the daemon's own uid
+// (it owns the socket and could change the daemon anyway; it is root in
+// production).
 func (a *Access) Role(p Peer) Role {
-	if p.UID == 0 {
+	if p.UID == 0 || p.UID == uint32(os.Geteuid()) {
 		return RoleAdmin
 	}
 	if a == nil || (a.socketGID < 0 && a.adminGID < 0) {

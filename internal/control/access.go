@@ -74,9 +74,9 @@ func NewAccess(socketGroup, adminGroup string) (*Access, error) {
 }
 
 // FileGroup is the group the socket file gets (see Listen): the socket
-// group, or the admin group when only that one is configured. The socket
-// file has one group: with both configured, admins must be members of the
-// socket group too to connect at all.
+// group, or the admin group when only that one is configured. A file has
+// one group: with both configured, the admin group gets its own ACL entry
+// (see ExtraGroup and AllowGroup).
 func (a *Access) FileGroup() string {
 	if a == nil {
 		return ""
@@ -85,6 +85,16 @@ func (a *Access) FileGroup() string {
 		return a.socketGroup
 	}
 	return a.adminGroup
+}
+
+// ExtraGroup is the admin group's gid when the socket file belongs to
+// another group (both groups configured and different): that group needs
+// AllowGroup to connect.
+func (a *Access) ExtraGroup() (int, bool) {
+	if a == nil || a.socketGID < 0 || a.adminGID < 0 || a.socketGID == a.adminGID {
+		return 0, false
+	}
+	return a.adminGID, true
 }
 
 // Role returns p's role. uid 0 is an admin, and so is the daemon's own uid

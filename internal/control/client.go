@@ -150,7 +150,7 @@ func (c *Client) connError(err error) error {
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
 		msg = fmt.Sprintf("cannot reach shaperd at %s: is the daemon running? (systemctl status shaperd) [%v]", c.path, cause)
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		msg = fmt.Sprintf("permission denied on %s: run as root or as a member of the socket's group (daemon.socket_group in shaperd.toml; admins in daemon.admin_group need it too)", c.path)
+		msg = fmt.Sprintf("permission denied on %s: run as root or as a member of the socket's group (daemon.socket_group or daemon.admin_group in shaperd.toml)", c.path)
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = fmt.Sprintf("shaperd at %s did not answer in time", c.path)
 	case errors.Is(err, context.Canceled):

@@ -115,6 +115,17 @@ func TestRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As the daemon does: the admin group gets an ACL entry on the socket
+	// file, which belongs to the socket group.
+	if gid, ok := access.ExtraGroup(); !ok || gid != int(adminGID) {
+		t.Fatalf("ExtraGroup %d %v, want the admin group %d", gid, ok, adminGID)
+	}
+	if err := control.AllowGroup(sock, int(adminGID)); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Errorf("socket mode after the ACL: %v (%v), want 0660", fi.Mode().Perm(), err)
+	}
 	fake := &controltest.Fake{State: controltest.Sample()}
 	controltest.ServeAccess(t, fake, l, access)
 
@@ -131,9 +142,9 @@ func TestRoles(t *testing.T) {
 	}{
 		// Not in either group: the socket file's mode refuses the connect.
 		{"no groups, status", nogroup, []uint32{}, []string{"status"}, 1, "",
-			"shaperctl: permission denied on " + sock + ": run as root or as a member of the socket's group (daemon.socket_group in shaperd.toml; admins in daemon.admin_group need it too)\n"},
+			"shaperctl: permission denied on " + sock + ": run as root or as a member of the socket's group (daemon.socket_group or daemon.admin_group in shaperd.toml)\n"},
 		{"no groups, set-rate", nogroup, []uint32{}, []string{"set-rate", "alice", "3mbit"}, 1, "",
-			"shaperctl: permission denied on " + sock + ": run as root or as a member of the socket's group (daemon.socket_group in shaperd.toml; admins in daemon.admin_group need it too)\n"},
+			"shaperctl: permission denied on " + sock + ": run as root or as a member of the socket's group (daemon.socket_group or daemon.admin_group in shaperd.toml)\n"},
 		// The socket group reads and may not change.
 		{"socket group, status", nogroup, []uint32{readGID}, []string{"status"}, 0, "alice", ""},
 		{"socket group, set-rate", nogroup, []uint32{readGID}, []string{"set-rate", "alice", "3mbit"}, 1, "", denied},
@@ -145,6 +156,9 @@ func TestRoles(t *testing.T) {
 		{"admin group, set-rate", nogroup, []uint32{readGID, adminGID}, []string{"set-rate", "alice", "3mbit"}, 0, "alice: rate 3mbit", ""},
 		{"admin primary gid, set-rate", adminGID, []uint32{readGID}, []string{"set-rate", "bob", "2mbit"}, 0, "bob: rate 2mbit", ""},
 		{"admin group, status", nogroup, []uint32{readGID, adminGID}, []string{"status"}, 0, "alice", ""},
+		// Admins need not be in the socket group: the ACL lets them connect.
+		{"admin group only, clear", nogroup, []uint32{adminGID}, []string{"clear", "carol"}, 0, "carol: run-time changes cleared", ""},
+		{"admin group only, status", nogroup, []uint32{adminGID}, []string{"status"}, 0, "alice", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := asUser(t, bin, sock, tc.gid, tc.groups, tc.args...)
@@ -153,10 +167,10 @@ func TestRoles(t *testing.T) {
 			}
 		})
 	}
-	// Only the admins' set-rates reached the service.
-	if got := fake.CallLog(); strings.Count(strings.Join(got, ","), "set-rate") != 2 || strings.Contains(strings.Join(got, ","), "clear") ||
-		strings.Contains(strings.Join(got, ","), "reload") {
-		t.Errorf("service calls %v: want exactly the two admin set-rates (and statuses)", got)
+	// Only the admins' changes reached the service.
+	if got := strings.Join(fake.CallLog(), ","); strings.Count(got, "set-rate") != 2 || strings.Count(got, "clear") != 1 ||
+		strings.Contains(got, "clear alice") || strings.Contains(got, "reload") {
+		t.Errorf("service calls %v: want exactly the admins' two set-rates and clear carol (and statuses)", got)
 	}
 
 	// With the file mode opened by hand, the server still refuses readers

@@ -36,6 +36,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if l, err = control.Listen(d.plan.Daemon.Socket, access.FileGroup()); err != nil {
 			return fmt.Errorf("control socket: %w", err)
 		}
+		if gid, ok := access.ExtraGroup(); ok {
+			if err := control.AllowGroup(d.plan.Daemon.Socket, gid); err != nil {
+				d.log.Warn("admin_group members must also be in socket_group to reach the control socket", "err", err)
+			}
+		}
 	}
 	srv := control.NewServer(d, d.log.With("component", "control"))
 	srv.Access = access

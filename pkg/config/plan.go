@@ -30,9 +30,9 @@ type Daemon struct {
 	// Default empty. Checked to exist.
 	SocketGroup string
 	// AdminGroup is the group whose members may also change (set-rate,
-	// clear, reload); root always may. When SocketGroup is set too, its
-	// members need SocketGroup as well to reach the socket file. Empty:
-	// only root changes. Default empty. Checked to exist.
+	// clear, reload); root always may. When SocketGroup is set too, the
+	// socket file gets an ACL entry for it. Empty: only root changes.
+	// Default empty. Checked to exist.
 	AdminGroup string
 	// StateDir keeps state across restarts. Default /var/lib/shaperd.
 	StateDir string

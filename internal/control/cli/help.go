@@ -26,8 +26,8 @@ Who may do what (shaperd checks the caller's uid and groups on the socket):
   read     status, top: root, daemon.socket_group and daemon.admin_group
   change   set-rate, clear, reload: root and daemon.admin_group
 Others get "permission denied: set-rate needs the admin group '...'".
-The socket file belongs to socket_group (mode 0660), so admins need that
-group too (or admin_group is the socket's group when socket_group is unset).
+The socket file belongs to socket_group (mode 0660) with an ACL entry for
+admin_group, so members of either group can connect.
 
 Rates use tc's units: bit kbit mbit gbit tbit, or bps kbps mbps gbps for bytes/s.
 Durations use Go syntax: 250ms, 2s, 1h30m.

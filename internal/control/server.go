@@ -48,10 +48,10 @@ func NewServer(svc Service, logger *slog.Logger) *Server {
 	// Exact paths, no ServeMux: it would answer unclean paths with
 	// redirects that are not JSON.
 	s.routes = map[string]route{
-		"/v1/status": {"status", s.endpoint(http.MethodGet, s.handleStatus)},
-		"/v1/rate":   {"set-rate", s.endpoint(http.MethodPost, s.handleSetRate)},
-		"/v1/clear":  {"clear", s.endpoint(http.MethodPost, s.handleClear)},
-		"/v1/reload": {"reload", s.endpoint(http.MethodPost, s.handleReload)},
+		"/v1/status": {"status", RoleRead, s.endpoint(http.MethodGet, s.handleStatus)},
+		"/v1/rate":   {"set-rate", RoleAdmin, s.endpoint(http.MethodPost, s.handleSetRate)},
+		"/v1/clear":  {"clear", RoleAdmin, s.endpoint(http.MethodPost, s.handleClear)},
+		"/v1/reload": {"reload", RoleAdmin, s.endpoint(http.MethodPost, s.handleReload)},
 	}
 	s.http = &http.Server{
 		Handler:           s,
@@ -85,14 +85,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The caller's role is checked before the body is read: a refused
-	// caller costs nothing. GET reads; every other method changes.
-	need := RoleAdmin
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		need = RoleRead
-	}
+	// caller costs nothing. The GET endpoints read; the others change.
 	p, known := PeerFrom(r.Context())
-	if !known || s.Access.Role(p) < need {
-		err := s.Access.forbidden(rt.op, need, p, known)
+	if !known || s.Access.Role(p) < rt.need {
+		err := s.Access.forbidden(rt.op, rt.need, p, known)
 		s.log.Warn("control request refused", "method", r.Method, "path", r.URL.Path,
 			"uid", p.UID, "gid", p.GID, "pid", p.PID, "err", err)
 		w.Header().Set("Connection", "close")
@@ -102,11 +98,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.h.ServeHTTP(w, r)
 }
 
-// route is one endpoint: the shaperctl command it serves (for messages)
-// and its handler.
+// route is one endpoint: the shaperctl command it serves (for messages),
+// the role it needs and its handler.
 type route struct {
-	op string
-	h  http.Handler
+	op   string
+	need Role
+	h    http.Handler
 }
 
 // Serve accepts connections on l until Shutdown; it returns nil after

@@ -111,8 +111,19 @@ func (a *Access) Role(p Peer) Role {
 	if groups == nil {
 		groups = peerGroups
 	}
+	var supp []uint32
+	read := false
 	member := func(gid int) bool {
-		return gid >= 0 && (p.GID == uint32(gid) || slices.Contains(groups(p), uint32(gid)))
+		if gid < 0 {
+			return false
+		}
+		if p.GID == uint32(gid) {
+			return true
+		}
+		if !read {
+			supp, read = groups(p), true
+		}
+		return slices.Contains(supp, uint32(gid))
 	}
 	switch {
 	case member(a.adminGID):

@@ -33,3 +33,11 @@ func TestProcGroups(t *testing.T) {
 		t.Error("a missing status file was accepted")
 	}
 }
+
+// TestPeerGroupsFallsBackToUserDatabase: without a PID (a peer in another
+// PID namespace) the groups come from the user database: root's include 0.
+func TestPeerGroupsFallsBackToUserDatabase(t *testing.T) {
+	if got := peerGroups(Peer{PID: 0, UID: 0}); !slices.Contains(got, 0) {
+		t.Errorf("root's groups from the user database: %v, want gid 0 among them", got)
+	}
+}

@@ -150,7 +150,7 @@ func (c *Client) connError(err error) error {
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ECONNREFUSED):
 		msg = fmt.Sprintf("cannot reach shaperd at %s: is the daemon running? (systemctl status shaperd) [%v]", c.path, cause)
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		msg = fmt.Sprintf("permission denied on %s: run as root or as a member of the socket's group (socket_group in shaperd.toml)", c.path)
+		msg = fmt.Sprintf("permission denied on %s: run as root or as a member of the socket's group (daemon.socket_group or daemon.admin_group in shaperd.toml)", c.path)
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = fmt.Sprintf("shaperd at %s did not answer in time", c.path)
 	case errors.Is(err, context.Canceled):
@@ -186,6 +186,8 @@ func decodeError(status int, data []byte) error {
 		e.Err = &NotFoundError{Target: er.Target}
 	case status == http.StatusUnprocessableEntity:
 		e.Err = &ValidationError{Problems: er.Problems}
+	case status == http.StatusForbidden:
+		e.Err = &ForbiddenError{Message: er.Error}
 	case status == http.StatusBadRequest:
 		e.Err = &BadRequestError{Message: er.Error}
 	case status == http.StatusServiceUnavailable:

@@ -137,7 +137,17 @@ func TestSetRateWireValidation(t *testing.T) {
 		msg        string
 	}{
 		{"ceil below rate", `{"target":"alice","rate":"3mbit","ceil":"2mbit"}`, 400, "ceil 2mbit is below rate 3mbit"},
-		{"zero rate", `{"target":"alice","rate":"0bit"}`, 400, "must be positive"},
+		{"zero rate", `{"target":"alice","rate":"0bit"}`, 400, "below the minimum 8bit"},
+		{"one bit", `{"target":"alice","rate":"1bit"}`, 400, "rate 1bit for alice is below the minimum 8bit"},
+		{"rate as a number", `{"target":"alice","rate":3000000}`, 400, `field "rate": got a number, want a rate string such as "10mbit"`},
+		{"target as a number", `{"target":7,"rate":"1mbit"}`, 400, `field "target": got a number, want a string`},
+		{"upper-case field", `{"TARGET":"alice","rate":"1mbit"}`, 400, `unknown field "TARGET" (field names are lower case: "target")`},
+		{"mixed-case field", `{"target":"alice","Rate":"1mbit"}`, 400, `unknown field "Rate"`},
+		{"duplicate field", `{"target":"alice","rate":"1mbit","rate":"2mbit"}`, 400, `field "rate" given twice`},
+		{"duplicate target", `{"target":"bob","target":"alice","rate":"1mbit"}`, 400, `field "target" given twice`},
+		{"negative for", `{"target":"alice","rate":"1mbit","for":"-1h"}`, 400, "for -1h0m0s for alice: must be positive"},
+		{"null body", `null`, 400, "expected a JSON object, got null"},
+		{"truncated", `{"target":"alice","rate":"1m`, 400, "request body"},
 		{"negative ramp", `{"target":"alice","rate":"1mbit","ramp":"-1s"}`, 400, "must not be negative"},
 		{"zero for", `{"target":"alice","rate":"1mbit","for":"0s"}`, 400, "for 0s"},
 		{"bad rate", `{"target":"alice","rate":"3 furlongs"}`, 400, "unknown unit"},

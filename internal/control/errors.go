@@ -53,7 +53,7 @@ var ErrUnavailable = errors.New("shaperd is not ready")
 
 // APIError is what Client returns for an error answer from the server.
 // Err is the typed error the status maps to (*NotFoundError,
-// *BadRequestError, *ValidationError, ErrUnavailable) or nil, so errors.As
+// *BadRequestError, *ForbiddenError, *ValidationError, ErrUnavailable) or nil, so errors.As
 // and errors.Is work on the client as on the server.
 type APIError struct {
 	// StatusCode is the HTTP status.

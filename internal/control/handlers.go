@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,8 +22,8 @@ func (s *Server) handleStatus(ctx context.Context, _ *http.Request) (any, error)
 }
 
 func (s *Server) handleSetRate(ctx context.Context, r *http.Request) (any, error) {
-	var req SetRateRequest
-	if err := decodeBody(r.Body, &req); err != nil {
+	req, err := decodeSetRate(r.Body)
+	if err != nil {
 		return nil, err
 	}
 	if err := req.Validate(); err != nil {
@@ -41,7 +42,7 @@ func (s *Server) handleSetRate(ctx context.Context, r *http.Request) (any, error
 
 func (s *Server) handleClear(ctx context.Context, r *http.Request) (any, error) {
 	var req ClearRequest
-	if err := decodeBody(r.Body, &req); err != nil {
+	if _, err := decodeBody(r.Body, &req); err != nil {
 		return nil, err
 	}
 	if _, err := ParseTarget(req.Target); err != nil {
@@ -54,35 +55,20 @@ func (s *Server) handleClear(ctx context.Context, r *http.Request) (any, error) 
 }
 
 func (s *Server) handleReload(ctx context.Context, r *http.Request) (any, error) {
-	// The body is optional ({} or nothing); read it so limits apply.
-	if _, err := io.Copy(io.Discard, r.Body); err != nil {
-		return nil, fmt.Errorf("request body: %w", err)
+	// The body is optional: nothing, or an empty object.
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, bodyError(err)
+	}
+	if len(bytes.TrimSpace(b)) > 0 {
+		if _, err := decodeBody(bytes.NewReader(b), &struct{}{}); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.svc.Reload(ctx); err != nil {
 		return nil, fmt.Errorf("reload: %w", err)
 	}
 	return struct{}{}, nil
-}
-
-// decodeBody decodes exactly one JSON object into v, refusing unknown fields
-// and trailing data. Errors are *BadRequestError (or *http.MaxBytesError).
-func decodeBody(body io.Reader, v any) error {
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return fmt.Errorf("request body larger than %d bytes: %w", mbe.Limit, err)
-		}
-		if errors.Is(err, io.EOF) {
-			return BadRequest("request body: empty; expected a JSON object")
-		}
-		return BadRequest("request body: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return BadRequest("request body: unexpected data after the JSON object")
-	}
-	return nil
 }
 
 // writeJSON writes v with status. Encoding errors of our own types cannot

@@ -27,7 +27,8 @@ const staleProbeTimeout = time.Second
 //
 // The parent directory is created (0755) if missing. The socket gets mode
 // 0660 and, when group is not empty, that group (a name or a numeric gid), so
-// that root and the group's members may use it. The socket is created in a
+// that root and the group's members may connect (Access.FileGroup is the
+// group to give; what each caller may then do is the server's Access). The socket is created in a
 // private directory, given its mode and group, then linked into place, so it
 // is never reachable with wider permissions.
 //
@@ -126,7 +127,7 @@ func lookupGroup(group string) (int, error) {
 	if n, err := strconv.Atoi(group); err == nil && n >= 0 {
 		return n, nil
 	}
-	return 0, fmt.Errorf("socket group %q does not exist (create it with groupadd, or change socket_group)", group)
+	return 0, fmt.Errorf("group %q does not exist (create it with groupadd, or change shaperd.toml)", group)
 }
 
 // unlinkListener removes its socket file on Close if the file is still the

@@ -68,7 +68,7 @@ func TestListenGroup(t *testing.T) {
 		t.Errorf("socket gid %d, want %s (%s)", gid, g.Gid, g.Name)
 	}
 	if _, err := control.Listen(filepath.Join(t.TempDir(), "t.sock"), "no-such-group-shaperd"); err == nil ||
-		!strings.Contains(err.Error(), `socket group "no-such-group-shaperd" does not exist`) {
+		!strings.Contains(err.Error(), `group "no-such-group-shaperd" does not exist`) {
 		t.Errorf("unknown group: %v", err)
 	}
 }

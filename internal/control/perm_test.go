@@ -1,11 +1,15 @@
 package control_test
 
 import (
-	"context"
-	"fmt"
-	"io"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,38 +20,80 @@ import (
 	"github.com/shaperd/shaperd/internal/control/controltest"
 )
 
-// helperEnv names the socket a helper subprocess should call.
-const helperEnv = "SHAPERD_CONTROL_TEST_HELPER_SOCKET"
+// nobody is the unprivileged uid the helper processes run as.
+const nobody = 65534
 
-// TestHelperClientProcess is not a test: run as a subprocess (as another
-// user) by TestSocketGroupPermission, it calls Status on the socket named by
-// helperEnv and prints RESULT lines for the parent to check.
-func TestHelperClientProcess(t *testing.T) {
-	path := os.Getenv(helperEnv)
-	if path == "" {
-		t.Skip("helper process only")
+// tempGroup creates a group with groupadd for the test and deletes it when
+// the test ends (also when it fails). It returns the name and gid.
+func tempGroup(t *testing.T, prefix string) (string, uint32) {
+	t.Helper()
+	b := make([]byte, 4)
+	rand.Read(b)
+	name := prefix + hex.EncodeToString(b)
+	if out, err := exec.Command("groupadd", name).CombinedOutput(); err != nil {
+		t.Fatalf("groupadd %s: %v\n%s", name, err, out)
 	}
-	_, err := control.NewClient(path).Status(context.Background())
+	t.Cleanup(func() {
+		if out, err := exec.Command("groupdel", name).CombinedOutput(); err != nil {
+			t.Errorf("groupdel %s: %v\n%s", name, err, out)
+		}
+	})
+	g, err := user.LookupGroup(name)
 	if err != nil {
-		fmt.Printf("RESULT uid=%d error: %v\n", os.Getuid(), err)
-		return
+		t.Fatal(err)
 	}
-	fmt.Printf("RESULT uid=%d ok\n", os.Getuid())
+	gid, err := strconv.ParseUint(g.Gid, 10, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name, uint32(gid)
 }
 
-// TestSocketGroupPermission runs the client as nobody against a socket
-// owned by root and another group: refused without that group, allowed with
-// it (which shows the refusal comes from the socket's mode and group, not
-// from the directory or the binary).
-func TestSocketGroupPermission(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run a client as nobody")
+// buildShaperctl builds cmd/shaperctl into dir (readable by nobody).
+func buildShaperctl(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "shaperctl")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/shaperd/shaperd/cmd/shaperctl")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build shaperctl: %v\n%s", err, out)
 	}
-	g := otherGroup(t)
-	gid, _ := strconv.Atoi(g.Gid)
-	// A directory nobody may traverse, holding the socket and a copy of this
-	// test binary (the go build cache is private to root).
-	dir, err := os.MkdirTemp("", "shaperd-perm-")
+	return bin
+}
+
+// asUser runs the shaperctl binary as uid/gid with the given supplementary
+// groups and returns its exit code, stdout and stderr.
+func asUser(t *testing.T, bin, sock string, gid uint32, groups []uint32, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--socket", sock}, args...)...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: gid, Groups: groups}}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String(), errOut.String()
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out.String(), errOut.String()
+	}
+	t.Fatalf("run shaperctl as uid %d: %v", nobody, err)
+	return 0, "", ""
+}
+
+// TestRoles runs the built shaperctl as nobody with real groups against a
+// server whose Access has a socket group (read) and an admin group
+// (change): the kernel's SO_PEERCRED and the helper's /proc groups decide,
+// not a fake.
+func TestRoles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create groups and run shaperctl as nobody")
+	}
+	readName, readGID := tempGroup(t, "shrd-r-")
+	adminName, adminGID := tempGroup(t, "shrd-a-")
+
+	dir, err := os.MkdirTemp("", "shaperd-roles-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,61 +101,159 @@ func TestSocketGroupPermission(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "control.test")
-	copyExecutable(t, bin)
+	bin := buildShaperctl(t, dir)
 
-	path := filepath.Join(dir, "s.sock")
-	l, err := control.Listen(path, g.Name)
+	access, err := control.NewAccess(readName, adminName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	controltest.ServeOn(t, &controltest.Fake{State: controltest.Sample()}, l)
+	if access.FileGroup() != readName {
+		t.Errorf("FileGroup %q, want the socket group %q", access.FileGroup(), readName)
+	}
+	sock := filepath.Join(dir, "s.sock")
+	l, err := control.Listen(sock, access.FileGroup())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the daemon does: the admin group gets an ACL entry on the socket
+	// file, which belongs to the socket group.
+	if gid, ok := access.ExtraGroup(); !ok || gid != int(adminGID) {
+		t.Fatalf("ExtraGroup %d %v, want the admin group %d", gid, ok, adminGID)
+	}
+	if err := control.AllowGroup(sock, int(adminGID)); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Errorf("socket mode after the ACL: %v (%v), want 0660", fi.Mode().Perm(), err)
+	}
+	fake := &controltest.Fake{State: controltest.Sample()}
+	controltest.ServeAccess(t, fake, l, access)
 
-	run := func(groups []uint32) string {
-		cmd := exec.Command(bin, "-test.run=^TestHelperClientProcess$", "-test.count=1")
-		cmd.Env = []string{helperEnv + "=" + path}
-		cmd.Dir = dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: groups}}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("helper as nobody (groups %v): %v\n%s", groups, err, out)
-		}
-		for _, line := range strings.Split(string(out), "\n") {
-			if r, ok := strings.CutPrefix(line, "RESULT "); ok {
-				return r
+	const nogroup = nobody
+	denied := "shaperctl: permission denied: set-rate needs the admin group '" + adminName + "' (or root); the caller is uid 65534\n"
+	for _, tc := range []struct {
+		name   string
+		gid    uint32
+		groups []uint32
+		args   []string
+		code   int
+		stdout string // substring
+		stderr string // exact, when not empty
+	}{
+		// Not in either group: the socket file's mode refuses the connect.
+		{"no groups, status", nogroup, []uint32{}, []string{"status"}, 1, "",
+			"shaperctl: permission denied on " + sock + ": run as root or as a member of the socket's group (daemon.socket_group or daemon.admin_group in shaperd.toml)\n"},
+		{"no groups, set-rate", nogroup, []uint32{}, []string{"set-rate", "alice", "3mbit"}, 1, "",
+			"shaperctl: permission denied on " + sock + ": run as root or as a member of the socket's group (daemon.socket_group or daemon.admin_group in shaperd.toml)\n"},
+		// The socket group reads and may not change.
+		{"socket group, status", nogroup, []uint32{readGID}, []string{"status"}, 0, "alice", ""},
+		{"socket group, set-rate", nogroup, []uint32{readGID}, []string{"set-rate", "alice", "3mbit"}, 1, "", denied},
+		{"socket group, clear", nogroup, []uint32{readGID}, []string{"clear", "alice"}, 1, "",
+			"shaperctl: permission denied: clear needs the admin group '" + adminName + "' (or root); the caller is uid 65534\n"},
+		{"socket group, reload", nogroup, []uint32{readGID}, []string{"reload"}, 1, "",
+			"shaperctl: permission denied: reload needs the admin group '" + adminName + "' (or root); the caller is uid 65534\n"},
+		// The admin group (supplementary, or the primary gid) changes.
+		{"admin group, set-rate", nogroup, []uint32{readGID, adminGID}, []string{"set-rate", "alice", "3mbit"}, 0, "alice: rate 3mbit", ""},
+		{"admin primary gid, set-rate", adminGID, []uint32{readGID}, []string{"set-rate", "bob", "2mbit"}, 0, "bob: rate 2mbit", ""},
+		{"admin group, status", nogroup, []uint32{readGID, adminGID}, []string{"status"}, 0, "alice", ""},
+		// Admins need not be in the socket group: the ACL lets them connect.
+		{"admin group only, clear", nogroup, []uint32{adminGID}, []string{"clear", "carol"}, 0, "carol: run-time changes cleared", ""},
+		{"admin group only, status", nogroup, []uint32{adminGID}, []string{"status"}, 0, "alice", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := asUser(t, bin, sock, tc.gid, tc.groups, tc.args...)
+			if code != tc.code || !strings.Contains(out, tc.stdout) || (tc.stderr != "" && errOut != tc.stderr) {
+				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant exit %d, stdout with %q, stderr %q", code, out, errOut, tc.code, tc.stdout, tc.stderr)
 			}
-		}
-		t.Fatalf("helper printed no result:\n%s", out)
-		return ""
+		})
 	}
-	if got := run([]uint32{}); !strings.Contains(got, "uid=65534 error: permission denied on "+path+": run as root or as a member of the socket's group") {
-		t.Errorf("nobody without the socket group: %q, want permission denied", got)
+	// Only the admins' changes reached the service.
+	if got := strings.Join(fake.CallLog(), ","); strings.Count(got, "set-rate") != 2 || strings.Count(got, "clear") != 1 ||
+		strings.Contains(got, "clear alice") || strings.Contains(got, "reload") {
+		t.Errorf("service calls %v: want exactly the admins' two set-rates and clear carol (and statuses)", got)
 	}
-	if got := run([]uint32{uint32(gid)}); got != "uid=65534 ok" {
-		t.Errorf("nobody in the socket group %s: %q, want ok", g.Name, got)
+
+	// With the file mode opened by hand, the server still refuses readers
+	// that are in neither group (SO_PEERCRED, not the file mode).
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := asUser(t, bin, sock, nogroup, []uint32{}, "status")
+	want := "shaperctl: permission denied: status needs the socket group '" + readName + "' or the admin group '" + adminName + "' (or root); the caller is uid 65534\n"
+	if code != 1 || errOut != want {
+		t.Errorf("nobody on an open socket: exit %d, stderr %q; want 1, %q", code, errOut, want)
 	}
 }
 
-// copyExecutable copies the running test binary to dst, mode 0755.
-func copyExecutable(t *testing.T, dst string) {
-	t.Helper()
-	src, err := os.Executable()
+// TestAdminGroupOnly: with only admin_group set, the socket file belongs
+// to it, its members change, and nobody else may even read.
+func TestAdminGroupOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create groups and run shaperctl as nobody")
+	}
+	adminName, adminGID := tempGroup(t, "shrd-a-")
+	dir, err := os.MkdirTemp("", "shaperd-roles-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := os.Open(src)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildShaperctl(t, dir)
+	access, err := control.NewAccess("", adminName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	sock := filepath.Join(dir, "s.sock")
+	l, err := control.Listen(sock, access.FileGroup())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	fi, err := os.Stat(sock)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := out.Close(); err != nil {
+	if gid := fi.Sys().(*syscall.Stat_t).Gid; gid != adminGID || fi.Mode().Perm() != 0o660 {
+		t.Errorf("socket gid %d mode %v; want %d (%s), 0660", gid, fi.Mode().Perm(), adminGID, adminName)
+	}
+	controltest.ServeAccess(t, &controltest.Fake{State: controltest.Sample()}, l, access)
+	if code, out, errOut := asUser(t, bin, sock, nobody, []uint32{adminGID}, "set-rate", "alice", "3mbit"); code != 0 {
+		t.Errorf("admin: exit %d %q %q", code, out, errOut)
+	}
+	if err := os.Chmod(sock, 0o666); err != nil {
 		t.Fatal(err)
+	}
+	code, _, errOut := asUser(t, bin, sock, nobody, []uint32{}, "status")
+	want := "shaperctl: permission denied: status needs the admin group '" + adminName + "' (or root); the caller is uid 65534\n"
+	if code != 1 || errOut != want {
+		t.Errorf("nobody: exit %d, stderr %q; want 1, %q", code, errOut, want)
+	}
+}
+
+// TestNoGroupsMeansRootOnly: without groups only uid 0 may do anything, a
+// server refuses a request whose peer is unknown, and an unknown group is
+// an error.
+func TestNoGroupsMeansRootOnly(t *testing.T) {
+	a, err := control.NewAccess("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := a.Role(control.Peer{UID: 0}); r != control.RoleAdmin {
+		t.Errorf("root: %v, want admin", r)
+	}
+	if r := a.Role(control.Peer{UID: nobody, GID: 0}); r != control.RoleNone {
+		t.Errorf("uid %d in gid 0: %v, want none (only uid 0 is root)", nobody, r)
+	}
+	srv := control.NewServer(&controltest.Fake{State: controltest.Sample()}, nil)
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/status", nil))
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(),
+		`permission denied: status needs root (no daemon.socket_group is configured); the caller's credentials are unknown`) {
+		t.Errorf("no peer: %d %s", rec.Code, rec.Body)
+	}
+	if _, err := control.NewAccess("", "no-such-group-shaperd"); err == nil ||
+		!strings.Contains(err.Error(), `admin_group: group "no-such-group-shaperd" does not exist`) {
+		t.Errorf("unknown admin group: %v", err)
 	}
 }

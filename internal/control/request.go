@@ -1,8 +1,13 @@
 package control
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"strings"
 	"unicode"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
 
 	"github.com/shaperd/shaperd/pkg/policy"
 )
@@ -44,19 +49,26 @@ func ParseTarget(s string) (Target, error) {
 	return t, nil
 }
 
-// Validate checks the request as the server does before calling the
-// Service: a valid target, a positive rate, a ceiling not below the rate, a
-// non-negative ramp and a positive duration. It returns a *BadRequestError.
+// MinRate is the smallest rate the socket accepts: the kernel works in whole
+// bytes per second, so 8 bit/s. It equals config.MinRate.
+const MinRate = 8 * tbf.Bit
+
+// Validate checks the request on its own, as both shaperctl (before
+// sending) and the server (before calling the Service) do: a valid target, a
+// rate of at least MinRate, a ceiling not below the rate, a non-negative
+// ramp and a positive duration. The bandwidth of the target's interfaces is
+// checked by the daemon with CheckBound. It returns a *BadRequestError.
 func (r *SetRateRequest) Validate() error {
 	if _, err := ParseTarget(r.Target); err != nil {
 		return err
 	}
-	if r.Rate == 0 {
-		return BadRequest("rate of %s: must be positive (e.g. \"10mbit\")", r.Target)
+	if r.Rate < MinRate {
+		return BadRequest("rate %s for %s is below the minimum %s (the kernel counts whole bytes per second)",
+			describeRate(r.RateText, r.Rate), r.Target, MinRate)
 	}
 	if r.Ceil != nil && *r.Ceil < r.Rate {
 		return BadRequest("ceil %s is below rate %s for %s: the ceiling must be at least the guaranteed rate",
-			r.Ceil, r.Rate, r.Target)
+			describeRate(r.CeilText, *r.Ceil), describeRate(r.RateText, r.Rate), r.Target)
 	}
 	if r.Ramp != nil && *r.Ramp < 0 {
 		return BadRequest("ramp %s for %s: must not be negative (0s changes at once)", r.Ramp, r.Target)
@@ -67,10 +79,114 @@ func (r *SetRateRequest) Validate() error {
 	return nil
 }
 
-// normalize fills Ceil with Rate when it is nil.
+// RateBound is the most a set-rate may give its target: the bandwidth of
+// the interface it is shaped on, or the smallest one when it is shaped on
+// several.
+type RateBound struct {
+	// Interface names the interface with the smallest bandwidth, as the
+	// message should show it ("lan0", or "lan0 ingress" when lan0 is shaped
+	// in both directions).
+	Interface string
+	// Bandwidth is that interface's configured bandwidth; 0: no bound (the
+	// target is shaped nowhere).
+	Bandwidth tbf.Rate
+	// Several says the target is shaped on more than one interface, so the
+	// message says that the smallest one bounds it.
+	Several bool
+}
+
+// CheckBound refuses a rate or ceil above b.Bandwidth with a
+// *BadRequestError that names the bound and echoes the rate as it was
+// written, in bits when it was given in bytes ("1gbps (8gbit) is above
+// r-lan's bandwidth 1gbit").
+func (r *SetRateRequest) CheckBound(b RateBound) error {
+	if b.Bandwidth == 0 {
+		return nil
+	}
+	what, text, v := "rate", r.RateText, r.Rate
+	if r.Ceil != nil && *r.Ceil > b.Bandwidth && r.Rate <= b.Bandwidth {
+		what, text, v = "ceil", r.CeilText, *r.Ceil
+	}
+	if v <= b.Bandwidth {
+		return nil
+	}
+	msg := fmt.Sprintf("%s %s is above %s's bandwidth %s", what, describeRate(text, v), b.Interface, b.Bandwidth)
+	if b.Several {
+		if t, err := ParseTarget(r.Target); err == nil && t.Kind == TargetIface {
+			msg += fmt.Sprintf(" (the smallest of the interfaces %s names)", r.Target)
+		} else {
+			msg += fmt.Sprintf(" (the smallest of the interfaces %s is shaped on)", r.Target)
+		}
+	}
+	return BadRequest("%s", msg)
+}
+
+// describeRate shows a rate as the operator wrote it (text, when it reads
+// as v), adding its value in bits when the text is not in decimal bits:
+// "1gbps (8gbit)", "1mibit (1048576bit)", "3mbit".
+func describeRate(text string, v tbf.Rate) string {
+	if text == "" {
+		return v.String()
+	}
+	if p, err := tbf.ParseRate(text); err != nil || p != v {
+		return v.String()
+	}
+	lower := strings.ToLower(text)
+	for _, u := range []string{"kbit", "mbit", "gbit", "tbit", "bit"} {
+		if strings.HasSuffix(lower, u) {
+			if !strings.HasSuffix(lower, "i"+u) {
+				return text
+			}
+			break
+		}
+	}
+	return text + " (" + v.String() + ")"
+}
+
+// MarshalJSON sends Rate and Ceil as the operator wrote them (RateText,
+// CeilText) when those read as the same values, so that the daemon's
+// messages can echo them; otherwise in tbf.Rate's text form.
+func (r SetRateRequest) MarshalJSON() ([]byte, error) {
+	type wire SetRateRequest // no methods: no recursion
+	out := struct {
+		wire
+		Rate string  `json:"rate"`
+		Ceil *string `json:"ceil,omitempty"`
+	}{wire: wire(r), Rate: rateText(r.RateText, r.Rate)}
+	if r.Ceil != nil {
+		c := rateText(r.CeilText, *r.Ceil)
+		out.Ceil = &c
+	}
+	return json.Marshal(out)
+}
+
+// rateText is text when it parses to v, else v's text form.
+func rateText(text string, v tbf.Rate) string {
+	if p, err := tbf.ParseRate(text); err == nil && p == v && text != "" {
+		return text
+	}
+	return v.String()
+}
+
+// decodeSetRate decodes a set-rate body strictly (see decodeBody) and keeps
+// the rates' texts as sent.
+func decodeSetRate(body io.Reader) (SetRateRequest, error) {
+	var req SetRateRequest
+	raw, err := decodeBody(body, &req)
+	if err != nil {
+		return req, err
+	}
+	json.Unmarshal(raw["rate"], &req.RateText) // stays "" unless a string
+	if req.Ceil != nil {
+		json.Unmarshal(raw["ceil"], &req.CeilText)
+	}
+	return req, nil
+}
+
+// normalize fills Ceil (and CeilText) with Rate when it is nil.
 func (r *SetRateRequest) normalize() {
 	if r.Ceil == nil {
 		c := r.Rate
-		r.Ceil = &c
+		r.Ceil, r.CeilText = &c, r.RateText
 	}
 }

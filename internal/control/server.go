@@ -30,7 +30,10 @@ type Server struct {
 	svc    Service
 	log    *slog.Logger
 	http   *http.Server
-	routes map[string]http.Handler
+	routes map[string]route
+	// Access decides who may read and who may change (see Access); nil
+	// admits root only. Set it before Serve.
+	Access *Access
 	// RequestTimeout bounds each Service call (default
 	// DefaultRequestTimeout). Set it before Serve.
 	RequestTimeout time.Duration
@@ -44,11 +47,11 @@ func NewServer(svc Service, logger *slog.Logger) *Server {
 	s := &Server{svc: svc, log: logger, RequestTimeout: DefaultRequestTimeout}
 	// Exact paths, no ServeMux: it would answer unclean paths with
 	// redirects that are not JSON.
-	s.routes = map[string]http.Handler{
-		"/v1/status": s.endpoint(http.MethodGet, s.handleStatus),
-		"/v1/rate":   s.endpoint(http.MethodPost, s.handleSetRate),
-		"/v1/clear":  s.endpoint(http.MethodPost, s.handleClear),
-		"/v1/reload": s.endpoint(http.MethodPost, s.handleReload),
+	s.routes = map[string]route{
+		"/v1/status": {"status", RoleRead, s.endpoint(http.MethodGet, s.handleStatus)},
+		"/v1/rate":   {"set-rate", RoleAdmin, s.endpoint(http.MethodPost, s.handleSetRate)},
+		"/v1/clear":  {"clear", RoleAdmin, s.endpoint(http.MethodPost, s.handleClear)},
+		"/v1/reload": {"reload", RoleAdmin, s.endpoint(http.MethodPost, s.handleReload)},
 	}
 	s.http = &http.Server{
 		Handler:           s,
@@ -74,14 +77,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusInternalServerError, ErrorResponse{Error: "internal error in shaperd (see its log)"})
 		}
 	}()
-	h, ok := s.routes[r.URL.Path]
+	rt, ok := s.routes[r.URL.Path]
 	if !ok {
 		writeJSON(w, http.StatusNotFound, ErrorResponse{
 			Error: fmt.Sprintf("no endpoint %q (are shaperctl and shaperd the same version?)", r.URL.Path),
 		})
 		return
 	}
-	h.ServeHTTP(w, r)
+	// The caller's role is checked before the body is read: a refused
+	// caller costs nothing. The GET endpoints read; the others change.
+	p, known := PeerFrom(r.Context())
+	if !known || s.Access.Role(p) < rt.need {
+		err := s.Access.forbidden(rt.op, rt.need, p, known)
+		s.log.Warn("control request refused", "method", r.Method, "path", r.URL.Path,
+			"uid", p.UID, "gid", p.GID, "pid", p.PID, "err", err)
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusForbidden, ErrorResponse{Error: err.Error()})
+		return
+	}
+	rt.h.ServeHTTP(w, r)
+}
+
+// route is one endpoint: the shaperctl command it serves (for messages),
+// the role it needs and its handler.
+type route struct {
+	op   string
+	need Role
+	h    http.Handler
 }
 
 // Serve accepts connections on l until Shutdown; it returns nil after
@@ -154,8 +176,11 @@ func (s *Server) errorResponse(err error) (int, ErrorResponse) {
 		br  *BadRequestError
 		ve  *ValidationError
 		mbe *http.MaxBytesError
+		fe  *ForbiddenError
 	)
 	switch {
+	case errors.As(err, &fe):
+		return http.StatusForbidden, ErrorResponse{Error: fe.Error()}
 	case errors.As(err, &nf):
 		return http.StatusNotFound, ErrorResponse{Error: err.Error(), Target: nf.Target}
 	case errors.As(err, &ve):

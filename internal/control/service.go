@@ -8,6 +8,8 @@ import "context"
 //
 //   - *NotFoundError: 404 (unknown target)
 //   - *BadRequestError: 400 (a request the daemon cannot honour)
+//   - *ForbiddenError: 403 (the server also refuses callers by role before
+//     calling the Service; see Access)
 //   - *ValidationError: 422 (a reload refused; the old config stays)
 //   - ErrUnavailable, context.DeadlineExceeded: 503
 //   - anything else: 500

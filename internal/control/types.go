@@ -110,7 +110,8 @@ type QuotaStatus struct {
 //
 // Target is a user name, "tier:NAME" (every user of the tier) or
 // "iface:NAME" (the interface's total bandwidth). Rate is guaranteed and must be
-// positive. Ceil is the most the target may borrow up to; nil means Rate
+// at least MinRate and at most the bandwidth of the target's interfaces (see
+// CheckBound). Ceil is the most the target may borrow up to; nil means Rate
 // (the server fills it in, so a Service always sees a non-nil Ceil), and it
 // must not be below Rate. Ramp is how long the change takes: nil means the
 // policy's default ramp, 0 at once. For is how long the override lasts: nil
@@ -121,6 +122,12 @@ type SetRateRequest struct {
 	Ceil   *tbf.Rate `json:"ceil,omitempty"`
 	Ramp   *Duration `json:"ramp,omitempty"`
 	For    *Duration `json:"for,omitempty"`
+	// RateText and CeilText are Rate and Ceil as the operator wrote them
+	// ("1gbps"), so that messages show what was asked. They travel in place
+	// of Rate and Ceil when they read as the same values (see MarshalJSON);
+	// empty: the rates' own text form.
+	RateText string `json:"-"`
+	CeilText string `json:"-"`
 }
 
 // SetRateResponse says what a set-rate did.

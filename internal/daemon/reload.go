@@ -58,9 +58,9 @@ func (d *Daemon) reload() error {
 		d.log.Info("reload: planned changes", "interface", st.key, "changes", n)
 	}
 
-	if a, b := d.plan.Daemon, plan.Daemon; a.Socket != b.Socket || a.SocketGroup != b.SocketGroup ||
+	if a, b := d.plan.Daemon, plan.Daemon; a.Socket != b.Socket || a.SocketGroup != b.SocketGroup || a.AdminGroup != b.AdminGroup ||
 		a.Metrics != b.Metrics || a.StateDir != b.StateDir {
-		d.log.Warn("daemon.socket, socket_group, metrics and state_dir take effect at the next start")
+		d.log.Warn("daemon.socket, socket_group, admin_group, metrics and state_dir take effect at the next start")
 	}
 	// Swap.
 	d.setPlan(plan)

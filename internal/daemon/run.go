@@ -27,14 +27,23 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	access, err := control.NewAccess(d.plan.Daemon.SocketGroup, d.plan.Daemon.AdminGroup)
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
 	l := d.opts.ControlListener
 	if l == nil {
-		var err error
-		if l, err = control.Listen(d.plan.Daemon.Socket, d.plan.Daemon.SocketGroup); err != nil {
+		if l, err = control.Listen(d.plan.Daemon.Socket, access.FileGroup()); err != nil {
 			return fmt.Errorf("control socket: %w", err)
+		}
+		if gid, ok := access.ExtraGroup(); ok {
+			if err := control.AllowGroup(d.plan.Daemon.Socket, gid); err != nil {
+				d.log.Warn("admin_group members must also be in socket_group to reach the control socket", "err", err)
+			}
 		}
 	}
 	srv := control.NewServer(d, d.log.With("component", "control"))
+	srv.Access = access
 	go func() {
 		if err := srv.Serve(l); err != nil {
 			d.log.Error("control socket stopped", "err", err)

@@ -92,6 +92,9 @@ func (d *Daemon) setRate(req control.SetRateRequest) (*control.SetRateResponse, 
 	if err != nil {
 		return nil, err
 	}
+	if err := req.CheckBound(rateBound(d.plan, t)); err != nil {
+		return nil, err
+	}
 	now := d.clock.Now()
 	ceil := req.Rate
 	if req.Ceil != nil {
@@ -151,6 +154,44 @@ func (d *Daemon) clear(target string) error {
 		d.log.Error("applying the cleared override", "target", t.String(), "err", err)
 	}
 	return nil
+}
+
+// rateBound is the most a set-rate may give t: the smallest configured
+// bandwidth of the interfaces t is shaped on. Users and tiers are shaped on
+// every HTB interface, with the same override in both directions, so their
+// bound is the smallest HTB interface (e.g. the upload side); an iface:NAME
+// target sets the bandwidth of every interface with that name (or IFB
+// device), so its bound is the smallest of those. Configured bandwidths
+// count, not an iface override in force: an override may lower an
+// interface, never raise it above what the operator declared.
+func rateBound(plan *config.Plan, t policy.Target) control.RateBound {
+	var b control.RateBound
+	names := map[string]int{}
+	for _, in := range plan.Interfaces {
+		names[in.Name]++
+	}
+	n := 0
+	for _, in := range plan.Interfaces {
+		switch t.Kind {
+		case policy.TargetIface:
+			if in.Name != t.Name && (in.IFB == "" || in.IFB != t.Name) {
+				continue
+			}
+		default:
+			if in.Shaper != config.ShaperHTB {
+				continue
+			}
+		}
+		n++
+		if b.Bandwidth == 0 || in.Bandwidth < b.Bandwidth {
+			b.Bandwidth, b.Interface = in.Bandwidth, in.Name
+			if names[in.Name] > 1 {
+				b.Interface = in.Name + " " + string(in.Direction)
+			}
+		}
+	}
+	b.Several = n > 1
+	return b
 }
 
 // usersOf lists the users a target affects, sorted.

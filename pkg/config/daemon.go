@@ -1,8 +1,10 @@
 package config
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -46,8 +48,18 @@ func decodeDaemon(rt *table) Daemon {
 	if s, ok := t.str("socket_group"); ok {
 		if s == "" {
 			t.errf("socket_group", "group name is empty (leave the key out for root only)")
+		} else if err := checkGroup(s); err != nil {
+			t.errf("socket_group", "%v", err)
 		}
 		d.SocketGroup = s
+	}
+	if s, ok := t.str("admin_group"); ok {
+		if s == "" {
+			t.errf("admin_group", "group name is empty (leave the key out: only root may change)")
+		} else if err := checkGroup(s); err != nil {
+			t.errf("admin_group", "%v", err)
+		}
+		d.AdminGroup = s
 	}
 	if s, ok := t.str("state_dir"); ok {
 		if filepath.IsAbs(s) {
@@ -121,4 +133,17 @@ func decodePolicy(rt *table) Policy {
 	}
 	t.finish()
 	return p
+}
+
+// checkGroup checks that a group named in [daemon] exists on this system
+// (a name in the group database, or a numeric gid), as the daemon needs it
+// at start.
+func checkGroup(name string) error {
+	if _, err := strconv.ParseUint(name, 10, 32); err == nil {
+		return nil
+	}
+	if _, err := user.LookupGroup(name); err != nil {
+		return fmt.Errorf("group %q does not exist on this system (create it with groupadd, or use another group)", name)
+	}
+	return nil
 }

@@ -25,9 +25,15 @@ type Plan struct {
 type Daemon struct {
 	// Socket is the control socket's path. Default /run/shaperd/shaperd.sock.
 	Socket string
-	// SocketGroup is the group that may use the socket (mode 0660); empty:
-	// only root (mode 0600). Default empty.
+	// SocketGroup is the group whose members may read (status, top): the
+	// socket file's group (mode 0660). Empty: only root and AdminGroup.
+	// Default empty. Checked to exist.
 	SocketGroup string
+	// AdminGroup is the group whose members may also change (set-rate,
+	// clear, reload); root always may. When SocketGroup is set too, the
+	// socket file gets an ACL entry for it. Empty: only root changes.
+	// Default empty. Checked to exist.
+	AdminGroup string
 	// StateDir keeps state across restarts. Default /var/lib/shaperd.
 	StateDir string
 	// Metrics is the host:port of the Prometheus endpoint; empty disables

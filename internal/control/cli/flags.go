@@ -53,8 +53,11 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// rateFlag is an optional tc-style rate flag.
-type rateFlag struct{ v *tbf.Rate }
+// rateFlag is an optional tc-style rate flag; text keeps it as written.
+type rateFlag struct {
+	v    *tbf.Rate
+	text string
+}
 
 func (f *rateFlag) String() string {
 	if f.v == nil {
@@ -68,7 +71,7 @@ func (f *rateFlag) Set(s string) error {
 	if err != nil {
 		return err
 	}
-	f.v = &r
+	f.v, f.text = &r, s
 	return nil
 }
 

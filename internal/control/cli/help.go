@@ -22,9 +22,16 @@ Commands:
 Global flags:
   --socket PATH   the control socket (default $SHAPERD_SOCKET, else /run/shaperd/shaperd.sock)
 
+Who may do what (shaperd checks the caller's uid and groups on the socket):
+  read     status, top: root, daemon.socket_group and daemon.admin_group
+  change   set-rate, clear, reload: root and daemon.admin_group
+Others get "permission denied: set-rate needs the admin group '...'".
+The socket file belongs to socket_group (mode 0660) with an ACL entry for
+admin_group, so members of either group can connect.
+
 Rates use tc's units: bit kbit mbit gbit tbit, or bps kbps mbps gbps for bytes/s.
 Durations use Go syntax: 250ms, 2s, 1h30m.
-Exit status: 0 ok, 1 error, 2 usage error.
+Exit status: 0 ok, 1 error (also permission denied), 2 usage error.
 `
 
 // commandHelp is each command's help.
@@ -45,6 +52,13 @@ TARGET is a user name, tier:NAME (each user of the tier) or iface:NAME (the
 interface's total bandwidth: its root class, or its TBF rate). RATE becomes
 both the guaranteed rate and the ceiling, unless --ceil gives a higher ceiling.
 
+RATE and --ceil are at least 8bit and at most the configured bandwidth of
+the target's interfaces: for iface:NAME every interface of that name (both
+directions), for a user or tier the smallest shaped (htb) interface, since
+the change applies to downloads and uploads alike. Rates in bytes/s are
+echoed in bits: "rate 1gbps (8gbit) is above lan0's bandwidth 1gbit".
+Needs root or daemon.admin_group.
+
 Flags:
   --ceil RATE   the most the target may borrow up to; at least RATE
   --ramp DUR    how long the change takes; 0s changes at once
@@ -61,12 +75,13 @@ Examples:
 
 Remove the run-time changes (set-rate) of TARGET: a user name, tier:NAME or
 iface:NAME. The target returns to its plan, smoothly (the policy's ramp).
+Needs root or daemon.admin_group.
 `,
 	"reload": `Usage: shaperctl reload
 
 Reread shaperd.toml and users.toml. An invalid configuration is refused and
 its errors listed (file:line:col: message); the old one stays in force.
-Same as sending SIGHUP to shaperd.
+Same as sending SIGHUP to shaperd. Needs root or daemon.admin_group.
 `,
 	"top": `Usage: shaperctl top [--interval DUR] [--iterations N]
 

@@ -27,7 +27,7 @@ func runSetRate(ctx context.Context, c *control.Client, args []string, out io.Wr
 	if err != nil {
 		return flagError("set-rate", err)
 	}
-	req, err := setRateRequest(pos, ceil.v, ramp.v, dur.v)
+	req, err := setRateRequest(pos, ceil, ramp.v, dur.v)
 	if err != nil {
 		return err
 	}
@@ -42,34 +42,25 @@ func runSetRate(ctx context.Context, c *control.Client, args []string, out io.Wr
 	return nil
 }
 
-// setRateRequest checks the command line and builds the request; mistakes
-// are usage errors.
-func setRateRequest(pos []string, ceil *tbf.Rate, ramp, dur *control.Duration) (control.SetRateRequest, error) {
+// setRateRequest checks the command line and builds the request with the
+// rates as written (the daemon's messages echo them). Mistakes are usage
+// errors; the values are checked by SetRateRequest.Validate, the check the
+// daemon makes too (the interface bandwidth bound only the daemon knows).
+func setRateRequest(pos []string, ceil rateFlag, ramp, dur *control.Duration) (control.SetRateRequest, error) {
 	const cmd = "set-rate"
 	if len(pos) != 2 {
 		return control.SetRateRequest{}, usagef(cmd, "expected TARGET and RATE, got %s", plural(len(pos), "argument"))
-	}
-	target := pos[0]
-	if _, err := control.ParseTarget(target); err != nil {
-		return control.SetRateRequest{}, usagef(cmd, "%v", err)
 	}
 	rate, err := tbf.ParseRate(pos[1])
 	if err != nil {
 		return control.SetRateRequest{}, usagef(cmd, "%v", err)
 	}
-	if rate == 0 {
-		return control.SetRateRequest{}, usagef(cmd, "RATE must be positive")
+	req := control.SetRateRequest{Target: pos[0], Rate: rate, RateText: pos[1],
+		Ceil: ceil.v, CeilText: ceil.text, Ramp: ramp, For: dur}
+	if err := req.Validate(); err != nil {
+		return control.SetRateRequest{}, usagef(cmd, "%v", err)
 	}
-	if ceil != nil && *ceil < rate {
-		return control.SetRateRequest{}, usagef(cmd, "--ceil %s is below RATE %s: the ceiling must be at least the rate (omit --ceil to use RATE as both)", ceil, rate)
-	}
-	if ramp != nil && *ramp < 0 {
-		return control.SetRateRequest{}, usagef(cmd, "--ramp %s: must not be negative (0s changes at once)", ramp)
-	}
-	if dur != nil && *dur <= 0 {
-		return control.SetRateRequest{}, usagef(cmd, "--for %s: must be positive (omit it to keep the change until cleared)", dur)
-	}
-	return control.SetRateRequest{Target: target, Rate: rate, Ceil: ceil, Ramp: ramp, For: dur}, nil
+	return req, nil
 }
 
 // describeSetRate says what a set-rate did, in one line.

@@ -156,9 +156,17 @@ func Serve(t testing.TB, svc control.Service) string {
 }
 
 // ServeOn serves svc on l until the test ends and returns l's address.
+// Only root may use it (the server's default Access); see ServeAccess.
 func ServeOn(t testing.TB, svc control.Service, l net.Listener) string {
 	t.Helper()
+	return ServeAccess(t, svc, l, nil)
+}
+
+// ServeAccess is ServeOn with the server's Access set to a.
+func ServeAccess(t testing.TB, svc control.Service, l net.Listener, a *control.Access) string {
+	t.Helper()
 	srv := control.NewServer(svc, nil)
+	srv.Access = a
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	t.Cleanup(func() {

@@ -97,13 +97,17 @@ func (f *faultLab) rawRequest(t *testing.T, method, path, contentType string, bo
 	return resp.StatusCode, string(b)
 }
 
-// manyUsers returns users.toml with the lab's users and n more on
-// addresses outside the lab (198.18.64.0 and up).
+// massTier is a tier for many users whose guarantees (100kbit each) fit
+// r-lan's 1gbit, so the lab users' rates are not scaled down.
+const massTier = "\n[tiers.mass]\nrate = \"100kbit\"\nceil = \"1mbit\"\n"
+
+// manyUsers returns users.toml with the lab's users and n more of tier
+// mass (see massTier) on addresses outside the lab (198.18.64.0 and up).
 func manyUsers(f *faultLab, n int) string {
 	var b strings.Builder
 	b.WriteString(labUsers(f.RouterLab))
 	for i := range n {
-		fmt.Fprintf(&b, "[[user]]\nname = \"x%05d\"\ntier = \"bronze\"\naddresses = [\"198.18.%d.%d\"]\n", i, 64+i/250, i%250+1)
+		fmt.Fprintf(&b, "[[user]]\nname = \"x%05d\"\ntier = \"mass\"\naddresses = [\"198.18.%d.%d\"]\n", i, 64+i/250, i%250+1)
 	}
 	return b.String()
 }
@@ -383,7 +387,7 @@ func TestFaultMatrix(t *testing.T) {
 
 kill:
 	t.Run("kill -9 during an apply, then restart", func(t *testing.T) {
-		u.writeConfig(daemonConfig, manyUsers(f, 4000))
+		u.writeConfig(daemonConfig+massTier, manyUsers(f, 4000))
 		u.Signal(syscall.SIGHUP)
 		waitFor(t, 30*time.Second, "the apply under way", func() bool {
 			out, _ := u.Router.Run("tc", "class", "show", "dev", "r-lan")

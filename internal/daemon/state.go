@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -76,21 +75,4 @@ func saveJSON(dir, name string, v any) error {
 		return fmt.Errorf("encode %s: %w", name, err)
 	}
 	return writeFileAtomic(filepath.Join(dir, name), append(b, '\n'), 0o640)
-}
-
-// loadJSON reads name in dir into v. A missing file is not an error: it
-// returns false.
-func loadJSON(dir, name string, v any) (bool, error) {
-	path := filepath.Join(dir, name)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read state: %w", err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("state file %s: %w", path, err)
-	}
-	return true, nil
 }

@@ -129,9 +129,8 @@ func New(opts Options) (*Daemon, error) {
 		log:     opts.Logger,
 		clock:   opts.Clock,
 		notify:  opts.Notifier,
-		reqs:     make(chan func()),
-		stopped:  make(chan struct{}),
-		problems: map[string]*control.StateProblem{},
+		reqs:    make(chan func()),
+		stopped: make(chan struct{}),
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -232,6 +231,7 @@ func (d *Daemon) setLogLevel(plan *config.Plan) {
 //     missing usage file (state_dir wiped) is rebuilt the same way.
 func (d *Daemon) loadState(plan *config.Plan) error {
 	dir := plan.Daemon.StateDir
+	d.problems = map[string]*control.StateProblem{}
 	d.readStateFile(dir, OverridesFile, "no overrides are in force (re-issue them with set-rate; the moved file keeps the old ones)",
 		func(b []byte) error {
 			ov, err := decodeOverrides(b)

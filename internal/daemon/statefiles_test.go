@@ -45,6 +45,7 @@ func withState(t *testing.T, k *fakeKernel, clk *fakeClock) (string, map[string]
 	if _, err := d.setRate(control.SetRateRequest{Target: "alice", Rate: 3 * tbf.Mbit}); err != nil {
 		t.Fatal(err)
 	}
+	setUserBytes(t, d, k, "alice", 4000) // some quota usage to save
 	d.saveUsage(clk.Now())
 	files := map[string][]byte{}
 	for _, f := range stateFiles {
@@ -114,15 +115,7 @@ func TestCorruptStateFileStartsAnyway(t *testing.T) {
 				case UsageFile:
 					// alice's egress class has sent 5000 bytes since it was
 					// created: rebuilt from the counter, not zeroed.
-					st := d.ifaces[0]
-					m, _ := st.ids.User("alice")
-					tr := k.tree("lan0")
-					for i := range tr.Classes {
-						if tr.Classes[i].Handle == model.MakeHandle(1, m) {
-							tr.Classes[i].Stats = &model.Stats{Bytes: 5000}
-						}
-					}
-					d.sample(st, tr, clk.Now())
+					setUserBytes(t, d, k, "alice", 5000)
 					if used, _, _ := d.usage.Used("alice", "month", clk.Now()); used != 5000 {
 						t.Errorf("alice's usage after a lost usage file: %d, want 5000 from her class counter", used)
 					}
@@ -133,6 +126,24 @@ func TestCorruptStateFileStartsAnyway(t *testing.T) {
 			})
 		}
 	}
+}
+
+// setUserBytes samples a dump of lan0 in which user's egress class has
+// sent bytes since its creation (the fake kernel keeps no counters).
+func setUserBytes(t *testing.T, d *Daemon, k *fakeKernel, user string, bytes uint64) {
+	t.Helper()
+	st := d.ifaces[0]
+	m, ok := st.ids.User(user)
+	if !ok {
+		t.Fatalf("%s has no class", user)
+	}
+	tr := k.tree("lan0")
+	for i := range tr.Classes {
+		if tr.Classes[i].Handle == model.MakeHandle(1, m) {
+			tr.Classes[i].Stats = &model.Stats{Bytes: bytes}
+		}
+	}
+	d.sample(st, tr, d.clock.Now())
 }
 
 // A clock stepped back behind the last evaluation re-evaluates the policy

@@ -242,6 +242,9 @@ func (u *Usage) UnmarshalJSON(b []byte) error {
 		if uu.Start.IsZero() {
 			return fmt.Errorf("usage: user %q: no period start", name)
 		}
+		if y := uu.Start.Year(); y < 1 || y > 9998 { // the period's end must be a JSON time too
+			return fmt.Errorf("usage: user %q: period start %s out of range", name, uu.Start.Format(time.RFC3339))
+		}
 		if uu.Counters == nil {
 			uu.Counters = map[string]uint64{}
 		}

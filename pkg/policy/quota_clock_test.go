@@ -193,6 +193,7 @@ func TestUsageUnmarshalRejectsBadPeriods(t *testing.T) {
 	for _, bad := range []string{
 		`{"version":1,"users":{"a":{"period":"year","start":"2026-12-01T00:00:00Z","used":5}}}`,
 		`{"version":1,"users":{"a":{"period":"month","used":5}}}`,
+		`{"version":1,"users":{"a":{"period":"month","start":"9999-12-01T00:00:00Z","used":5}}}`,
 	} {
 		if err := json.Unmarshal([]byte(bad), NewUsage(time.UTC)); err == nil {
 			t.Errorf("%s: no error", bad)

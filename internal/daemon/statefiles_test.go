@@ -179,3 +179,31 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 	}
 	return v.GetGauge().GetValue()
 }
+
+// A state file that cannot be read (here a directory in its place) is a
+// "read" problem: the daemon starts without it and says so; it is not
+// moved aside (it is not a corrupt file), and saving over it fails as a
+// write problem.
+func TestUnreadableStateFileStartsAnyway(t *testing.T) {
+	k, clk := newFakeKernel("lan0"), newFakeClock()
+	dir := t.TempDir()
+	writeConfig(t, dir, quotaConfig, testUsers)
+	path := filepath.Join(dir, "state", UsageFile)
+	if err := os.MkdirAll(filepath.Join(path, "x"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	d := stateDaemon(t, k, clk, dir, &syncBuffer{})
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ps := d.status().StateProblems
+	if len(ps) != 2 || ps[0].Kind != StateRead || ps[1].Kind != StateWrite || !strings.Contains(ps[0].Error, path) || ps[0].MovedTo != "" {
+		t.Fatalf("state problems: %+v", ps)
+	}
+	if n := metricValue(t, d.stats.stateErrors.WithLabelValues(UsageFile, StateRead)); n != 1 {
+		t.Errorf("shaperd_state_errors_total{kind=read} = %v, want 1", n)
+	}
+	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+		t.Errorf("%s moved: %v", path, err)
+	}
+}

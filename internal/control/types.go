@@ -15,6 +15,29 @@ type Status struct {
 	Users      []UserStatus      `json:"users"`
 	// Generated is when the daemon assembled this status (its clock).
 	Generated time.Time `json:"generated"`
+	// StateProblems are faults of the state files in daemon.state_dir
+	// (corrupt at start, or failing to be written now); none when empty.
+	StateProblems []StateProblem `json:"state_problems,omitempty"`
+}
+
+// StateProblem is a fault of one state file in daemon.state_dir. Shaping
+// goes on regardless; this says what was lost or is not being saved.
+type StateProblem struct {
+	// File is the state file's name, e.g. "usage.json".
+	File string `json:"file"`
+	// Kind is "corrupt" (unparsable at start, moved aside to MovedTo),
+	// "read" (unreadable at start) or "write" (the last save failed; it is
+	// retried on every reconcile tick and the problem goes once it works).
+	Kind string `json:"kind"`
+	// Error is the parse, read or write error, naming the file.
+	Error string `json:"error"`
+	// Since is when the daemon first met the problem (its clock).
+	Since time.Time `json:"since"`
+	// MovedTo is the path a corrupt file was moved to.
+	MovedTo string `json:"moved_to,omitempty"`
+	// Effect says what the daemon did about it: what it recovered and what
+	// is lost.
+	Effect string `json:"effect,omitempty"`
 }
 
 // InterfaceStatus is one managed interface.

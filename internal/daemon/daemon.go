@@ -87,6 +87,7 @@ type Daemon struct {
 	// (policy.NextChange); lastRes is the last evaluation.
 	policyDirty bool
 	nextPolicy  time.Time
+	lastEval    time.Time
 	lastRes     *policy.Result
 	// userIdx is each user's index in plan.Users.
 	userIdx map[string]int
@@ -104,6 +105,10 @@ type Daemon struct {
 	// last written or read.
 	loadedIDs map[string]*model.Assignment
 	savedIDs  []byte
+	// problems are the state file problems by "FILE/KIND" (statefiles.go);
+	// overridesUnsaved: the overrides in force differ from the state file.
+	problems         map[string]*control.StateProblem
+	overridesUnsaved bool
 
 	reqs    chan func()
 	stopped chan struct{}
@@ -249,27 +254,57 @@ func (d *Daemon) setLogLevel(plan *config.Plan) {
 }
 
 // loadState reads overrides, usage and assignments for plan from its
-// state_dir. Overrides of targets plan no longer has are dropped.
+// state_dir. Overrides of targets plan no longer has are dropped. A state
+// file that cannot be read or parsed never stops the daemon: it is moved
+// aside, counted and shown in status (readStateFile), and the daemon goes
+// on without it:
+//   - overrides: none are in force (the moved file keeps them for the
+//     operator to re-issue);
+//   - class ids: recovered from the kernel's classes by address
+//     (recoverAssignment), so users keep their classes and counters;
+//   - quota usage: rebuilt from the kernel's class byte counters
+//     (policy.Usage.Rebuild): each user's bytes since their classes were
+//     created count, which is exact for classes created in the current
+//     period and too much for older ones; bytes of classes deleted or
+//     re-created since (a reboot, a teardown) cannot be recovered. A
+//     missing usage file (state_dir wiped) is rebuilt the same way.
 func (d *Daemon) loadState(plan *config.Plan) error {
 	dir := plan.Daemon.StateDir
-	if _, err := loadJSON(dir, OverridesFile, &d.overrides); err != nil {
-		return err
-	}
+	d.problems = map[string]*control.StateProblem{}
+	d.readStateFile(dir, OverridesFile, "no overrides are in force (re-issue them with set-rate; the moved file keeps the old ones)",
+		func(b []byte) error {
+			ov, err := decodeOverrides(b)
+			if err == nil {
+				d.overrides = ov
+			}
+			return err
+		})
 	for _, o := range d.overrides.Prune(plan) {
 		d.log.Warn("dropping override of a target the configuration no longer has", "target", o.Target.String())
 	}
-	d.usage = policy.NewUsage(plan.Policy.Location)
-	if _, err := loadJSON(dir, UsageFile, d.usage); err != nil {
-		// Usage only feeds quotas: start counting afresh rather than refuse to run.
-		d.log.Error("quota usage state unreadable; counting from zero", "err", err)
+	d.usage = nil
+	d.readStateFile(dir, UsageFile, "quota usage rebuilt from the kernel's class byte counters: bytes since each class's creation count, bytes of re-created classes are lost",
+		func(b []byte) error {
+			u, err := decodeUsage(b, plan.Policy.Location)
+			if err == nil {
+				d.usage = u
+			}
+			return err
+		})
+	if d.usage == nil {
 		d.usage = policy.NewUsage(plan.Policy.Location)
+		d.usage.Rebuild()
 	}
 	d.usage.Configure(plan)
 	d.loadedIDs = map[string]*model.Assignment{}
-	if _, err := loadJSON(dir, AssignmentsFile, &d.loadedIDs); err != nil {
-		d.log.Error("class assignment state unreadable; recovering from the kernel", "err", err)
-		d.loadedIDs = map[string]*model.Assignment{}
-	}
+	d.readStateFile(dir, AssignmentsFile, "class ids recovered from the kernel's classes by address (users keep their classes and counters)",
+		func(b []byte) error {
+			ids, err := decodeAssignments(b)
+			if err == nil {
+				d.loadedIDs = ids
+			}
+			return err
+		})
 	return nil
 }
 

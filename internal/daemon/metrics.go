@@ -18,6 +18,8 @@ type daemonStats struct {
 	errors           *prometheus.CounterVec // kind="kernel"|"verify"|"build"|"state"
 	drift            prometheus.Counter
 	reloads          *prometheus.CounterVec // result="ok"|"refused"
+	stateErrors      *prometheus.CounterVec // file, kind="corrupt"|"read"|"write"
+	stateFailing     *prometheus.GaugeVec   // file: 1 while its writes fail
 }
 
 func (s *daemonStats) init() {
@@ -40,6 +42,18 @@ func (s *daemonStats) init() {
 	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shaperd_reloads_total", Help: "Configuration reloads by result (ok, refused).",
 	}, []string{"result"})
+	s.stateErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperd_state_errors_total", Help: "State file faults by file and kind: corrupt (unparsable at start, moved aside), read (unreadable at start), write (a save failed).",
+	}, []string{"file", "kind"})
+	s.stateFailing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "shaperd_state_write_failing", Help: "1 while the last write of the state file failed (retried on every reconcile tick).",
+	}, []string{"file"})
+	for _, f := range stateFiles {
+		for _, k := range []string{StateCorrupt, StateRead, StateWrite} {
+			s.stateErrors.WithLabelValues(f, k)
+		}
+		s.stateFailing.WithLabelValues(f)
+	}
 	for _, r := range []string{"ok", "error"} {
 		s.reconciles.WithLabelValues(r)
 	}
@@ -140,7 +154,8 @@ var (
 
 func (c *daemonCollector) metrics() []prometheus.Collector {
 	s := &c.d.stats
-	return []prometheus.Collector{s.reconcileSeconds, s.reconciles, s.writes, s.errors, s.drift, s.reloads}
+	return []prometheus.Collector{s.reconcileSeconds, s.reconciles, s.writes, s.errors, s.drift, s.reloads,
+		s.stateErrors, s.stateFailing}
 }
 
 func (c *daemonCollector) Describe(ch chan<- *prometheus.Desc) {

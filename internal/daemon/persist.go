@@ -10,29 +10,30 @@ import (
 	"github.com/shaperd/shaperd/pkg/policy"
 )
 
-// saveOverrides writes ov to the state directory; a failure is logged and
-// returned.
+// saveOverrides writes ov to the state directory. A failure is recorded
+// (stateWritten), returned, and retried on later reconcile ticks.
 func (d *Daemon) saveOverrides(ov policy.Overrides) error {
-	if err := saveJSON(d.plan.Daemon.StateDir, OverridesFile, &ov); err != nil {
-		d.stats.errors.WithLabelValues("state").Inc()
-		d.log.Error("cannot save overrides", "err", err)
-		return err
-	}
-	return nil
+	err := saveJSON(d.plan.Daemon.StateDir, OverridesFile, &ov)
+	d.stateWritten(OverridesFile, err)
+	d.overridesUnsaved = err != nil
+	return err
 }
 
-// saveUsage writes the quota usage and marks it flushed at now.
+// saveUsage writes the quota usage and marks it flushed at now. A failure
+// leaves it due; it is retried on later reconcile ticks, and the counts
+// keep growing in memory meanwhile (they come from the kernel's counters,
+// so the next successful write holds everything).
 func (d *Daemon) saveUsage(now time.Time) {
-	if err := saveJSON(d.plan.Daemon.StateDir, UsageFile, d.usage); err != nil {
-		d.stats.errors.WithLabelValues("state").Inc()
-		d.log.Error("cannot save quota usage", "err", err)
-		return
+	err := saveJSON(d.plan.Daemon.StateDir, UsageFile, d.usage)
+	d.stateWritten(UsageFile, err)
+	if err == nil {
+		d.usage.Flushed(now)
 	}
-	d.usage.Flushed(now)
 }
 
 // saveAssignments writes every interface's class assignment when it
-// differs from what the state file holds.
+// differs from what the state file holds (a failure leaves it differing,
+// so a later call writes it).
 func (d *Daemon) saveAssignments() {
 	ids := make(map[string]*model.Assignment, len(d.ifaces))
 	for _, st := range d.ifaces {
@@ -45,10 +46,8 @@ func (d *Daemon) saveAssignments() {
 	if err == nil {
 		err = writeFileAtomic(filepath.Join(d.plan.Daemon.StateDir, AssignmentsFile), append(b, '\n'), 0o640)
 	}
-	if err != nil {
-		d.stats.errors.WithLabelValues("state").Inc()
-		d.log.Error("cannot save class assignments", "err", err)
-		return
+	d.stateWritten(AssignmentsFile, err)
+	if err == nil {
+		d.savedIDs = b
 	}
-	d.savedIDs = b
 }

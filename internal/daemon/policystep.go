@@ -60,11 +60,12 @@ func (d *Daemon) overrideChanged(t policy.Target, now time.Time) error {
 // policyTick is one tick of the policy ticker. It evaluates the policy
 // only when something can have changed since the last evaluation: the
 // plan, the overrides or quota usage (policyDirty), or now reached the
-// next schedule/period minute or override expiry (policy.NextChange).
-// Otherwise, while ramps are in progress it steps just the ramping
+// next schedule/period minute or override expiry (policy.NextChange), or
+// the clock stepped back behind the last evaluation (else a step back would
+// freeze schedules for as long as the step). Otherwise, while ramps are in progress it steps just the ramping
 // classes; else it does nothing.
 func (d *Daemon) policyTick(now time.Time) error {
-	if d.policyDirty || !now.Before(d.nextPolicy) {
+	if d.policyDirty || !now.Before(d.nextPolicy) || now.Before(d.lastEval) {
 		return d.policyStep(now)
 	}
 	if d.ramper.Active() {
@@ -85,7 +86,7 @@ func (d *Daemon) policyStep(now time.Time) error {
 		d.saveOverrides(d.overrides)
 	}
 	d.work.evaluations++
-	d.policyDirty = false
+	d.policyDirty, d.lastEval = false, now
 	d.nextPolicy = policy.NextChange(d.plan, &d.overrides, now)
 	res := policy.Evaluate(d.plan, d.overrides, d.usage, now)
 	d.lastRes = res

@@ -121,11 +121,12 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent) {
 			if d.work.evaluations != evals && d.ready {
 				d.returnMemory(false) // a full evaluation and build allocate per user
 			}
-			if d.usage.FlushDue(now) {
-				d.saveUsage(now)
+			if d.usage.FlushDue(now) && !d.writeFailing(UsageFile) {
+				d.saveUsage(now) // while writes fail, retryState retries
 			}
 		case <-reconcileT.C():
 			d.afterReconcile(d.reconcileAll("tick"))
+			d.retryState(d.clock.Now())
 			d.returnMemory(false)
 			d.pingWatchdog(true)
 		case <-watchdog:

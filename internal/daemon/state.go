@@ -24,7 +24,8 @@ const (
 // temporary file in the same directory, which is synced, renamed over path,
 // and then the directory is synced, so that after a crash path holds either
 // the old or the new contents, never a mix. The directory is created (0750)
-// when missing.
+// when missing. Errors name path and the step, not the temporary file's
+// random name, so that retries of one fault give the same message.
 func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -32,7 +33,7 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fmt.Errorf("write %s: create temporary file: %w", path, bare(err))
 	}
 	tmp := f.Name()
 	ok := false
@@ -43,19 +44,19 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 		}
 	}()
 	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
+		return fmt.Errorf("write %s: %w", path, bare(err))
 	}
 	if err := f.Chmod(perm); err != nil {
-		return fmt.Errorf("chmod %s: %w", tmp, err)
+		return fmt.Errorf("write %s: chmod: %w", path, bare(err))
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", tmp, err)
+		return fmt.Errorf("write %s: sync: %w", path, bare(err))
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
+		return fmt.Errorf("write %s: close: %w", path, bare(err))
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
+		return fmt.Errorf("write %s: rename the temporary file over it: %w", path, bare(err))
 	}
 	ok = true
 	d, err := os.Open(dir)
@@ -69,6 +70,20 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 	return nil
 }
 
+// bare strips the path from a *fs.PathError or *os.LinkError (the caller
+// names the file).
+func bare(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
+
 // saveJSON writes v as JSON to name in dir with writeFileAtomic.
 func saveJSON(dir, name string, v any) error {
 	b, err := json.Marshal(v)
@@ -76,21 +91,4 @@ func saveJSON(dir, name string, v any) error {
 		return fmt.Errorf("encode %s: %w", name, err)
 	}
 	return writeFileAtomic(filepath.Join(dir, name), append(b, '\n'), 0o640)
-}
-
-// loadJSON reads name in dir into v. A missing file is not an error: it
-// returns false.
-func loadJSON(dir, name string, v any) (bool, error) {
-	path := filepath.Join(dir, name)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read state: %w", err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("state file %s: %w", path, err)
-	}
-	return true, nil
 }

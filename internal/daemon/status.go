@@ -16,6 +16,7 @@ func (d *Daemon) status() *control.Status {
 	// between ticks would cost megabytes with 10,000 users.
 	res := policy.Evaluate(d.plan, d.overrides, d.usage, d.clock.Now())
 	out := &control.Status{Generated: d.clock.Now(), Interfaces: []control.InterfaceStatus{}, Users: []control.UserStatus{}}
+	out.StateProblems = d.stateProblemList()
 	for i, st := range d.ifaces {
 		in := &st.cfg
 		is := control.InterfaceStatus{Name: in.Name, Device: st.device, Shaper: string(in.Shaper),

@@ -48,7 +48,10 @@
 //
 // Usage counts each user's bytes from the kernel's class byte counters,
 // summed over all interfaces and directions, and is reset when the period
-// rolls over; see Usage and PeriodBounds.
+// rolls over: only when the time is in a later period than the one counted,
+// so a clock stepped back never resets it; see Usage.Observe and
+// PeriodBounds. A lost usage state is rebuilt from the counters
+// (Usage.Rebuild).
 //
 // # Smooth changes
 //

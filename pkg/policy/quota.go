@@ -36,6 +36,10 @@ type Usage struct {
 	dirty      bool      // changed since the last Flushed
 	dirtySince time.Time // when the first unflushed change happened
 	lastFlush  time.Time
+	// rebuild: the state was lost, so a counter's first reading counts
+	// whole (see Rebuild); rebuilt counts those readings.
+	rebuild bool
+	rebuilt int
 }
 
 type userUsage struct {
@@ -89,26 +93,36 @@ func (u *Usage) period(user string) config.Period {
 //
 //   - The first reading of a key is its baseline: it counts nothing (the
 //     bytes before it are unknown). The daemon should Observe a class with
-//     0 when it creates it, so that none of its bytes are missed.
+//     0 when it creates it, so that none of its bytes are missed. After
+//     Rebuild the first reading counts whole instead.
 //   - A reading at or above the last one adds the difference.
 //   - A reading below the last one means the counter restarted (the class
 //     was re-created): it counts its whole value, from 0.
-//   - When now lies in a later period than the user's stored one, Used
-//     restarts at 0 before the bytes are added (the bytes since the last
-//     reading are counted in the new period).
+//   - Used restarts at 0 only when the period has really begun: now lies
+//     in a later period than the stored one (its start is after the stored
+//     start), or the user's period kind changed. A clock stepped back, even
+//     into an earlier period, keeps the stored period and its count (the
+//     bytes are added to it); a clock moved forward within the period
+//     changes nothing. The bytes since the last reading are counted in the
+//     period of now.
 func (u *Usage) Observe(user, key string, counterBytes uint64, now time.Time) {
 	uu := u.users[user]
-	start, _ := PeriodBounds(u.period(user), now, u.loc)
+	p := u.period(user)
+	start, _ := PeriodBounds(p, now, u.loc)
 	if uu == nil {
-		uu = &userUsage{Period: u.period(user), Start: start, Counters: map[string]uint64{}}
+		uu = &userUsage{Period: p, Start: start, Counters: map[string]uint64{}}
 		u.users[user] = uu
-	} else if !uu.Start.Equal(start) || uu.Period != u.period(user) {
-		uu.Period, uu.Start, uu.Used = u.period(user), start, 0
+	} else if uu.Period != p || start.After(uu.Start) {
+		uu.Period, uu.Start, uu.Used = p, start, 0
 	}
 	last, seen := uu.Counters[key]
 	uu.Counters[key] = counterBytes
 	switch {
 	case !seen:
+		if u.rebuild {
+			uu.Used += counterBytes
+			u.rebuilt++
+		}
 	case counterBytes >= last:
 		uu.Used += counterBytes - last
 	default:
@@ -116,6 +130,20 @@ func (u *Usage) Observe(user, key string, counterBytes uint64, now time.Time) {
 	}
 	u.touch(now)
 }
+
+// Rebuild is for a Usage whose saved state was lost (a missing or corrupt
+// state file): from now on the first reading of a counter it does not know
+// counts its whole value in the current period instead of being a
+// baseline. A kernel class counter counts from the class's creation, so
+// this recovers a user's bytes exactly when their classes were created in
+// the current period, over-counts by the bytes of earlier periods when the
+// classes are older, and cannot recover bytes of classes that were
+// deleted or re-created since (their counters restarted). Quotas thus err
+// on the side of counting too much, never silently too little.
+func (u *Usage) Rebuild() { u.rebuild = true }
+
+// Rebuilt returns how many counters were counted whole since Rebuild.
+func (u *Usage) Rebuilt() int { return u.rebuilt }
 
 // Forget drops the baseline of one counter (its class was deleted), so a
 // later counter under the same key starts with a new baseline.
@@ -137,11 +165,16 @@ func (u *Usage) touch(now time.Time) {
 
 // Used returns the bytes user has moved in the period p containing now,
 // and that period's bounds. A stored count from an earlier period (the
-// period rolled over and no Observe has happened since) reads as 0. It does
-// not change u.
+// period rolled over and no Observe has happened since) reads as 0. When
+// now lies before the stored period (the clock stepped back), the stored
+// period is still the current one: its count and bounds are returned. It
+// does not change u.
 func (u *Usage) Used(user string, p config.Period, now time.Time) (used uint64, start, end time.Time) {
 	start, end = PeriodBounds(p, now, u.loc)
-	if uu := u.users[user]; uu != nil && uu.Period == p && uu.Start.Equal(start) {
+	if uu := u.users[user]; uu != nil && uu.Period == p && !start.After(uu.Start) {
+		if !start.Equal(uu.Start) {
+			start, end = PeriodBounds(p, uu.Start, u.loc)
+		}
 		used = uu.Used
 	}
 	return used, start, end
@@ -152,7 +185,9 @@ func (u *Usage) Location() *time.Location { return u.loc }
 
 // FlushDue reports whether the daemon should write the state now: something
 // changed since the last Flushed and FlushInterval has passed since then (or
-// since that change, when nothing was flushed yet).
+// since that change, when nothing was flushed yet). A clock stepped back
+// behind that instant makes it due at once, so that a step back cannot
+// hold the writes off for as long as the step.
 func (u *Usage) FlushDue(now time.Time) bool {
 	if !u.dirty {
 		return false
@@ -161,7 +196,7 @@ func (u *Usage) FlushDue(now time.Time) bool {
 	if since.IsZero() {
 		since = u.dirtySince
 	}
-	return !now.Before(since.Add(FlushInterval))
+	return now.Before(since) || !now.Before(since.Add(FlushInterval))
 }
 
 // Flushed records that the state was written at now.
@@ -198,6 +233,17 @@ func (u *Usage) UnmarshalJSON(b []byte) error {
 		uu := v.Users[name]
 		if uu == nil {
 			return fmt.Errorf("usage: user %q: null entry", name)
+		}
+		switch uu.Period {
+		case config.PeriodDay, config.PeriodWeek, config.PeriodMonth:
+		default:
+			return fmt.Errorf("usage: user %q: unknown period %q", name, uu.Period)
+		}
+		if uu.Start.IsZero() {
+			return fmt.Errorf("usage: user %q: no period start", name)
+		}
+		if y := uu.Start.Year(); y < 1 || y > 9998 { // the period's end must be a JSON time too
+			return fmt.Errorf("usage: user %q: period start %s out of range", name, uu.Start.Format(time.RFC3339))
 		}
 		if uu.Counters == nil {
 			uu.Counters = map[string]uint64{}

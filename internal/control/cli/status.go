@@ -71,6 +71,7 @@ func writeStatus(out io.Writer, st *control.Status) error {
 			fmt.Fprintf(out, "%s (%s): error: %s\n", i.Name, i.Direction, i.Error)
 		}
 	}
+	writeStateProblems(out, st.StateProblems)
 	fmt.Fprintln(out)
 	users := slices.Clone(st.Users)
 	slices.SortStableFunc(users, func(a, b control.UserStatus) int {
@@ -112,4 +113,21 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// writeStateProblems writes one line per state file problem: the file, its
+// kind and since when, the error, where a corrupt file went and what the
+// daemon did about it.
+func writeStateProblems(out io.Writer, ps []control.StateProblem) {
+	for _, p := range ps {
+		parts := []string{p.Error}
+		if p.MovedTo != "" {
+			parts = append(parts, "moved to "+p.MovedTo)
+		}
+		if p.Effect != "" {
+			parts = append(parts, p.Effect)
+		}
+		fmt.Fprintf(out, "state file %s: %s since %s: %s\n", p.File, p.Kind,
+			p.Since.Format("2006-01-02 15:04:05 MST"), strings.Join(parts, "; "))
+	}
 }

@@ -1,0 +1,46 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/control/cli"
+	"github.com/shaperd/shaperd/internal/control/controltest"
+)
+
+// State file problems appear in the status table, one line each with the
+// file, kind, error, where a corrupt file went and the effect, and in
+// --json as state_problems.
+func TestStatusShowsStateProblems(t *testing.T) {
+	st := controltest.Sample()
+	since := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	st.StateProblems = []control.StateProblem{
+		{File: "usage.json", Kind: "corrupt", Since: since, Error: "state file /var/lib/shaperd/usage.json (7 bytes): unexpected end of JSON input",
+			MovedTo: "/var/lib/shaperd/usage.json.corrupt-20261202T100000Z", Effect: "quota usage rebuilt"},
+		{File: "overrides.json", Kind: "write", Since: since, Error: "write /var/lib/shaperd/overrides.json: no space left on device"},
+	}
+	fake := &controltest.Fake{State: st}
+	sock := controltest.Serve(t, fake)
+	code, out, errOut := run(t, cli.Env{}, "--socket", sock, "status")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"state file usage.json: corrupt since 2026-12-02 10:00:00 UTC: state file /var/lib/shaperd/usage.json (7 bytes): unexpected end of JSON input; moved to /var/lib/shaperd/usage.json.corrupt-20261202T100000Z; quota usage rebuilt\n",
+		"state file overrides.json: write since 2026-12-02 10:00:00 UTC: write /var/lib/shaperd/overrides.json: no space left on device\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = run(t, cli.Env{}, "--socket", sock, "status", "--json")
+	var got struct {
+		StateProblems []control.StateProblem `json:"state_problems"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got.StateProblems) != 2 || got.StateProblems[0].MovedTo == "" {
+		t.Errorf("--json state_problems: exit %d, %+v\n%s", code, got, out)
+	}
+}

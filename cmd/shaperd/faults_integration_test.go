@@ -350,6 +350,57 @@ func TestFaultMatrix(t *testing.T) {
 		f.check(t, false)
 	})
 
+	t.Run("set-rate by a user who is not an admin is refused", func(t *testing.T) {
+		w := writes()
+		code, out := runCmd(t, asUser(exec.Command(u.ctl, "--socket", u.sock, "set-rate", "u0", "1mbit"), 65534, 65534))
+		if code != 1 || !strings.Contains(out, "permission denied") {
+			t.Errorf("set-rate as nobody: exit %d, want 1 and a permission error\n%s", code, out)
+		}
+		if got := writes() - w; got != 0 {
+			t.Errorf("%v kernel writes", got)
+		}
+		f.check(t, false)
+	})
+
+	t.Run("a rate above the bandwidth is refused with the bound", func(t *testing.T) {
+		w := writes()
+		code, out := u.shaperctl("set-rate", "u0", "1gbps")
+		if code != 1 || !strings.Contains(out, "1gbps (8gbit)") || !strings.Contains(out, "bandwidth") {
+			t.Errorf("set-rate u0 1gbps: exit %d, want 1 echoing 8gbit against the bandwidth\n%s", code, out)
+		}
+		if got := writes() - w; got != 0 {
+			t.Errorf("%v kernel writes", got)
+		}
+		f.check(t, false)
+	})
+
+	t.Run("corrupt state files: the daemon starts, moves them aside and says so", func(t *testing.T) {
+		if err := u.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		state := filepath.Join(u.dir, "state")
+		os.WriteFile(filepath.Join(state, "assignments.json"), []byte(`{"r-lan/egress": {"users": [`), 0o600)
+		os.WriteFile(filepath.Join(state, "usage.json"), nil, 0o600)
+		u.Start()
+		u.WaitReady(60 * time.Second)
+		problems := map[string]string{}
+		for _, p := range u.status().StateProblems {
+			problems[p.File] = p.Kind
+		}
+		if problems["assignments.json"] != "corrupt" || problems["usage.json"] != "corrupt" {
+			t.Errorf("status state problems %v, want assignments.json and usage.json corrupt", problems)
+		}
+		moved, _ := filepath.Glob(filepath.Join(state, "*.corrupt-*"))
+		if len(moved) != 2 {
+			t.Errorf("moved aside: %q, want both files", moved)
+		}
+		time.Sleep(1200 * time.Millisecond) // a reconcile tick
+		if got := writes(); got != 0 {
+			t.Errorf("%v kernel writes after a restart with lost class ids: they come back from the kernel", got)
+		}
+		f.check(t, false)
+	})
+
 	t.Run("--once with an unknown interface names it and changes nothing", func(t *testing.T) {
 		dir := t.TempDir()
 		// Only the missing interface: --once beside a running daemon on the

@@ -171,10 +171,14 @@ func (a *Access) forbidden(op string, r Role, p Peer, known bool) *ForbiddenErro
 	return &ForbiddenError{Message: fmt.Sprintf("permission denied: %s needs %s; %s", op, a.need(r), who)}
 }
 
-// peerGroups returns the supplementary groups of the peer: from
-// /proc/PID/status when that process still has the peer's uid, else from
-// the user database (the groups of the uid's user).
+// peerGroups returns the supplementary groups of the peer: the kernel's
+// SO_PEERGROUPS answer taken at accept time (Peer.Groups), else
+// /proc/PID/status when that process still has the peer's uid, else the
+// user database (the groups of the uid's user).
 func peerGroups(p Peer) []uint32 {
+	if p.Groups != nil {
+		return p.Groups
+	}
 	if p.PID > 0 {
 		if g, ok := procGroups(fmt.Sprintf("/proc/%d/status", p.PID), p.UID); ok {
 			return g

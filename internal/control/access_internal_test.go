@@ -1,7 +1,9 @@
 package control
 
 import (
+	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -39,5 +41,46 @@ func TestProcGroups(t *testing.T) {
 func TestPeerGroupsFallsBackToUserDatabase(t *testing.T) {
 	if got := peerGroups(Peer{PID: 0, UID: 0}); !slices.Contains(got, 0) {
 		t.Errorf("root's groups from the user database: %v, want gid 0 among them", got)
+	}
+}
+
+// SO_PEERGROUPS gives the peer's supplementary groups as the kernel holds
+// them (here the peer is this process; TestRoles runs real processes of
+// other uids and groups through the same path).
+func TestPeerGroupsFromSocket(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	raw, err := s.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint32
+	raw.Control(func(fd uintptr) { got = peerGroupsOf(int(fd)) })
+	want, err := os.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || len(got) != len(want) {
+		t.Fatalf("SO_PEERGROUPS %v, want this process's groups %v", got, want)
+	}
+	for _, g := range want {
+		if !slices.Contains(got, uint32(g)) {
+			t.Errorf("SO_PEERGROUPS %v lacks group %d", got, g)
+		}
 	}
 }

@@ -66,6 +66,20 @@ func (c *Classifier) dump() ([]model.Filter, error) {
 	return st.filters(), nil
 }
 
+// Foreign describes the filters under the qdisc that are not shaperd's
+// (other kinds, or u32 in other priorities), as of the last Dump, at most
+// maxForeign of them; Ensure leaves them alone. Nodes in shaperd's own
+// priorities that are not its own are not listed: Ensure deletes them.
+func (c *Classifier) Foreign() []string {
+	if c.st == nil {
+		return nil
+	}
+	return c.st.others
+}
+
+// maxForeign caps the descriptions of foreign filters kept per dump.
+const maxForeign = 20
+
 // treeOfPrio is the tree with priority prio and protocol proto, or -1.
 func treeOfPrio(prio, proto uint16) int {
 	for t := range trees {
@@ -81,8 +95,14 @@ func buildState(objs []object) *state {
 	st := newStateSized(len(objs))
 	for _, o := range objs {
 		t := treeOfPrio(o.prio, o.proto)
-		if o.kind != "u32" || t < 0 || o.handle == 0 {
-			continue // not shaperd's, or the priority's own header
+		if o.kind != "u32" || t < 0 {
+			if o.handle != 0 { // not the priority's header
+				st.noteOther(o)
+			}
+			continue // not shaperd's
+		}
+		if o.handle == 0 {
+			continue // the priority's own header
 		}
 		if nodeIDOf(o.handle) == 0 {
 			htid := htidOf(o.handle)
@@ -93,9 +113,15 @@ func buildState(objs []object) *state {
 			}
 			continue
 		}
+		if _, dup := st.nodes[o.handle]; dup {
+			// A dump that raced with outside changes can list a node
+			// twice: the first copy stands (a second would leave the
+			// picture with handles that point at nothing once removed).
+			continue
+		}
 		n := &node{handle: o.handle, tree: t, link: htidOf(o.link), classID: o.classID, flags: o.flags, sel: o.sel}
 		switch {
-		case o.selErr != nil || !o.hasSel:
+		case o.decodeErr != nil || o.selErr != nil || !o.hasSel:
 			st.foreign = append(st.foreign, o.handle)
 		case o.link != 0:
 			if !linkPosition(t, o.handle) {
@@ -114,6 +140,20 @@ func buildState(objs []object) *state {
 		st.addNode(n)
 	}
 	return st
+}
+
+// noteOther records a filter of another tool for Foreign.
+func (st *state) noteOther(o object) {
+	st.otherCount++
+	switch {
+	case len(st.others) < maxForeign:
+		st.others = append(st.others, fmt.Sprintf("%s filter pref %d protocol %#04x handle %#x", o.kind, o.prio, o.proto, o.handle))
+	case len(st.others) == maxForeign:
+		st.others = append(st.others, "")
+	}
+	if len(st.others) > maxForeign {
+		st.others[maxForeign] = fmt.Sprintf("... and %d more", st.otherCount-maxForeign)
+	}
 }
 
 // linkPosition reports whether handle is where tree t has a link: node

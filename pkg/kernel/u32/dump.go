@@ -74,6 +74,9 @@ func (c *Classifier) Foreign() []string {
 	if c.st == nil {
 		return nil
 	}
+	if c.st.otherCount > 0 {
+		return append(slices.Clone(c.st.others), fmt.Sprintf("... and %d more filter objects", c.st.otherCount))
+	}
 	return c.st.others
 }
 
@@ -142,18 +145,31 @@ func buildState(objs []object) *state {
 	return st
 }
 
-// noteOther records a filter of another tool for Foreign.
+// noteOther records a filter object of another tool for Foreign: one
+// entry per kind, priority and protocol (a u32 priority has tables and
+// nodes), at most maxForeign entries.
 func (st *state) noteOther(o object) {
-	st.otherCount++
-	switch {
-	case len(st.others) < maxForeign:
-		st.others = append(st.others, fmt.Sprintf("%s filter pref %d protocol %#04x handle %#x", o.kind, o.prio, o.proto, o.handle))
-	case len(st.others) == maxForeign:
+	type pk struct {
+		kind        string
+		prio, proto uint16
+	}
+	if st.otherIdx == nil {
+		st.otherIdx = map[any]int{}
+	}
+	k := pk{o.kind, o.prio, o.proto}
+	i, ok := st.otherIdx[k]
+	if !ok {
+		if len(st.others) >= maxForeign {
+			st.otherCount++
+			return
+		}
+		i = len(st.others)
+		st.otherIdx[k] = i
 		st.others = append(st.others, "")
+		st.otherN = append(st.otherN, 0)
 	}
-	if len(st.others) > maxForeign {
-		st.others[maxForeign] = fmt.Sprintf("... and %d more", st.otherCount-maxForeign)
-	}
+	st.otherN[i]++
+	st.others[i] = fmt.Sprintf("%s filter pref %d protocol %#04x (%d objects)", o.kind, o.prio, o.proto, st.otherN[i])
 }
 
 // linkPosition reports whether handle is where tree t has a link: node

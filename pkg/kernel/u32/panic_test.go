@@ -146,7 +146,7 @@ func TestDumpSkipsForeignKindsBeforeDecoding(t *testing.T) {
 	expectFilters(t, c, fs)
 	if got := c.Foreign(); len(got) != 4 {
 		t.Errorf("Foreign() = %q, want the 4 filters of other kinds or priorities", got)
-	} else if !strings.Contains(got[0], "bpf") || !strings.Contains(got[0], "pref 49") {
+	} else if !strings.Contains(got[0], "bpf") || !strings.Contains(got[0], "pref 49") || !strings.Contains(got[0], "(1 objects)") {
 		t.Errorf("Foreign()[0] = %q, want the kind and priority", got[0])
 	}
 	if _, err := c.Ensure(); err != nil {

@@ -33,8 +33,11 @@ type state struct {
 	used     map[uint32][]uint16 // node ids in use per table bucket (handle&^0xfff)
 	foreign  []uint32            // nodes that are neither links nor filters
 	// others describes filters of other tools (kinds, priorities), at
-	// most maxForeign (and "... and N more"); otherCount counts them.
+	// most maxForeign priorities, with otherN objects each; otherCount
+	// counts the objects beyond those.
 	others     []string
+	otherN     []int
+	otherIdx   map[any]int
 	otherCount int
 }
 

@@ -32,6 +32,7 @@ func main() {
 type flags struct {
 	config, logLevel, logFormat, netns string
 	check, once, teardown, version     bool
+	takeover                           bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -46,6 +47,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&f.netns, "netns", "", "shape in the named network `namespace` (as 'ip netns' knows it) instead of this one")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	fs.BoolVar(&f.takeover, "takeover", false, "replace root qdiscs of other tools on every configured interface (as takeover = true on each); each takeover is logged")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: shaperd [--config FILE] [--check | --once | --teardown] [--log-level L] [--log-format text|json]\n")
 		fs.PrintDefaults()
@@ -111,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(h)
 	servePprof(logger)
-	opts := daemon.Options{ConfigPath: f.config, NetNS: f.netns, Logger: logger,
+	opts := daemon.Options{ConfigPath: f.config, NetNS: f.netns, Logger: logger, Takeover: f.takeover,
 		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog(), ReturnMemory: true}
 	if !fixed {
 		opts.LogLevel = level

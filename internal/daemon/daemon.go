@@ -56,6 +56,10 @@ type Options struct {
 	// LinkSettle is the wait after a link event before reconciling; 0 is
 	// DefaultLinkSettle.
 	LinkSettle time.Duration
+	// Takeover lets shaperd replace root qdiscs of other tools on every
+	// managed interface (shaperd --takeover), as takeover = true on each
+	// interface does; each takeover is logged and counted.
+	Takeover bool
 }
 
 // Daemon is a configured shaperd. Create it with New, then call Run (the

@@ -24,6 +24,10 @@ type Result struct {
 	// each naming the object and whom it serves (Labels). For an OpChange
 	// the kernel keeps the object as it was: its old settings stay in force.
 	Refused []*Error
+	// Stopped is set when Apply stopped at a failure that is not a
+	// refusal (the socket, a missing device): the changes after it were
+	// not tried.
+	Stopped bool
 }
 
 // LeafHandle is the handle of the explicit leaf qdisc shaperd attaches to
@@ -89,6 +93,20 @@ func (k *Kernel) Apply(changes []model.Change) (Result, error) {
 	a := applier{k: k, idx: map[string]uint32{}, ensured: map[uint32]bool{}, pipe: pipeline{conn: k.conn},
 		blocked: map[string]string{}, blockedClass: map[devClass]string{}, blockedFilters: map[string]string{}}
 	locked := false // k.mu held for a run in a.pipe
+	single := false // k.mu held for one change
+	defer func() {
+		// A panic (a bug) must not leave the lock held or a classifier
+		// with a broken picture: unlock, forget the classifiers (they dump
+		// afresh) and let the caller recover.
+		if r := recover(); r != nil {
+			if !locked && !single {
+				k.mu.Lock()
+			}
+			clear(k.filters)
+			k.mu.Unlock()
+			panic(r)
+		}
+	}()
 	// endRun flushes the run; it returns only errors that are not
 	// refusals (the refusals are in a.res.Refused).
 	endRun := func() error {
@@ -114,7 +132,7 @@ func (k *Kernel) Apply(changes []model.Change) (Result, error) {
 		if c.Class == nil {
 			if locked {
 				if err := endRun(); err != nil {
-					return a.res, a.result(err)
+					return a.finish(err)
 				}
 				if why := a.blockedBy(c); why != "" { // by a refusal in the run
 					a.skip(c, why)
@@ -122,10 +140,12 @@ func (k *Kernel) Apply(changes []model.Change) (Result, error) {
 				}
 			}
 			k.mu.Lock()
+			single = true
 			err := a.apply(c)
+			single = false
 			k.mu.Unlock()
 			if err != nil && !a.refusal(c, err) {
-				return a.res, a.result(err)
+				return a.finish(err)
 			}
 			continue
 		}
@@ -138,31 +158,37 @@ func (k *Kernel) Apply(changes []model.Change) (Result, error) {
 		a.queue = false
 		if err != nil {
 			if ferr := endRun(); ferr != nil {
-				return a.res, a.result(ferr)
+				return a.finish(ferr)
 			}
 			if !a.refusal(c, err) {
-				return a.res, a.result(err)
+				return a.finish(err)
 			}
 			continue
 		}
 		if a.pipe.full() {
 			if err := endRun(); err != nil {
-				return a.res, a.result(err)
+				return a.finish(err)
 			}
 		}
 	}
 	if locked {
 		if err := endRun(); err != nil {
-			return a.res, a.result(err)
+			return a.finish(err)
 		}
 	}
-	return a.res, a.result(nil)
+	return a.finish(nil)
 }
 
 // devClass names a class on a device.
 type devClass struct {
 	dev string
 	h   model.Handle
+}
+
+// finish is Apply's return: the result and a.result(err).
+func (a *applier) finish(err error) (Result, error) {
+	err = a.result(err)
+	return a.res, err
 }
 
 // maxJoined is how many refusals Apply's error spells out (Result.Refused
@@ -181,6 +207,7 @@ func (a *applier) result(err error) error {
 		errs = append(errs, e)
 	}
 	if err != nil {
+		a.res.Stopped = true
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -132,3 +132,63 @@ func TestDegradedAndForeignInNamespace(t *testing.T) {
 		return err == nil && len(tr.Filters) == 2*len(lab.Users4)
 	})
 }
+
+// TestForeignRootNeedsTakeover (issue 8 §4): a root qdisc another tool
+// put on a managed interface is not replaced: the interface is failed with
+// an error naming the device and the qdisc, and the qdisc stays; after a
+// reload with takeover = true it is replaced, logged and counted, and
+// the interface is shaped.
+func TestForeignRootNeedsTakeover(t *testing.T) {
+	netnslab.Require(t)
+	lab := netnslab.NewRouterLab(t, netnslab.RouterLabOptions{Users: 1})
+	dir := e2eDir(t)
+	cfg := strings.Replace(degradedConfig, "leaf_qdisc = \"fq_codel\"\n", "", 1)
+	writeConfig(t, dir, cfg, e2eUsers(lab))
+	lab.Router.MustRun("tc", "qdisc", "replace", "dev", netnslab.RouterLANDev, "root", "handle", "8001:", "tbf",
+		"rate", "100mbit", "burst", "32k", "latency", "50ms")
+	e := startE2E(t, lab, dir)
+	egress := func() control.InterfaceStatus {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := e.c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, is := range st.Interfaces {
+			if is.Direction == "egress" {
+				return is
+			}
+		}
+		return control.InterfaceStatus{}
+	}
+	waitFor(t, 15*time.Second, "egress failed over the foreign root", func() bool { return egress().State == control.StateFailed })
+	is := egress()
+	for _, want := range []string{"r-lan", "root qdisc tbf 8001: was not created by shaperd", "takeover = true", "--takeover"} {
+		if !strings.Contains(is.Error, want) {
+			t.Errorf("egress error %q lacks %q", is.Error, want)
+		}
+	}
+	if len(is.Foreign) != 1 || is.Foreign[0] != "root qdisc tbf 8001:" {
+		t.Errorf("foreign %q; want the tbf root", is.Foreign)
+	}
+	if out := lab.Router.MustRun("tc", "qdisc", "show", "dev", netnslab.RouterLANDev); !strings.Contains(out, "tbf 8001: root") {
+		t.Errorf("the foreign root was touched:\n%s", out)
+	}
+	if n := counterValue(t, e.d.stats.takeovers); n != 0 {
+		t.Errorf("takeovers %v before takeover = true", n)
+	}
+	// takeover = true on the interface, and a reload.
+	writeConfig(t, dir, strings.Replace(cfg, "default_tier = \"bronze\"\n", "default_tier = \"bronze\"\ntakeover = true\n", 1), e2eUsers(lab))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.c.Reload(ctx); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	waitFor(t, 15*time.Second, "egress ok after the takeover", func() bool { return egress().State == control.StateOK })
+	if out := lab.Router.MustRun("tc", "qdisc", "show", "dev", netnslab.RouterLANDev); !strings.Contains(out, "htb 1: root") {
+		t.Errorf("not taken over:\n%s", out)
+	}
+	if n := counterValue(t, e.d.stats.takeovers); n != 1 {
+		t.Errorf("shaperd_takeovers_total = %v, want 1", n)
+	}
+}

@@ -28,8 +28,10 @@ func (k *Kernel) rootQdisc(ifi uint32) (*object, error) {
 // one of the kernel's defaults, which have handle 0: (pfifo_fast,
 // noqueue, mq, or whatever net.core.default_qdisc names). A qdisc added
 // with tc always has a handle (tc picks 8001: and up when none is given).
+// A pfifo_fast or noqueue root is never foreign, whatever its handle: it
+// holds nothing anyone would lose.
 func IsForeignRoot(kind string, handle model.Handle) bool {
-	if handle == 0 {
+	if handle == 0 || kind == "pfifo_fast" || kind == "noqueue" {
 		return false
 	}
 	return !(handle == model.RootQdisc && (kind == string(model.ShaperHTB) || kind == string(model.ShaperTBF)))

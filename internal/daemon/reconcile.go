@@ -84,22 +84,32 @@ func (d *Daemon) reconcile(st *iface, why string) (err error) {
 	res, err := d.k.Apply(changes)
 	d.stats.writes.Add(float64(res.Writes))
 	d.noteReplaced(st, res.Replaced)
-	if err != nil && len(res.Refused) > 0 && !res.Stopped {
-		return d.noteRefusals(st, why, res.Refused)
-	}
-	if err != nil {
+	refusedOnly := err != nil && len(res.Refused) > 0 && !res.Stopped
+	if err != nil && !refusedOnly {
 		d.stats.errors.WithLabelValues("kernel").Inc()
 		d.log.Error("kernel refused a change", "interface", st.key, "why", why,
 			"writes", res.Writes, "err", err)
 		return fmt.Errorf("interface %s: %w", st.key, err)
 	}
 	// New user classes count from zero (policy.Usage's baseline rule), so
-	// that their first bytes count towards quotas.
+	// that their first bytes count towards quotas; a class the kernel did
+	// not create is not counted yet.
+	notCreated := map[string]bool{}
+	for _, r := range res.Refused {
+		if r.Op == model.OpAdd && strings.HasPrefix(r.Object, "class ") {
+			notCreated[r.Labels.User] = true
+		}
+	}
 	now := d.clock.Now()
 	for _, c := range changes {
-		if c.Op == model.OpAdd && c.Class != nil && c.Class.Labels.Kind == "user" {
+		if c.Op == model.OpAdd && c.Class != nil && c.Class.Labels.Kind == "user" && !notCreated[c.Class.Labels.User] {
 			d.usage.Observe(c.Class.Labels.User, counterKey(st, c.Class.Handle), 0, now)
 		}
+	}
+	if refusedOnly {
+		// The kernel holds the plan but for the refused objects: no
+		// verify (it would list just those).
+		return d.noteRefusals(st, why, res.Refused)
 	}
 	mism, err := d.k.Verify(st.desired)
 	if err != nil {

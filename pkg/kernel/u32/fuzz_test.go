@@ -13,7 +13,7 @@ import (
 // filters, then objects changed, removed or added by the bytes (tables of
 // other sizes, nodes with other keys, links, classes, duplicates, handles
 // anywhere in shaperd's priorities), and filters to add and delete.
-func fuzzState(data []byte) (objs []object, dups []int, add, del []model.Filter) {
+func fuzzState(data []byte) (objs []object, dups []int, add, del []model.Filter, extra [][]byte) {
 	fs := dumpTestFilters()
 	objs = kernelObjects(fs[:len(fs)/2])
 	next := func(n int) []byte {
@@ -38,10 +38,10 @@ func fuzzState(data []byte) (objs []object, dups []int, add, del []model.Filter)
 		// Priority headers and root tables stay: the kernel has exactly
 		// one of each per priority.
 		fixed := len(objs) > 0 && (objs[i].handle == 0 || htidOf(objs[i].handle) >= 0x800 && nodeIDOf(objs[i].handle) == 0)
-		if fixed && op%8 < 3 {
+		if fixed && op%9 < 3 {
 			continue
 		}
-		switch op % 8 {
+		switch op % 9 {
 		case 0: // another handle (bucket, node, table)
 			objs[i].handle = fuzzHandle(v, treeOfPrio(objs[i].prio, objs[i].proto))
 		case 1: // another divisor or class
@@ -72,11 +72,15 @@ func fuzzState(data []byte) (objs []object, dups []int, add, del []model.Filter)
 				f.Prefix = p
 			}
 			f.ClassID = model.MakeHandle(1, 0x100+uint16(b[3]))
-			if op%8 == 6 {
+			if op%9 == 6 {
 				add = append(add, f)
 			} else {
 				del = append(del, f)
 			}
+		case 8: // another tool's filter: any kind, priority and options
+			kinds := []string{"bpf", "matchall", "flower", "basic", "u32"}
+			opts := next(int(b[3] % 24))
+			extra = append(extra, rawFilter(uint16(b[1])%8+uint16(b[2]&1)*100, ethPIPv4, v, kinds[int(b[0])%len(kinds)], opts))
 		}
 	}
 	// Nodes live in tables that exist (in any priority: cls_u32 shares
@@ -88,7 +92,7 @@ func fuzzState(data []byte) (objs []object, dups []int, add, del []model.Filter)
 		}
 	}
 	objs = slices.DeleteFunc(objs, func(o object) bool { return nodeIDOf(o.handle) != 0 && !tables[htidOf(o.handle)] })
-	return objs, dups, add, del
+	return objs, dups, add, del, extra
 }
 
 // fuzzHandle makes v a handle the kernel could hold in tree t: not 0
@@ -119,8 +123,9 @@ func FuzzClassifier(f *testing.F) {
 		if len(data) > 512 {
 			return
 		}
-		objs, dups, add, del := fuzzState(data)
+		objs, dups, add, del, extra := fuzzState(data)
 		c, fk := classifierOn(t, objs)
+		fk.extra = extra
 		for _, i := range dups {
 			if i < len(objs) {
 				fk.extra = append(fk.extra, encodeObject(tcmsg{ifindex: 1, parent: uint32(model.RootQdisc)}, objs[i]))
@@ -129,7 +134,7 @@ func FuzzClassifier(f *testing.F) {
 		if _, err := c.Dump(); err != nil {
 			t.Fatalf("Dump: %v", err)
 		}
-		fk.extra = nil
+		fk.extra = extra
 		_, ensureErr := c.Ensure()
 		for _, f := range del {
 			_, _ = c.Delete(f)

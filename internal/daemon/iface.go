@@ -128,11 +128,12 @@ func (d *Daemon) setTakeover(ifaces []*iface) {
 // recoverAssignment rebuilds an interface's class assignment from the
 // kernel when the state file has none, so that a restart without state
 // keeps every user's class (and its counters).
-func (d *Daemon) recoverAssignment(plan *config.Plan, st *iface) *model.Assignment {
+func (d *Daemon) recoverAssignment(plan *config.Plan, st *iface) (ids *model.Assignment) {
 	if st.cfg.Shaper == config.ShaperTBF {
 		return model.NewAssignment()
 	}
-	actual, err := d.k.Dump(st.device)
+
+	actual, err := d.safeDump(st)
 	if err != nil || actual.Root == nil {
 		return model.NewAssignment()
 	}
@@ -142,7 +143,7 @@ func (d *Daemon) recoverAssignment(plan *config.Plan, st *iface) *model.Assignme
 		users[u.Name] = u.Prefixes
 		tiers[u.Name] = u.Tier
 	}
-	ids := model.AssignmentFromTree(actual, users)
+	ids = model.AssignmentFromTree(actual, users)
 	ids.RecoverTiers(actual, tiers)
 	d.log.Info("recovered class assignment from the kernel", "interface", st.key,
 		"users", len(ids.Users()), "tiers", len(ids.Tiers()))

@@ -136,3 +136,15 @@ func (d *Daemon) recovered(st *iface, r any) error {
 		"interface", st.key, "err", err, "stack", string(debug.Stack()))
 	return err
 }
+
+// safeDump is d.k.Dump of st's device for the start (class ids, ramp
+// seeds): a panic while reading the kernel is logged, counted and
+// returned as an error, so that the daemon still starts.
+func (d *Daemon) safeDump(st *iface) (t model.Tree, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = d.recovered(st, r)
+		}
+	}()
+	return d.k.Dump(st.device)
+}

@@ -256,3 +256,22 @@ func TestTakeoverPassedToKernel(t *testing.T) {
 		}
 	}
 }
+
+// panicDumpKernel panics in Dump, as a bug reading the kernel would.
+type panicDumpKernel struct{ *fakeKernel }
+
+func (k panicDumpKernel) Dump(string) (model.Tree, error) { panic("fake kernel: dump bug") }
+
+// TestPanicReadingAssignmentAtStart: a panic while recovering the class
+// assignment from the kernel at start does not stop the daemon from
+// starting; it is counted.
+func TestPanicReadingAssignmentAtStart(t *testing.T) {
+	k := panicDumpKernel{newFakeKernel("lan0")}
+	d, _ := newTestDaemon(t, k, newFakeClock(), "")
+	if n := counterValue(t, d.stats.errors.WithLabelValues("panic")); n < 1 {
+		t.Errorf("panic not counted: %v", n)
+	}
+	if err := d.Once(context.Background()); err != nil {
+		t.Errorf("Once after the start: %v", err)
+	}
+}

@@ -33,7 +33,7 @@ func main() {
 type flags struct {
 	config, logLevel, logFormat, netns string
 	check, once, teardown, version     bool
-	force                              bool
+	force, takeover                    bool
 }
 
 // usage prints the synopsis and every flag as --name.
@@ -66,6 +66,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.netns, "netns", "", "shape in the named network `namespace` (as 'ip netns' knows it) instead of this one")
 	fs.BoolVar(&f.force, "force", false, "go on even when another shaperd process manages one of the interfaces (two managers undo each other's changes)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	fs.BoolVar(&f.takeover, "takeover", false, "replace root qdiscs of other tools on every configured interface (as takeover = true on each); each takeover is logged")
 	fs.Usage = func() { usage(fs, stderr) }
 	for _, a := range args {
 		if a == "-h" || a == "-help" || a == "--help" {
@@ -140,7 +141,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(h)
 	servePprof(logger)
-	opts := daemon.Options{ConfigPath: f.config, NetNS: f.netns, Logger: logger,
+	opts := daemon.Options{ConfigPath: f.config, NetNS: f.netns, Logger: logger, Takeover: f.takeover,
 		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog(), ReturnMemory: true, Force: f.force}
 	if !fixed {
 		opts.LogLevel = level

@@ -91,9 +91,19 @@ type unitLab struct {
 // and starts shaperd from the unit. It waits for READY=1.
 func newUnitLab(t *testing.T, users int, config string, usersTOML func(*netnslab.RouterLab) string) *unitLab {
 	t.Helper()
+	return newUnitLabBefore(t, users, config, usersTOML, nil)
+}
+
+// newUnitLabBefore is newUnitLab that calls before (when not nil) with the
+// lab before shaperd starts.
+func newUnitLabBefore(t *testing.T, users int, config string, usersTOML func(*netnslab.RouterLab) string, before func(*netnslab.RouterLab)) *unitLab {
+	t.Helper()
 	netnslab.Require(t)
 	bin, ctl := binaries(t)
 	lab := netnslab.NewRouterLab(t, netnslab.RouterLabOptions{Users: users})
+	if before != nil {
+		before(lab)
+	}
 	dir, err := os.MkdirTemp("", "shaperd-unit-")
 	if err != nil {
 		t.Fatal(err)

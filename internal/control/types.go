@@ -58,20 +58,27 @@ type InterfaceStatus struct {
 	// interface's direction.
 	Tiers []TierStatus `json:"tiers"`
 	// State is "ok" (the kernel held the plan at the last reconcile),
-	// "missing" (the interface does not exist; shaped when it appears),
-	// "failed" (see Error) or "pending" (not reconciled yet).
+	// "degraded" (the kernel refused some objects, named in Error and in
+	// the users' Error; everything else is shaped), "missing" (the
+	// interface does not exist; shaped when it appears), "failed" (see
+	// Error) or "pending" (not reconciled yet).
 	State string `json:"state"`
 	// Error is the last failure to apply this interface's plan, e.g. the
 	// kernel's refusal naming the object and user; empty when none.
 	Error string `json:"error,omitempty"`
+	// Foreign describes objects of other tools found on the device at the
+	// last dump (a root qdisc shaperd did not create, filters of other
+	// kinds or priorities); shaperd leaves them alone.
+	Foreign []string `json:"foreign,omitempty"`
 }
 
 // Interface states.
 const (
-	StateOK      = "ok"
-	StateMissing = "missing"
-	StateFailed  = "failed"
-	StatePending = "pending"
+	StateOK       = "ok"
+	StateDegraded = "degraded"
+	StateMissing  = "missing"
+	StateFailed   = "failed"
+	StatePending  = "pending"
 )
 
 // TierStatus is one tier's plan on one interface (upload rates on ingress
@@ -111,6 +118,11 @@ type UserStatus struct {
 	Ramp *RampStatus `json:"ramp,omitempty"`
 	// Quota is set for users with a data quota.
 	Quota *QuotaStatus `json:"quota,omitempty"`
+	// Error says why the kernel does not hold this user's plan on this
+	// interface (its class or filter was refused, or not applied because
+	// something it needs was), or that an old setting is still in force
+	// (a change the kernel refused); empty when it does.
+	Error string `json:"error,omitempty"`
 }
 
 // RampStatus is a smooth change in progress: the effective ceiling goes from

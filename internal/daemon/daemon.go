@@ -62,6 +62,10 @@ type Options struct {
 	// Force goes on when another shaperd holds an interface's lock (with
 	// a warning) instead of failing.
 	Force bool
+	// Takeover lets shaperd replace root qdiscs of other tools on every
+	// managed interface (shaperd --takeover), as takeover = true on each
+	// interface does; each takeover is logged and counted.
+	Takeover bool
 }
 
 // Daemon is a configured shaperd. Create it with New, then call Run (the
@@ -100,6 +104,8 @@ type Daemon struct {
 	// lastPing is when WATCHDOG=1 was last sent; lastExtend when the
 	// start-up timeout was last extended (see applyProgress).
 	lastPing, lastExtend time.Time
+	// lastStatus is the last STATUS= sent (see serviceStatus).
+	lastStatus string
 	// loadedIDs are the assignments read from the state file, by iface
 	// key, until makeIfaces takes them; savedIDs is the file's contents as
 	// last written or read.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
 )
@@ -110,6 +112,15 @@ type fakeKernel struct {
 	events chan kernel.LinkEvent
 	// refuse, when set, fails every Apply with it.
 	refuse error
+	// refuseObj, when set, is asked about every change; an error refuses
+	// that change alone, and Apply goes on like kernel.Apply (refuseApply).
+	refuseObj func(model.Change) error
+	// dumpErr, when set, fails Actual and Dump.
+	dumpErr error
+	// takeover records SetTakeover.
+	takeover map[string]bool
+	// panicOn makes Apply panic for tc changes on that device.
+	panicOn string
 	// dumps counts Dump, Actual and Verify calls.
 	dumps int
 }
@@ -126,6 +137,9 @@ func (k *fakeKernel) Dump(device string) (model.Tree, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.dumps++
+	if k.dumpErr != nil {
+		return model.Tree{Device: device}, k.dumpErr
+	}
 	if !k.links[device] {
 		return model.Tree{Device: device}, fmt.Errorf("%s: %w", device, kernel.ErrNoDevice)
 	}
@@ -136,6 +150,9 @@ func (k *fakeKernel) Actual(desired model.Tree) (model.Tree, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.dumps++
+	if k.dumpErr != nil {
+		return model.Tree{Device: desired.Device}, k.dumpErr
+	}
 	if !k.links[desired.Device] {
 		if desired.Redirect != nil {
 			return model.Tree{Device: desired.Device}, nil
@@ -150,6 +167,14 @@ func (k *fakeKernel) Apply(cs []model.Change) (kernel.Result, error) {
 	defer k.mu.Unlock()
 	if k.refuse != nil {
 		return kernel.Result{}, k.refuse
+	}
+	for _, c := range cs {
+		if c.Device == k.panicOn && k.panicOn != "" && c.Redirect == nil {
+			panic("fake kernel: bug on " + c.Device)
+		}
+	}
+	if k.refuseObj != nil {
+		return k.refuseApply(cs)
 	}
 	for _, c := range cs {
 		if c.Redirect != nil && c.Op == model.OpAdd {
@@ -188,6 +213,16 @@ func (k *fakeKernel) Teardown(device, redirectFrom string) error {
 }
 
 func (k *fakeKernel) Close() error { return nil }
+
+// SetTakeover records which devices may have a foreign root replaced.
+func (k *fakeKernel) SetTakeover(device string, allow bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.takeover == nil {
+		k.takeover = map[string]bool{}
+	}
+	k.takeover[device] = allow
+}
 
 // setLink makes a link appear (with an empty tc state) or disappear.
 func (k *fakeKernel) setLink(name string, present bool) {
@@ -295,4 +330,14 @@ func newTestDaemon(t testing.TB, k Kernel, clk Clock, dir string) (*Daemon, stri
 		t.Fatal(err)
 	}
 	return d, dir
+}
+
+// counterValue reads a counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -41,6 +42,12 @@ type iface struct {
 	inSync bool
 	// lastErr is the last reconcile failure (nil after a success).
 	lastErr error
+	// refused are the kernel's refusals at the last apply, with the
+	// changes skipped because of them; while there are any (and no
+	// failure) the interface is degraded.
+	refused []*kernel.Error
+	// foreign describes other tools' objects found by the last dump.
+	foreign []string
 
 	// counters are the class counters of the last dump (at dumpAt),
 	// sorted by handle, each with its throughput since the dump before;
@@ -61,6 +68,8 @@ func (st *iface) health() (state, msg string) {
 		return control.StateFailed, st.buildErr.Error()
 	case st.missing:
 		return control.StateMissing, ""
+	case len(st.refused) > 0:
+		return control.StateDegraded, refusedSummary(st.refused)
 	case st.inSync:
 		return control.StateOK, ""
 	}
@@ -89,6 +98,7 @@ func (d *Daemon) makeIfaces(plan *config.Plan, old []*iface) []*iface {
 			st.ids = o.ids.Clone()
 			st.counters, st.rootStats, st.dumpAt = o.counters, o.rootStats, o.dumpAt
 			st.missing = o.missing
+			st.refused, st.foreign = o.refused, o.foreign
 		case d.loadedIDs[st.key] != nil:
 			st.ids = d.loadedIDs[st.key]
 			delete(d.loadedIDs, st.key)
@@ -97,17 +107,33 @@ func (d *Daemon) makeIfaces(plan *config.Plan, old []*iface) []*iface {
 		}
 		out = append(out, st)
 	}
+	d.setTakeover(out)
 	return out
+}
+
+// setTakeover tells the kernel on which devices a foreign root qdisc may
+// be replaced: interfaces with takeover = true, or all with --takeover.
+func (d *Daemon) setTakeover(ifaces []*iface) {
+	tk, ok := d.k.(interface {
+		SetTakeover(device string, allow bool)
+	})
+	if !ok {
+		return
+	}
+	for _, st := range ifaces {
+		tk.SetTakeover(st.device, d.opts.Takeover || st.cfg.Takeover)
+	}
 }
 
 // recoverAssignment rebuilds an interface's class assignment from the
 // kernel when the state file has none, so that a restart without state
 // keeps every user's class (and its counters).
-func (d *Daemon) recoverAssignment(plan *config.Plan, st *iface) *model.Assignment {
+func (d *Daemon) recoverAssignment(plan *config.Plan, st *iface) (ids *model.Assignment) {
 	if st.cfg.Shaper == config.ShaperTBF {
 		return model.NewAssignment()
 	}
-	actual, err := d.k.Dump(st.device)
+
+	actual, err := d.safeDump(st)
 	if err != nil || actual.Root == nil {
 		return model.NewAssignment()
 	}
@@ -117,7 +143,7 @@ func (d *Daemon) recoverAssignment(plan *config.Plan, st *iface) *model.Assignme
 		users[u.Name] = u.Prefixes
 		tiers[u.Name] = u.Tier
 	}
-	ids := model.AssignmentFromTree(actual, users)
+	ids = model.AssignmentFromTree(actual, users)
 	ids.RecoverTiers(actual, tiers)
 	d.log.Info("recovered class assignment from the kernel", "interface", st.key,
 		"users", len(ids.Users()), "tiers", len(ids.Tiers()))

@@ -24,17 +24,25 @@ func (d *Daemon) bringToKernel(st *iface, old model.Tree, wasSynced bool, why st
 // applyChanges applies changes that take the kernel from the tree it held
 // (in sync) to st.desired, without a dump; a refusal falls back to a full
 // reconcile. The periodic reconcile verifies.
-func (d *Daemon) applyChanges(st *iface, changes []model.Change, why string) error {
+func (d *Daemon) applyChanges(st *iface, changes []model.Change, why string) (err error) {
 	if len(changes) == 0 {
 		return nil
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = d.recovered(st, r)
+			st.lastErr = err
+		}
+	}()
 	start := d.clock.Now()
 	res, err := d.k.Apply(changes)
 	d.stats.writes.Add(float64(res.Writes))
 	took := d.clock.Now().Sub(start)
 	d.lastApply = took
 	if err != nil {
-		d.stats.errors.WithLabelValues("kernel").Inc()
+		if len(res.Refused) == 0 {
+			d.stats.errors.WithLabelValues("kernel").Inc()
+		} // else the reconcile below counts and reports each refusal
 		d.log.Warn("incremental apply refused; reconciling", "interface", st.key, "why", why,
 			"writes", res.Writes, "err", err)
 		st.inSync = false

@@ -20,6 +20,7 @@ type daemonStats struct {
 	reloads          *prometheus.CounterVec // result="ok"|"refused"
 	stateErrors      *prometheus.CounterVec // file, kind="corrupt"|"read"|"write"
 	stateFailing     *prometheus.GaugeVec   // file: 1 while its writes fail
+	takeovers        prometheus.Counter
 }
 
 func (s *daemonStats) init() {
@@ -34,10 +35,13 @@ func (s *daemonStats) init() {
 		Name: "shaperd_kernel_writes_total", Help: "Write requests the kernel accepted (qdiscs, classes, filters).",
 	})
 	s.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "shaperd_errors_total", Help: "Errors by kind: kernel (refused or failed request), verify (kernel differs after apply), build (plan cannot be built), state (state file not written).",
+		Name: "shaperd_errors_total", Help: "Errors by kind: kernel (refused or failed request; one per refused object), verify (kernel differs after apply), build (plan cannot be built), state (state file not written), panic (an internal error while reconciling an interface, recovered).",
 	}, []string{"kind"})
 	s.drift = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "shaperd_drift_repairs_total", Help: "Reconciles that found the kernel changed behind shaperd's back and repaired it.",
+	})
+	s.takeovers = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shaperd_takeovers_total", Help: "Root qdiscs of other tools replaced by shaperd's (interface takeover = true or shaperd --takeover).",
 	})
 	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shaperd_reloads_total", Help: "Configuration reloads by result (ok, refused).",
@@ -57,7 +61,7 @@ func (s *daemonStats) init() {
 	for _, r := range []string{"ok", "error"} {
 		s.reconciles.WithLabelValues(r)
 	}
-	for _, k := range []string{"kernel", "verify", "build", "state"} {
+	for _, k := range []string{"kernel", "verify", "build", "state", "panic"} {
 		s.errors.WithLabelValues(k)
 	}
 	for _, r := range []string{"ok", "refused"} {
@@ -155,7 +159,7 @@ var (
 func (c *daemonCollector) metrics() []prometheus.Collector {
 	s := &c.d.stats
 	return []prometheus.Collector{s.reconcileSeconds, s.reconciles, s.writes, s.errors, s.drift, s.reloads,
-		s.stateErrors, s.stateFailing}
+		s.stateErrors, s.stateFailing, s.takeovers}
 }
 
 func (c *daemonCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
@@ -23,12 +25,20 @@ var ErrMissing = errors.New("interface does not exist")
 func (d *Daemon) reconcile(st *iface, why string) (err error) {
 	start := d.clock.Now()
 	defer func() {
+		if r := recover(); r != nil {
+			err = d.recovered(st, r)
+		}
 		d.pingWatchdog(false)
 		d.stats.reconcileDone(d.clock.Now().Sub(start), err)
-		if err != nil && !errors.Is(err, ErrMissing) {
+		switch {
+		case errors.Is(err, ErrDegraded):
+			st.lastErr = nil // st.refused says what is missing
+		case err != nil && !errors.Is(err, ErrMissing):
 			st.lastErr = err
-		} else if err == nil {
+			st.refused = nil
+		case err == nil:
 			st.lastErr = nil
+			st.refused = nil
 		}
 	}()
 	if !st.built {
@@ -54,6 +64,11 @@ func (d *Daemon) reconcile(st *iface, why string) (err error) {
 		st.missing = false
 		d.log.Info("interface is present; shaping it", "interface", st.key)
 	}
+	if !slices.Equal(st.foreign, actual.Foreign) && len(actual.Foreign) > 0 {
+		d.log.Warn("objects of other tools on a managed interface; left alone", "interface", st.key,
+			"device", st.desired.Device, "foreign", strings.Join(actual.Foreign, "; "))
+	}
+	st.foreign = actual.Foreign
 	d.sample(st, actual, d.clock.Now())
 	changes := model.Diff(actual, st.desired)
 	if len(changes) == 0 {
@@ -68,22 +83,33 @@ func (d *Daemon) reconcile(st *iface, why string) (err error) {
 	st.inSync = false
 	res, err := d.k.Apply(changes)
 	d.stats.writes.Add(float64(res.Writes))
-	for _, r := range res.Replaced {
-		d.log.Warn("replaced a foreign root qdisc", "interface", st.key, "replaced", r)
-	}
-	if err != nil {
+	d.noteReplaced(st, res.Replaced)
+	refusedOnly := err != nil && len(res.Refused) > 0 && !res.Stopped
+	if err != nil && !refusedOnly {
 		d.stats.errors.WithLabelValues("kernel").Inc()
 		d.log.Error("kernel refused a change", "interface", st.key, "why", why,
 			"writes", res.Writes, "err", err)
 		return fmt.Errorf("interface %s: %w", st.key, err)
 	}
 	// New user classes count from zero (policy.Usage's baseline rule), so
-	// that their first bytes count towards quotas.
+	// that their first bytes count towards quotas; a class the kernel did
+	// not create is not counted yet.
+	notCreated := map[string]bool{}
+	for _, r := range res.Refused {
+		if r.Op == model.OpAdd && strings.HasPrefix(r.Object, "class ") {
+			notCreated[r.Labels.User] = true
+		}
+	}
 	now := d.clock.Now()
 	for _, c := range changes {
-		if c.Op == model.OpAdd && c.Class != nil && c.Class.Labels.Kind == "user" {
+		if c.Op == model.OpAdd && c.Class != nil && c.Class.Labels.Kind == "user" && !notCreated[c.Class.Labels.User] {
 			d.usage.Observe(c.Class.Labels.User, counterKey(st, c.Class.Handle), 0, now)
 		}
+	}
+	if refusedOnly {
+		// The kernel holds the plan but for the refused objects: no
+		// verify (it would list just those).
+		return d.noteRefusals(st, why, res.Refused)
 	}
 	mism, err := d.k.Verify(st.desired)
 	if err != nil {
@@ -107,6 +133,19 @@ func (d *Daemon) reconcile(st *iface, why string) (err error) {
 	}
 	d.log.Info("applied", "interface", st.key, "why", why, "changes", len(changes), "writes", res.Writes)
 	return nil
+}
+
+// noteReplaced logs the foreign root qdiscs an apply replaced and counts
+// the takeovers among them.
+func (d *Daemon) noteReplaced(st *iface, replaced []string) {
+	for _, r := range replaced {
+		if strings.Contains(r, "took over") {
+			d.stats.takeovers.Inc()
+			d.log.Warn("took over a root qdisc of another tool", "interface", st.key, "replaced", r)
+			continue
+		}
+		d.log.Warn("replaced a foreign root qdisc", "interface", st.key, "replaced", r)
+	}
 }
 
 // markMissing notes that st's interface does not exist; the first time it

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -225,24 +226,43 @@ func (d *Daemon) managed(name string) bool {
 }
 
 // afterReconcile logs err (missing interfaces are warned about once, by
-// reconcile) and sends READY=1 the first time no interface failed.
+// reconcile), sends READY=1 after the first pass over the interfaces and
+// keeps STATUS= saying what is shaped and what is not. READY=1 does not
+// wait for every interface to be ok: one refused object, a missing or a
+// failed interface must not keep the service "starting" until systemd
+// kills it and restarts it in a loop while the rest could be shaped; the
+// problems are in STATUS=, `shaperctl status` (non-ok states), the log and
+// shaperd_errors_total.
 func (d *Daemon) afterReconcile(err error) {
-	failed := false
-	for _, st := range d.ifaces {
-		if st.lastErr != nil {
-			failed = true
-		}
-	}
 	if err != nil && !onlyMissing(err) {
 		d.log.Error("reconcile failed", "err", err)
 	}
-	if !failed && !d.ready {
-		d.ready = true
-		d.notify.Notify("READY=1")
-		d.notify.Notify(fmt.Sprintf("STATUS=shaping %d interfaces, %d users", len(d.ifaces), len(d.plan.Users)))
-		d.log.Info("ready")
-		d.returnMemory(true)
+	if status := d.serviceStatus(); status != d.lastStatus || !d.ready {
+		d.lastStatus = status
+		if !d.ready {
+			d.ready = true
+			d.notify.Notify("READY=1")
+			d.log.Info("ready", "status", status)
+			defer d.returnMemory(true)
+		}
+		d.notify.Notify("STATUS=" + status)
 	}
+}
+
+// serviceStatus is the one-line STATUS= for the service manager: "shaping
+// 2 interfaces, 3 users", with the interfaces that are not ok.
+func (d *Daemon) serviceStatus() string {
+	var bad []string
+	for _, st := range d.ifaces {
+		if state, _ := st.health(); state != control.StateOK && state != control.StatePending {
+			bad = append(bad, st.key+" "+state)
+		}
+	}
+	s := fmt.Sprintf("shaping %d interfaces, %d users", len(d.ifaces), len(d.plan.Users))
+	if len(bad) > 0 {
+		s += "; not ok: " + strings.Join(bad, ", ") + " (shaperctl status)"
+	}
+	return s
 }
 
 // onlyMissing reports whether every error joined in err wraps ErrMissing.

@@ -13,7 +13,7 @@ import (
 func (d *Daemon) seedRamper() {
 	var seeds []model.Targets
 	for _, st := range d.ifaces {
-		actual, err := d.k.Dump(st.device)
+		actual, err := d.safeDump(st)
 		if err != nil || actual.Root == nil {
 			continue
 		}

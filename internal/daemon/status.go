@@ -22,6 +22,7 @@ func (d *Daemon) status() *control.Status {
 		is := control.InterfaceStatus{Name: in.Name, Device: st.device, Shaper: string(in.Shaper),
 			Direction: string(in.Direction), Bandwidth: in.Bandwidth, Users: []string{}, Tiers: []control.TierStatus{}}
 		is.State, is.Error = st.health()
+		is.Foreign = st.foreign
 		if in.Shaper == config.ShaperHTB {
 			tiers := map[string]bool{}
 			for _, u := range d.plan.Users {
@@ -44,8 +45,11 @@ func (d *Daemon) status() *control.Status {
 		for _, u := range st.targets.Users {
 			inForce[u.Name] = u
 		}
+		errs := userErrors(st)
 		for _, x := range res.Interfaces[i].Users {
-			out.Users = append(out.Users, d.userStatus(st, x, inForce[x.User]))
+			us := d.userStatus(st, x, inForce[x.User])
+			us.Error = errs[x.User]
+			out.Users = append(out.Users, us)
 		}
 	}
 	return out

@@ -98,6 +98,9 @@ func decodeInterface(t *table, tiers []Tier) Interface {
 	if s, ok := t.enum("shaper", string(ShaperHTB), string(ShaperTBF)); ok {
 		in.Shaper = ShaperKind(s)
 	}
+	if b, ok := t.boolean("takeover"); ok {
+		in.Takeover = b
+	}
 	if s, ok := t.enum("direction", string(Egress), string(Ingress)); ok {
 		in.Direction = Direction(s)
 	} else if t.has("direction") {

@@ -108,6 +108,11 @@ type Interface struct {
 	// Bandwidth is the root class's rate and ceil (HTB) or the TBF rate.
 	Bandwidth tbf.Rate
 	Match     MatchField
+	// Takeover allows shaperd to replace a root qdisc on the device that
+	// it did not create (another tool's); without it such a root is left
+	// alone and the interface fails, naming it. The kernel's default
+	// roots (handle 0:, e.g. pfifo_fast, noqueue, mq) are always replaced.
+	Takeover bool
 
 	// HTB only. Unclassified traffic goes to a default class. DefaultTier
 	// names the tier whose (scheduled) rates it gets; DefaultRate and

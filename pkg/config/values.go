@@ -145,6 +145,21 @@ func (t *table) str(k string) (string, bool) {
 	return s, ok
 }
 
+// boolean returns the boolean at k; ok is false when k is missing or not
+// a boolean.
+func (t *table) boolean(k string) (bool, bool) {
+	t.allow(k)
+	v, ok := t.m[k]
+	if !ok {
+		return false, false
+	}
+	b, ok := v.(bool)
+	if !ok {
+		t.errf(k, "must be true or false, not %s", typeName(v))
+	}
+	return b, ok
+}
+
 // typed returns the string at k like str, naming what the string should
 // hold when it is of another type.
 func (t *table) typed(k, what string) (string, bool) {

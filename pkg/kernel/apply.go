@@ -1,7 +1,9 @@
 package kernel
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -17,6 +19,15 @@ type Result struct {
 	// Replaced describes foreign root qdiscs that were replaced by shaperd's
 	// (e.g. "eth0: replaced root qdisc prio 1:"), for the daemon to log.
 	Replaced []string
+	// Refused lists every change the kernel refused and every change not
+	// sent because of such a refusal (Err ErrDependencyRefused), in order,
+	// each naming the object and whom it serves (Labels). For an OpChange
+	// the kernel keeps the object as it was: its old settings stay in force.
+	Refused []*Error
+	// Stopped is set when Apply stopped at a failure that is not a
+	// refusal (the socket, a missing device): the changes after it were
+	// not tried.
+	Stopped bool
 }
 
 // LeafHandle is the handle of the explicit leaf qdisc shaperd attaches to
@@ -79,28 +90,62 @@ const RedirectPref uint16 = 0xc05d
 // Dump/Verify/link calls from other goroutines may run in between (they
 // then see a partial tree).
 func (k *Kernel) Apply(changes []model.Change) (Result, error) {
-	a := applier{k: k, idx: map[string]uint32{}, ensured: map[uint32]bool{}, pipe: pipeline{conn: k.conn, timeout: k.timeout, progress: k.progress}}
+	a := applier{k: k, idx: map[string]uint32{}, ensured: map[uint32]bool{}, pipe: pipeline{conn: k.conn, timeout: k.timeout, progress: k.progress},
+		blocked: map[string]string{}, blockedClass: map[devClass]string{}, blockedFilters: map[string]string{}}
 	locked := false // k.mu held for a run in a.pipe
+	single := false // k.mu held for one change
+	defer func() {
+		// A panic (a bug) must not leave the lock held or a classifier
+		// with a broken picture: unlock, forget the classifiers (they dump
+		// afresh) and let the caller recover.
+		if r := recover(); r != nil {
+			if !locked && !single {
+				k.mu.Lock()
+			}
+			clear(k.filters)
+			k.mu.Unlock()
+			panic(r)
+		}
+	}()
+	// endRun flushes the run; it returns only errors that are not
+	// refusals (the refusals are in a.res.Refused).
 	endRun := func() error {
 		w, err := a.pipe.flush()
 		a.res.Writes += w
 		k.mu.Unlock()
 		locked = false
-		return err
+		for i, ke := range a.pipe.refused {
+			a.refused(ke, a.pipe.refusedReq[i])
+		}
+		if a.pipe.failed {
+			return err
+		}
+		return nil
 	}
 	for i := range changes {
 		c := &changes[i]
+		if why := a.blockedBy(c); why != "" {
+			a.skip(c, why)
+			continue
+		}
+		a.cur = c
 		if c.Class == nil {
 			if locked {
 				if err := endRun(); err != nil {
-					return a.res, err
+					return a.finish(err)
+				}
+				if why := a.blockedBy(c); why != "" { // by a refusal in the run
+					a.skip(c, why)
+					continue
 				}
 			}
 			k.mu.Lock()
+			single = true
 			err := a.apply(c)
+			single = false
 			k.mu.Unlock()
-			if err != nil {
-				return a.res, err
+			if err != nil && !a.refusal(c, err) {
+				return a.finish(err)
 			}
 			continue
 		}
@@ -112,24 +157,136 @@ func (k *Kernel) Apply(changes []model.Change) (Result, error) {
 		err := a.apply(c)
 		a.queue = false
 		if err != nil {
-			// An earlier refusal in the run comes first.
 			if ferr := endRun(); ferr != nil {
-				return a.res, ferr
+				return a.finish(ferr)
 			}
-			return a.res, err
+			if !a.refusal(c, err) {
+				return a.finish(err)
+			}
+			continue
 		}
 		if a.pipe.full() {
 			if err := endRun(); err != nil {
-				return a.res, err
+				return a.finish(err)
 			}
 		}
 	}
 	if locked {
 		if err := endRun(); err != nil {
-			return a.res, err
+			return a.finish(err)
 		}
 	}
-	return a.res, nil
+	return a.finish(nil)
+}
+
+// devClass names a class on a device.
+type devClass struct {
+	dev string
+	h   model.Handle
+}
+
+// finish is Apply's return: the result and a.result(err).
+func (a *applier) finish(err error) (Result, error) {
+	err = a.result(err)
+	return a.res, err
+}
+
+// maxJoined is how many refusals Apply's error spells out (Result.Refused
+// has them all).
+const maxJoined = 5
+
+// result is Apply's error: err (a failure that stopped it) joined with
+// the first refusals, or nil when there was neither.
+func (a *applier) result(err error) error {
+	errs := make([]error, 0, maxJoined+2)
+	for i, e := range a.res.Refused {
+		if i == maxJoined {
+			errs = append(errs, fmt.Errorf("... and %d more refused or skipped changes", len(a.res.Refused)-maxJoined))
+			break
+		}
+		errs = append(errs, e)
+	}
+	if err != nil {
+		a.res.Stopped = true
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// refusal records err from change c when it is a kernel refusal (*Error)
+// and reports whether it was; other errors stop Apply.
+func (a *applier) refusal(c *model.Change, err error) bool {
+	var ke *Error
+	if !errors.As(err, &ke) {
+		return false
+	}
+	q := queued{dev: c.Device, op: c.Op, object: ke.Object}
+	switch {
+	case c.Class != nil:
+		q.class, q.isClass, q.labels = c.Class.Handle, strings.HasPrefix(ke.Object, "class "), c.Class.Labels
+	case c.Filter != nil:
+		q.labels = c.Filter.Labels
+	}
+	a.refused(ke, q)
+	return true
+}
+
+// refused records a refusal and what it blocks: a class that was not
+// created blocks its children and filters, a root qdisc that was not
+// added blocks its device, u32 tables that could not be made block the
+// device's filters.
+func (a *applier) refused(ke *Error, q queued) {
+	if ke.Labels == (model.Labels{}) {
+		ke.Labels = q.labels
+	}
+	a.res.Refused = append(a.res.Refused, ke)
+	why := fmt.Sprintf("%s %s was refused", ke.Op, ke.Object)
+	switch {
+	case q.isClass && q.op == model.OpAdd:
+		a.blockedClass[devClass{q.dev, q.class}] = why
+	case strings.HasPrefix(ke.Object, "root qdisc") && ke.Op == model.OpAdd:
+		a.blocked[ke.Device] = why
+	case ke.Object == "u32 hash tables":
+		a.blockedFilters[ke.Device] = why
+	}
+}
+
+// blockedBy says why change c cannot be applied after earlier refusals,
+// or "".
+func (a *applier) blockedBy(c *model.Change) string {
+	if why := a.blocked[c.Device]; why != "" && c.Op != model.OpDelete {
+		return why
+	}
+	switch {
+	case c.Class != nil && c.Op != model.OpDelete:
+		return a.blockedClass[devClass{c.Device, c.Class.Parent}]
+	case c.Filter != nil && c.Op == model.OpAdd:
+		if why := a.blockedFilters[c.Device]; why != "" {
+			return why
+		}
+		return a.blockedClass[devClass{c.Device, c.Filter.ClassID}]
+	}
+	return ""
+}
+
+// skip records change c as not applied because of why; a class that is
+// not created blocks its own dependants in turn.
+func (a *applier) skip(c *model.Change, why string) {
+	e := &Error{Device: c.Device, Op: c.Op, Message: "not applied: " + why, Err: ErrDependencyRefused}
+	switch {
+	case c.Qdisc != nil:
+		e.Object, e.Kind = fmt.Sprintf("root qdisc %s %s", c.Qdisc.Handle, c.Qdisc.Kind), string(c.Qdisc.Kind)
+	case c.Class != nil:
+		e.Object, e.Kind, e.Labels = classObject(c.Class), "htb", c.Class.Labels
+		if c.Op == model.OpAdd {
+			a.blockedClass[devClass{c.Device, c.Class.Handle}] = why
+		}
+	case c.Filter != nil:
+		e.Object, e.Kind, e.Labels = filterObject(c.Filter), "u32", c.Filter.Labels
+	case c.Redirect != nil:
+		e.Object = fmt.Sprintf("redirect %s -> %s", c.Redirect.Interface, c.Redirect.IFB)
+	}
+	a.res.Refused = append(a.res.Refused, e)
 }
 
 // applier is the state of one Apply: ifindexes and ensured classifiers are
@@ -143,6 +300,16 @@ type applier struct {
 	// request there instead of sending it and awaiting the ack.
 	pipe  pipeline
 	queue bool
+	// cur is the change being applied.
+	cur *model.Change
+	// tookOver: a foreign root qdisc was taken over (and listed).
+	tookOver bool
+	// What earlier refusals block: whole devices (root qdisc), classes
+	// (not created: their children and filters), filters of a device
+	// (u32 tables); each says why.
+	blocked        map[string]string
+	blockedClass   map[devClass]string
+	blockedFilters map[string]string
 }
 
 func (a *applier) ifindex(dev string) (uint32, error) {
@@ -187,6 +354,10 @@ func (a *applier) writeGone(typ netlink.HeaderType, flags netlink.HeaderFlags, m
 }
 
 func (a *applier) send(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, fn func(*attrs) error, q queued) error {
+	if c := a.cur; c != nil && c.Class != nil {
+		q.labels, q.class = c.Class.Labels, c.Class.Handle
+		q.isClass = typ == rtmNewTClass || typ == rtmDelTClass
+	}
 	if a.queue {
 		at := attrs{b: m.appendTo(make([]byte, 0, 128))}
 		if fn != nil {
@@ -233,6 +404,9 @@ func (a *applier) qdisc(c *model.Change) error {
 	}
 	switch c.Op {
 	case model.OpAdd:
+		if err := a.foreignRoot(ifi, c.Device, object, string(q.Kind)); err != nil {
+			return err
+		}
 		err := a.write(rtmNewQdisc, netlink.Create|netlink.Replace, m, encode, c.Device, c.Op, object, string(q.Kind))
 		if err != nil {
 			// A foreign root with our handle and another kind cannot be
@@ -245,7 +419,9 @@ func (a *applier) qdisc(c *model.Change) error {
 				nil, c.Device, model.OpDelete, "foreign root qdisc "+root.kind, root.kind); derr != nil {
 				return derr
 			}
-			a.res.Replaced = append(a.res.Replaced, fmt.Sprintf("%s: replaced root qdisc %s %s", c.Device, root.kind, model.Handle(root.msg.Handle)))
+			if !a.tookOver {
+				a.res.Replaced = append(a.res.Replaced, fmt.Sprintf("%s: replaced root qdisc %s %s", c.Device, root.kind, model.Handle(root.msg.Handle)))
+			}
 			if err := a.write(rtmNewQdisc, netlink.Create|netlink.Replace, m, encode, c.Device, c.Op, object, string(q.Kind)); err != nil {
 				return err
 			}
@@ -262,6 +438,27 @@ func (a *applier) qdisc(c *model.Change) error {
 		return a.ignoreGone(a.write(rtmDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind)))
 	}
 	return fmt.Errorf("%s: %s: unknown op %s", c.Device, object, c.Op)
+}
+
+// foreignRoot refuses to replace a root qdisc of another tool on the
+// device (IsForeignRoot) unless SetTakeover allowed it; an allowed
+// takeover is listed in Result.Replaced.
+func (a *applier) foreignRoot(ifi uint32, dev, object, kind string) error {
+	root, err := a.k.rootQdisc(ifi)
+	if err != nil {
+		return fmt.Errorf("%s: look at the root qdisc: %w", dev, err)
+	}
+	if root == nil || !IsForeignRoot(root.kind, model.Handle(root.msg.Handle)) {
+		return nil
+	}
+	found := fmt.Sprintf("root qdisc %s %s", root.kind, model.Handle(root.msg.Handle))
+	if !a.k.takeover[dev] {
+		return &Error{Device: dev, Op: model.OpAdd, Object: object, Kind: kind, Err: ErrForeignRoot,
+			Message: found + " was not created by shaperd; set takeover = true on the interface or run shaperd --takeover to replace it"}
+	}
+	a.res.Replaced = append(a.res.Replaced, fmt.Sprintf("%s: took over %s", dev, found))
+	a.tookOver = true
+	return nil
 }
 
 // ignoreGone turns "already gone" answers to deletes into success.

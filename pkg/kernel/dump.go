@@ -23,6 +23,20 @@ func (k *Kernel) rootQdisc(ifi uint32) (*object, error) {
 	return nil, nil
 }
 
+// IsForeignRoot reports whether a root qdisc of kind with handle was made
+// by another tool: it is neither shaperd's (htb or tbf with handle 1:) nor
+// one of the kernel's defaults, which have handle 0: (pfifo_fast,
+// noqueue, mq, or whatever net.core.default_qdisc names). A qdisc added
+// with tc always has a handle (tc picks 8001: and up when none is given).
+// A pfifo_fast or noqueue root is never foreign, whatever its handle: it
+// holds nothing anyone would lose.
+func IsForeignRoot(kind string, handle model.Handle) bool {
+	if handle == 0 || kind == "pfifo_fast" || kind == "noqueue" {
+		return false
+	}
+	return !(handle == model.RootQdisc && (kind == string(model.ShaperHTB) || kind == string(model.ShaperTBF)))
+}
+
 // isShaperRoot reports whether a root qdisc is shaperd's: htb or tbf with
 // handle 1:.
 func isShaperRoot(o object) bool {
@@ -82,6 +96,9 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 			return t, err
 		}
 	}
+	if root != nil && IsForeignRoot(root.kind, model.Handle(root.msg.Handle)) {
+		t.Foreign = append(t.Foreign, fmt.Sprintf("root qdisc %s %s", root.kind, model.Handle(root.msg.Handle)))
+	}
 	if root == nil || !isShaperRoot(*root) {
 		return t, nil
 	}
@@ -108,6 +125,9 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 	}
 	if cls != nil {
 		t.Filters, err = cls.Dump()
+		if f, ok := cls.(interface{ Foreign() []string }); ok && err == nil {
+			t.Foreign = append(t.Foreign, f.Foreign()...)
+		}
 		// The classifier's picture of the kernel (every u32 node, ~1 KB
 		// per user) is only needed to write filters, which few applies do:
 		// forget it rather than keep it between reconciles; a write dumps

@@ -20,6 +20,13 @@ var (
 	ErrNoDevice = errors.New("no such device")
 	// ErrNoFilters: no u32 classifier is available for filter changes.
 	ErrNoFilters = errors.New("u32 classifier not available")
+	// ErrDependencyRefused: Apply did not send a change because an object
+	// it needs was refused (a filter or child of a class the kernel did
+	// not create, anything on a device whose root qdisc was refused).
+	ErrDependencyRefused = errors.New("skipped")
+	// ErrForeignRoot: the device's root qdisc was not made by shaperd and
+	// taking it over was not allowed (Kernel.SetTakeover).
+	ErrForeignRoot = errors.New("root qdisc not created by shaperd")
 )
 
 // Error is a kernel refusal of one write during Apply.
@@ -31,6 +38,8 @@ type Error struct {
 	Object string
 	// Kind is the qdisc or classifier kind of the object ("htb", "fq_codel").
 	Kind string
+	// Labels say whom the object serves (user, tier), when known.
+	Labels model.Labels
 	// Message is the kernel's extended-ack text ("" if it gave none).
 	Message string
 	// Err is the underlying error (a unix.Errno from the kernel).
@@ -72,7 +81,7 @@ func (e *Error) unsupported() bool {
 }
 
 // kernelError wraps err from a write as *Error, keeping the ack text.
-func kernelError(err error, dev string, op model.Op, object, kind string) error {
+func kernelError(err error, dev string, op model.Op, object, kind string) *Error {
 	e := &Error{Device: dev, Op: op, Object: object, Kind: kind, Err: err}
 	var oe *netlink.OpError
 	if errors.As(err, &oe) {

@@ -53,6 +53,20 @@ type Kernel struct {
 	classHint map[uint32]int
 	timeout   time.Duration
 	progress  func()
+	// takeover names the devices whose foreign root qdisc Apply may
+	// replace (SetTakeover).
+	takeover map[string]bool
+}
+
+// SetTakeover allows (or forbids, the default) Apply to replace a root
+// qdisc on device that shaperd did not create: see IsForeignRoot.
+func (k *Kernel) SetTakeover(device string, allow bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.takeover == nil {
+		k.takeover = map[string]bool{}
+	}
+	k.takeover[device] = allow
 }
 
 // Open connects to the kernel in the namespace o names.

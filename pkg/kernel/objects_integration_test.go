@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +13,9 @@ import (
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
-// A foreign root qdisc is replaced, also one that has shaperd's handle 1:
-// with another kind, and Result.Replaced says so.
+// A foreign root qdisc is refused, naming the device and the qdisc, and
+// touched nothing; with SetTakeover it is replaced, also one that has
+// shaperd's handle 1: with another kind, and Result.Replaced says so.
 func TestForeignRootReplaced(t *testing.T) {
 	lab, k := labKernel(t, 1)
 	dev := netnslab.RouterLANDev
@@ -31,12 +33,29 @@ func TestForeignRootReplaced(t *testing.T) {
 		if actual.Root != nil {
 			t.Fatalf("foreign root %v dumped as shaperd's: %+v", foreign, actual.Root)
 		}
-		_, res := reconcile(t, k, tg, nil)
-		if foreign[2] == "1:" && (len(res.Replaced) != 1 || !strings.Contains(res.Replaced[0], "bfifo")) {
-			t.Errorf("replacing %v: Result.Replaced = %q, want the bfifo named", foreign, res.Replaced)
+		desired, err := model.Build(tg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.SetTakeover(dev, false)
+		res, err := k.Apply(model.Diff(actual, desired))
+		want := fmt.Sprintf("%s: add root qdisc 1: htb: root qdisc %s %s was not created by shaperd; set takeover = true", dev, foreign[3], foreign[2])
+		if !errors.Is(err, ErrForeignRoot) || !strings.Contains(err.Error(), want) || res.Writes != 0 {
+			t.Errorf("foreign root %v without takeover: %d writes, %v; want no write and an error containing %q", foreign, res.Writes, err, want)
+		}
+		if out := lab.Router.MustRun("tc", "qdisc", "show", "dev", dev); !strings.Contains(out, foreign[3]+" "+foreign[2]+" root") {
+			t.Errorf("the foreign root was touched:\n%s", out)
+		}
+		k.SetTakeover(dev, true)
+		_, res = reconcile(t, k, tg, nil)
+		if len(res.Replaced) != 1 || !strings.Contains(res.Replaced[0], foreign[3]+" "+foreign[2]) {
+			t.Errorf("taking over %v: Result.Replaced = %q, want the %s named", foreign, res.Replaced, foreign[3])
 		}
 		lab.Router.MustRun("tc", "qdisc", "del", "dev", dev, "root")
 	}
+	// The kernel's default root (pfifo_fast/noqueue, handle 0:) is not
+	// foreign: replaced without takeover.
+	k.SetTakeover(dev, false)
 	// Teardown removes shaperd's root and leaves a foreign one alone.
 	reconcile(t, k, tg, nil)
 	if err := k.Teardown(dev, ""); err != nil {

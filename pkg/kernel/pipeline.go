@@ -27,6 +27,11 @@ type queued struct {
 	// gone: ENOENT/ENODEV is success without a write (a delete of an
 	// object that is already gone).
 	gone bool
+	// labels say whom the object serves; class is the class the request
+	// writes (the class itself when isClass, else the class of a leaf).
+	labels  model.Labels
+	class   model.Handle
+	isClass bool
 }
 
 // pipeline collects write requests into runs: each request carries
@@ -48,6 +53,12 @@ type pipeline struct {
 	// when set, is called after each answered run.
 	timeout  time.Duration
 	progress func()
+	// After a flush: refused holds every refusal of the run in request
+	// order, with the request it answers (refusedReq); failed is set when
+	// the run could not be sent or its acks not all read.
+	refused    []*Error
+	refusedReq []queued
+	failed     bool
 }
 
 // add queues one request: header type typ, flags besides
@@ -76,6 +87,7 @@ func (p *pipeline) flush() (writes int, err error) {
 		return 0, nil
 	}
 	msgs, reqs := p.msgs, p.reqs
+	p.refused, p.refusedReq, p.failed = p.refused[:0], p.refusedReq[:0], false
 	defer func() {
 		clear(p.msgs)
 		p.msgs, p.reqs = p.msgs[:0], p.reqs[:0]
@@ -89,6 +101,7 @@ func (p *pipeline) flush() (writes int, err error) {
 	}
 	sent, serr := p.conn.SendMessages(msgs)
 	if serr != nil {
+		p.failed = true
 		return 0, fmt.Errorf("%s: send %d requests (from %s %s): %w", reqs[0].dev, len(reqs), reqs[0].op, reqs[0].object, serr)
 	}
 	// index finds the request an ack answers.
@@ -115,6 +128,7 @@ func (p *pipeline) flush() (writes int, err error) {
 				i = index(oe.Sequence)
 			}
 			if i < 0 || answered[i] {
+				p.failed = true
 				rerr = fmt.Errorf("%s: reading acks (%d of %d requests answered): %w", reqs[0].dev, n, len(reqs), rerr)
 				if refused != nil {
 					return writes, errors.Join(refused, rerr)
@@ -127,8 +141,11 @@ func (p *pipeline) flush() (writes int, err error) {
 			if q.gone && (isErrno(rerr, unix.ENOENT) || isErrno(rerr, unix.ENODEV)) {
 				continue
 			}
+			ke := kernelError(rerr, q.dev, q.op, q.object, q.kind)
+			ke.Labels = q.labels
+			p.refused, p.refusedReq = append(p.refused, ke), append(p.refusedReq, q)
 			if i < refusedAt {
-				refused, refusedAt = kernelError(rerr, q.dev, q.op, q.object, q.kind), i
+				refused, refusedAt = ke, i
 			}
 			continue
 		}

@@ -111,8 +111,14 @@ func TestPipelinedRunRefusal(t *testing.T) {
 	if c, ok := byHandle[next.Handle]; !ok || c.Leaf == nil || c.Leaf.Kind != "pfifo" {
 		t.Errorf("class %s after the refused one in the same run: present %v, leaf %+v; want it applied with its pfifo", next.Handle, ok, c.Leaf)
 	}
-	if last := classes[len(classes)-1].Class; len(actual.Classes) >= len(classes) {
-		t.Errorf("all %d classes exist (last %s); Apply should stop after the refused run", len(actual.Classes), last.Handle)
+	// One bad object never takes down the rest (issue 8): Apply goes on
+	// after the refused run, and reports exactly the one refusal, with
+	// the user it serves.
+	if len(actual.Classes) != len(classes) {
+		t.Errorf("%d classes exist, want all %d: Apply goes on after a refusal", len(actual.Classes), len(classes))
+	}
+	if len(res.Refused) != 1 || res.Refused[0].Labels.User != refused.Labels.User || res.Refused[0].Object != wantObj {
+		t.Errorf("Result.Refused = %v; want the one refusal of %s (user %s)", res.Refused, wantObj, refused.Labels.User)
 	}
 
 	if _, err := apply(t, k, desired); err != nil {

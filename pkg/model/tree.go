@@ -97,6 +97,10 @@ type Tree struct {
 	Classes []Class
 	// Filters, sorted by Prefix then Match. Empty for TBF.
 	Filters []Filter
+	// Foreign describes objects of other tools that a dump found on the
+	// device (a root qdisc that is not shaperd's, filters of other kinds
+	// or priorities), for status. Diff and Equal ignore it.
+	Foreign []string
 }
 
 // Redirect is the ingress qdisc on Interface with a filter that sends every

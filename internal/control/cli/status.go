@@ -70,6 +70,9 @@ func writeStatus(out io.Writer, st *control.Status) error {
 		if i.Error != "" {
 			fmt.Fprintf(out, "%s (%s): error: %s\n", i.Name, i.Direction, i.Error)
 		}
+		for _, f := range i.Foreign {
+			fmt.Fprintf(out, "%s (%s): not shaperd's: %s\n", i.Name, i.Direction, f)
+		}
 	}
 	writeStateProblems(out, st.StateProblems)
 	fmt.Fprintln(out)
@@ -77,12 +80,22 @@ func writeStatus(out io.Writer, st *control.Status) error {
 	slices.SortStableFunc(users, func(a, b control.UserStatus) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Interface, b.Interface))
 	})
+	// The ERROR column appears when some user's objects were refused.
+	withErr := slices.ContainsFunc(users, func(u control.UserStatus) bool { return u.Error != "" })
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "USER\tINTERFACE\tTIER\tRATE/CEIL\tEFFECTIVE\tTHROUGHPUT\tBYTES\tDROPS\tREASON")
+	head := "USER\tINTERFACE\tTIER\tRATE/CEIL\tEFFECTIVE\tTHROUGHPUT\tBYTES\tDROPS\tREASON"
+	if withErr {
+		head += "\tERROR"
+	}
+	fmt.Fprintln(tw, head)
 	for _, u := range users {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%d\t%s\n", u.Name, u.Interface, dash(u.Tier),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%d\t%s", u.Name, u.Interface, dash(u.Tier),
 			formatRate(u.Rate), formatRate(u.Ceil), formatRate(u.EffectiveRate), formatRate(u.EffectiveCeil),
 			formatRate(u.Throughput), formatBytes(u.Bytes), u.Drops, reason(u))
+		if withErr {
+			fmt.Fprintf(tw, "\t%s", dash(u.Error))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

@@ -79,15 +79,21 @@ func (c *Classifier) ready() error {
 // execute sends one request and waits for its acknowledgement. On failure
 // the picture of the kernel is dropped so the next call dumps afresh.
 func (c *Classifier) execute(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, o *u32Opts) error {
+	err := c.send(typ, flags, m, o)
+	if err != nil {
+		c.st = nil
+	}
+	return err
+}
+
+// send sends one request and waits for its acknowledgement.
+func (c *Classifier) send(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, o *u32Opts) error {
 	m.ifindex, m.parent = c.ifindex, uint32(c.parent)
 	req, err := filterRequest(typ, flags|netlink.Acknowledge, m, o)
 	if err == nil {
 		clearDeadline := c.deadline()
 		_, err = c.conn.Execute(req)
 		clearDeadline()
-	}
-	if err != nil {
-		c.st = nil
 	}
 	return err
 }
@@ -114,11 +120,15 @@ func (c *Classifier) change(t int, handle uint32, o *u32Opts) error {
 	return c.execute(rtmNewTFilter, 0, tcmsg{handle: handle, info: filterInfo(trees[t].prio, trees[t].proto)}, o)
 }
 
-// remove deletes one object; a missing one is not an error.
+// remove deletes one object; a missing one is not an error (and keeps
+// the picture: its callers go on using it).
 func (c *Classifier) remove(t int, handle uint32) error {
-	err := c.execute(rtmDelTFilter, 0, tcmsg{handle: handle, info: filterInfo(trees[t].prio, trees[t].proto)}, nil)
+	err := c.send(rtmDelTFilter, 0, tcmsg{handle: handle, info: filterInfo(trees[t].prio, trees[t].proto)}, nil)
 	if errors.Is(err, syscall.ENOENT) {
 		return nil
+	}
+	if err != nil {
+		c.st = nil
 	}
 	return err
 }
@@ -201,10 +211,11 @@ func (c *Classifier) place(pl placement, k fkey, cls uint32) (writes int, err er
 		st.nodes[h].classID = cls
 	}
 	for _, h := range append([]uint32(nil), st.byFilter[k]...) {
-		if keep[h] {
+		n, ok := st.nodes[h]
+		if keep[h] || !ok {
 			continue
 		}
-		if err := c.remove(st.nodes[h].tree, h); err != nil {
+		if err := c.remove(n.tree, h); err != nil {
 			return writes, fmt.Errorf("delete misplaced node %x: %w", h, err)
 		}
 		writes++
@@ -230,7 +241,11 @@ func (c *Classifier) Delete(f model.Filter) (writes int, err error) {
 	}
 	k := fkey{f.Prefix, f.Match}
 	for _, h := range append([]uint32(nil), c.st.byFilter[k]...) {
-		if err := c.remove(c.st.nodes[h].tree, h); err != nil {
+		n, ok := c.st.nodes[h]
+		if !ok {
+			continue
+		}
+		if err := c.remove(n.tree, h); err != nil {
 			return writes, c.errorf(err, "delete %s: node %x", filterName(f), h)
 		}
 		writes++

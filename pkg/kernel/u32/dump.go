@@ -67,6 +67,23 @@ func (c *Classifier) dump() ([]model.Filter, error) {
 	return st.filters(), nil
 }
 
+// Foreign describes the filters under the qdisc that are not shaperd's
+// (other kinds, or u32 in other priorities), as of the last Dump, at most
+// maxForeign of them; Ensure leaves them alone. Nodes in shaperd's own
+// priorities that are not its own are not listed: Ensure deletes them.
+func (c *Classifier) Foreign() []string {
+	if c.st == nil {
+		return nil
+	}
+	if c.st.otherCount > 0 {
+		return append(slices.Clone(c.st.others), fmt.Sprintf("... and %d more filter objects", c.st.otherCount))
+	}
+	return c.st.others
+}
+
+// maxForeign caps the descriptions of foreign filters kept per dump.
+const maxForeign = 20
+
 // treeOfPrio is the tree with priority prio and protocol proto, or -1.
 func treeOfPrio(prio, proto uint16) int {
 	for t := range trees {
@@ -82,8 +99,14 @@ func buildState(objs []object) *state {
 	st := newStateSized(len(objs))
 	for _, o := range objs {
 		t := treeOfPrio(o.prio, o.proto)
-		if o.kind != "u32" || t < 0 || o.handle == 0 {
-			continue // not shaperd's, or the priority's own header
+		if o.kind != "u32" || t < 0 {
+			if o.handle != 0 { // not the priority's header
+				st.noteOther(o)
+			}
+			continue // not shaperd's
+		}
+		if o.handle == 0 {
+			continue // the priority's own header
 		}
 		if nodeIDOf(o.handle) == 0 {
 			htid := htidOf(o.handle)
@@ -94,9 +117,15 @@ func buildState(objs []object) *state {
 			}
 			continue
 		}
+		if _, dup := st.nodes[o.handle]; dup {
+			// A dump that raced with outside changes can list a node
+			// twice: the first copy stands (a second would leave the
+			// picture with handles that point at nothing once removed).
+			continue
+		}
 		n := &node{handle: o.handle, tree: t, link: htidOf(o.link), classID: o.classID, flags: o.flags, sel: o.sel}
 		switch {
-		case o.selErr != nil || !o.hasSel:
+		case o.decodeErr != nil || o.selErr != nil || !o.hasSel:
 			st.foreign = append(st.foreign, o.handle)
 		case o.link != 0:
 			if !linkPosition(t, o.handle) {
@@ -115,6 +144,33 @@ func buildState(objs []object) *state {
 		st.addNode(n)
 	}
 	return st
+}
+
+// noteOther records a filter object of another tool for Foreign: one
+// entry per kind, priority and protocol (a u32 priority has tables and
+// nodes), at most maxForeign entries.
+func (st *state) noteOther(o object) {
+	type pk struct {
+		kind        string
+		prio, proto uint16
+	}
+	if st.otherIdx == nil {
+		st.otherIdx = map[any]int{}
+	}
+	k := pk{o.kind, o.prio, o.proto}
+	i, ok := st.otherIdx[k]
+	if !ok {
+		if len(st.others) >= maxForeign {
+			st.otherCount++
+			return
+		}
+		i = len(st.others)
+		st.otherIdx[k] = i
+		st.others = append(st.others, "")
+		st.otherN = append(st.otherN, 0)
+	}
+	st.otherN[i]++
+	st.others[i] = fmt.Sprintf("%s filter pref %d protocol %#04x (%d objects)", o.kind, o.prio, o.proto, st.otherN[i])
 }
 
 // linkPosition reports whether handle is where tree t has a link: node

@@ -52,12 +52,15 @@ func (c *Classifier) Ensure() (writes int, err error) {
 		}
 	}
 	for _, h := range slices.Clone(c.st.foreign) {
-		if err := c.remove(c.st.nodes[h].tree, h); err != nil {
+		n, ok := c.st.nodes[h]
+		if !ok {
+			continue // went with its table (removeNode drops it from foreign too)
+		}
+		if err := c.remove(n.tree, h); err != nil {
 			return writes, c.errorf(err, "delete foreign node %x", h)
 		}
 		writes++
 		c.st.removeNode(h)
-		c.st.foreign = slices.DeleteFunc(c.st.foreign, func(x uint32) bool { return x == h })
 	}
 	return writes, nil
 }

@@ -145,9 +145,21 @@ type object struct {
 	sel         selector
 	hasSel      bool
 	selErr      error
+	// decodeErr: the options of a node in shaperd's priorities did not
+	// decode (the node is foreign).
+	decodeErr error
 }
 
-// parseObject decodes an RTM_NEWTFILTER message from a dump.
+// parseObject decodes an RTM_NEWTFILTER message from a dump. Only u32
+// objects in shaperd's priorities (trees) have their options decoded:
+// filters of other kinds (bpf, matchall, flower, ...) and u32 filters of
+// other tools in other priorities are returned with their kind, priority
+// and handle alone, before anything in their options is looked at, since
+// their attributes mean other things (cls_bpf's TCA_BPF_OPS_LEN, a u16, has
+// the number of TCA_U32_LINK). Options of one of shaperd's nodes that do
+// not decode set decodeErr (the node is then foreign, and Ensure deletes
+// it); only a message whose header or top-level attributes are malformed
+// is an error.
 func parseObject(data []byte) (tcmsg, object, error) {
 	m, err := parseTcmsg(data)
 	if err != nil {
@@ -156,16 +168,7 @@ func parseObject(data []byte) (tcmsg, object, error) {
 	var o object
 	o.prio, o.proto = infoPrioProto(m.info)
 	o.handle = m.handle
-	// Attributes are walked in place (no decoder and slice per message:
-	// a dump with 10,000 users has tens of thousands of them).
-	var perr error
-	u32v := func(p []byte) uint32 {
-		if len(p) != 4 {
-			perr = fmt.Errorf("u32 attribute of %d bytes, want 4", len(p))
-			return 0
-		}
-		return binary.NativeEndian.Uint32(p)
-	}
+	var options []byte
 	err = eachAttr(data[tcmsgLen:], func(typ uint16, p []byte) {
 		switch typ {
 		case tcaKind:
@@ -175,32 +178,47 @@ func parseObject(data []byte) (tcmsg, object, error) {
 				o.kind = string(k)
 			}
 		case tcaOptions:
-			if e := eachAttr(p, func(typ uint16, p []byte) {
-				switch typ {
-				case tcaU32ClassID:
-					o.classID = u32v(p)
-				case tcaU32Hash:
-					o.hash = u32v(p)
-				case tcaU32Link:
-					o.link = u32v(p)
-				case tcaU32Divisor:
-					o.divisor = u32v(p)
-					o.isTable = true
-				case tcaU32Sel:
-					o.sel, o.selErr = parseSelector(p)
-					o.hasSel = true
-				case tcaU32Flags:
-					o.flags = u32v(p)
-				}
-			}); e != nil && perr == nil {
-				perr = e
-			}
+			options = p
 		}
 	})
-	if err == nil {
-		err = perr
+	if err != nil {
+		return m, o, err
 	}
-	return m, o, err
+	if o.kind != "u32" || treeOfPrio(o.prio, o.proto) < 0 || options == nil {
+		return m, o, nil
+	}
+	// Attributes are walked in place (no decoder and slice per message:
+	// a dump with 10,000 users has tens of thousands of them).
+	u32v := func(p []byte) uint32 {
+		if len(p) != 4 {
+			if o.decodeErr == nil {
+				o.decodeErr = fmt.Errorf("u32 attribute of %d bytes, want 4", len(p))
+			}
+			return 0
+		}
+		return binary.NativeEndian.Uint32(p)
+	}
+	if e := eachAttr(options, func(typ uint16, p []byte) {
+		switch typ {
+		case tcaU32ClassID:
+			o.classID = u32v(p)
+		case tcaU32Hash:
+			o.hash = u32v(p)
+		case tcaU32Link:
+			o.link = u32v(p)
+		case tcaU32Divisor:
+			o.divisor = u32v(p)
+			o.isTable = true
+		case tcaU32Sel:
+			o.sel, o.selErr = parseSelector(p)
+			o.hasSel = true
+		case tcaU32Flags:
+			o.flags = u32v(p)
+		}
+	}); e != nil && o.decodeErr == nil {
+		o.decodeErr = e
+	}
+	return m, o, nil
 }
 
 // eachAttr calls fn for every netlink attribute in b (type without the

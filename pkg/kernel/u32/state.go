@@ -32,6 +32,13 @@ type state struct {
 	byFilter map[fkey][]uint32   // user nodes by filter
 	used     map[uint32][]uint16 // node ids in use per table bucket (handle&^0xfff)
 	foreign  []uint32            // nodes that are neither links nor filters
+	// others describes filters of other tools (kinds, priorities), at
+	// most maxForeign priorities, with otherN objects each; otherCount
+	// counts the objects beyond those.
+	others     []string
+	otherN     []int
+	otherIdx   map[any]int
+	otherCount int
 }
 
 // newStateSized returns an empty picture with room for about n nodes.
@@ -69,6 +76,9 @@ func (st *state) removeNode(h uint32) {
 		return
 	}
 	delete(st.nodes, h)
+	// A foreign node that went (replaced by a link, or with its table) is
+	// no longer to be deleted: the handle may be a new node of shaperd's.
+	st.foreign = slices.DeleteFunc(st.foreign, func(x uint32) bool { return x == h })
 	b := h &^ 0xfff
 	st.used[b] = slices.DeleteFunc(st.used[b], func(id uint16) bool { return id == nodeIDOf(h) })
 	if len(st.used[b]) == 0 {

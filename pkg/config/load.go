@@ -60,7 +60,7 @@ func load(mainPath string, read func(string) ([]byte, error), resolve func(strin
 	if !ok {
 		return nil, c.result()
 	}
-	plan := &Plan{Path: mainPath}
+	plan := &Plan{Path: mainPath, keys: keyPos{main: mf.pos}}
 	rt := mf.table("", root)
 	plan.Daemon = decodeDaemon(rt)
 	plan.Policy = decodePolicy(rt)
@@ -76,6 +76,7 @@ func load(mainPath string, read func(string) ([]byte, error), resolve func(strin
 		if data, err := read(plan.UsersPath); err != nil {
 			mf.errf("daemon.users_file", "cannot read the users file: %v", err)
 		} else if users, uf, ok := parseFile(plan.UsersPath, data, c); ok {
+			plan.keys.users = uf.pos
 			ut := uf.table("", users)
 			plan.Users = decodeUsers(ut, plan.Tiers)
 			ut.finish()

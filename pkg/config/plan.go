@@ -19,6 +19,8 @@ type Plan struct {
 	Interfaces      []Interface
 	Tiers           []Tier
 	Users           []User
+
+	keys keyPos // where each key is written (see Errorf)
 }
 
 // Daemon is the [daemon] table.

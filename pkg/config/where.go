@@ -50,3 +50,14 @@ func (p *Plan) SortErrors(errs []Error) {
 	c := &collector{list: errs, order: map[string]int{p.Path: 0, p.UsersPath: 1}}
 	c.result()
 }
+
+// Path writes the key path of an array element's key: Path("user", 3,
+// "addresses", 1) is "user[3].addresses[1]"; Path("interface", 0,
+// "bandwidth") is "interface[0].bandwidth".
+func Path(array string, i int, key string, j ...int) string {
+	p := index(array, i) + "." + key
+	for _, k := range j {
+		p = index(p, k)
+	}
+	return p
+}

@@ -268,3 +268,30 @@ func usersWhere(us []model.UserTarget, keep func(*model.UserTarget) bool) []mode
 	}
 	return out
 }
+
+// Outcomes calls fn with plan evaluated, without overrides, at every
+// outcome Check builds: each tier at its base rates and at each of its
+// schedules (all tiers at their k-th together), with and without every
+// quota exceeded. Results for a TBF interface are the same at every
+// outcome. It serves tests and tools that want to build or apply them.
+func Outcomes(plan *config.Plan, fn func(*Result)) {
+	maxSched := 0
+	for i := range plan.Tiers {
+		maxSched = max(maxSched, len(plan.Tiers[i].Schedules))
+	}
+	loc := plan.Policy.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	now := time.Unix(0, 0).In(loc)
+	for s := -1; s < maxSched; s++ {
+		for _, oq := range []bool{false, true} {
+			e := evaluator{plan: plan, ov: &Overrides{}, now: now, loc: loc, force: &outcome{sched: s, overQuota: oq}}
+			res := &Result{At: now}
+			for i := range plan.Interfaces {
+				res.Interfaces = append(res.Interfaces, e.iface(&plan.Interfaces[i]))
+			}
+			fn(res)
+		}
+	}
+}

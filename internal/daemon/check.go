@@ -37,11 +37,13 @@ func Check(path string) []config.Error {
 func CheckPlan(plan *config.Plan) []config.Error {
 	errs := policy.Check(plan)
 	seen := map[string]bool{}
+	laid := map[config.MatchField]bool{} // the layout depends only on the match field
 	for ii := range plan.Interfaces {
 		in := &plan.Interfaces[ii]
-		if in.Shaper == config.ShaperTBF {
+		if in.Shaper == config.ShaperTBF || laid[in.Match] {
 			continue
 		}
+		laid[in.Match] = true
 		var filters []model.Filter
 		var keys []string
 		for i := range plan.Users {

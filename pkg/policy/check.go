@@ -38,6 +38,7 @@ import (
 // kernel package's; the daemon's check adds them.
 func Check(plan *config.Plan) []config.Error {
 	c := &checker{plan: plan, seen: map[string]bool{}}
+	c.reduce()
 	maxSched := 0
 	for i := range plan.Tiers {
 		maxSched = max(maxSched, len(plan.Tiers[i].Schedules))
@@ -59,6 +60,7 @@ func Check(plan *config.Plan) []config.Error {
 				c.iface(key, in, &outcome{sched: s, overQuota: oq})
 			}
 		}
+		c.buildAll(key, in)
 	}
 	if htb && len(plan.Users) > model.MaxUsers {
 		c.add(fmt.Sprintf("user[%d].name", model.MaxUsers),
@@ -73,6 +75,62 @@ type checker struct {
 	plan *config.Plan
 	errs []config.Error
 	seen map[string]bool
+	// reduced is plan with one user per tier among those without rates
+	// of their own (the others get exactly their tier's classes), and
+	// every user with own rates; index maps its users to plan.Users.
+	reduced *config.Plan
+	index   []int
+	// failed marks interfaces (by key) with a problem reported.
+	failed map[string]bool
+}
+
+// reduce makes c.reduced: evaluating 65,000 users of a few tiers at every
+// outcome would cost seconds at every start and reload for nothing.
+func (c *checker) reduce() {
+	r := *c.plan
+	r.Users = nil
+	seen := map[string]bool{}
+	for i, u := range c.plan.Users {
+		if u.Rate == 0 && u.Ceil == 0 && u.UploadRate == 0 && u.UploadCeil == 0 {
+			if seen[u.Tier] {
+				continue
+			}
+			seen[u.Tier] = true
+		}
+		r.Users = append(r.Users, u)
+		c.index = append(c.index, i)
+	}
+	c.reduced = &r
+	c.failed = map[string]bool{}
+}
+
+// buildAll builds the interface with every user (their prefixes, class
+// ids) at the base outcome, unless a problem was reported for it.
+func (c *checker) buildAll(key string, in *config.Interface) {
+	if c.failed[key] {
+		return
+	}
+	loc := c.plan.Policy.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	e := evaluator{plan: c.plan, ov: &Overrides{}, now: time.Unix(0, 0).In(loc), loc: loc, force: &outcome{sched: -1}}
+	c.build(key, e.iface(in).Targets)
+}
+
+// build reports Build's error for targets of the interface at key.
+func (c *checker) build(key string, tg model.Targets) {
+	if _, err := model.Build(tg, nil); err != nil {
+		var fe *model.FieldError
+		k := key + ".name"
+		if errors.As(err, &fe) {
+			k = c.pick(key+"."+fe.Field, key+".bandwidth")
+		} else if errors.Is(err, model.ErrTooManyUsers) {
+			return // reported once for the users file
+		}
+		c.add(k, "%v", err)
+		c.failed[key] = true
+	}
 }
 
 // add reports a problem at path once (the same path and message from
@@ -103,7 +161,7 @@ func (c *checker) iface(key string, in *config.Interface, o *outcome) {
 	if loc == nil {
 		loc = time.UTC
 	}
-	e := evaluator{plan: c.plan, ov: &Overrides{}, now: time.Unix(0, 0).In(loc), loc: loc, force: o}
+	e := evaluator{plan: c.reduced, ov: &Overrides{}, now: time.Unix(0, 0).In(loc), loc: loc, force: o}
 	r := e.iface(in)
 	bad := false
 	bw := in.Bandwidth
@@ -127,11 +185,11 @@ func (c *checker) iface(key string, in *config.Interface, o *outcome) {
 		}
 		if x.Source != SourceQuota { // a quota never raises a rate
 			if x.Rate > bw {
-				c.add(c.rateKey(t, i, x.Source, o.sched, "rate", in.Direction), "rate %s is above the bandwidth %s %s", x.Rate, bw, where)
+				c.add(c.rateKey(t, c.index[i], x.Source, o.sched, "rate", in.Direction), "rate %s is above the bandwidth %s %s", x.Rate, bw, where)
 				bad = true
 			}
 			if x.Ceil > bw {
-				c.add(c.rateKey(t, i, x.Source, o.sched, "ceil", in.Direction), "ceil %s is above the bandwidth %s %s", x.Ceil, bw, where)
+				c.add(c.rateKey(t, c.index[i], x.Source, o.sched, "ceil", in.Direction), "ceil %s is above the bandwidth %s %s", x.Ceil, bw, where)
 				bad = true
 			}
 		}
@@ -139,6 +197,7 @@ func (c *checker) iface(key string, in *config.Interface, o *outcome) {
 			continue
 		}
 		bad = true
+		i := c.index[i]
 		if t.Burst > tbf.MaxBurst(x.Rate) {
 			c.add(c.rateKey(t, i, x.Source, o.sched, "rate", in.Direction),
 				"tier %s's burst %s does not fit rate %s (%s): the kernel holds at most %s at this rate; raise the rate or lower the burst",
@@ -167,18 +226,14 @@ func (c *checker) iface(key string, in *config.Interface, o *outcome) {
 		}
 	}
 	if bad {
+		c.failed[key] = true
 		return // Build would only repeat a problem reported above
 	}
-	if _, err := model.Build(r.Targets, nil); err != nil {
-		var fe *model.FieldError
-		k := key + ".name"
-		if errors.As(err, &fe) {
-			k = c.pick(key+"."+fe.Field, key+".bandwidth")
-		} else if errors.Is(err, model.ErrTooManyUsers) {
-			return // reported once for the users file
-		}
-		c.add(k, "%v", err)
-	}
+	// Every distinct class of this outcome (prefixes and class ids are
+	// built once, by buildAll).
+	tg := r.Targets
+	tg.Users = distinctClasses(tg.Users)
+	c.build(key, tg)
 }
 
 // outcomeName says which rule gave a user its rates, for messages.
@@ -294,4 +349,27 @@ func Outcomes(plan *config.Plan, fn func(*Result)) {
 			fn(res)
 		}
 	}
+}
+
+// distinctClasses returns one user (without prefixes) per distinct set of
+// class parameters in us, in order.
+func distinctClasses(us []model.UserTarget) []model.UserTarget {
+	type params struct {
+		tier          string
+		rate, ceil    tbf.Rate
+		burst, cburst tbf.Size
+		prio          uint32
+	}
+	seen := map[params]bool{}
+	var out []model.UserTarget
+	for _, u := range us {
+		k := params{u.Tier, u.Rate, u.Ceil, u.Burst, u.CBurst, u.Prio}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		u.Prefixes = nil
+		out = append(out, u)
+	}
+	return out
 }

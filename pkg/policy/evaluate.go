@@ -84,6 +84,22 @@ type evaluator struct {
 	loc   *time.Location
 	// force, when set, replaces the clock and the usage (Check's outcomes).
 	force *outcome
+	// reasons caches describeSchedule per schedule: formatting it for
+	// every user of a large plan dominated Evaluate.
+	reasons map[*config.Schedule]string
+}
+
+// scheduleReason is describeSchedule(tier, i, s), formatted once per s.
+func (e *evaluator) scheduleReason(tier string, i int, s *config.Schedule) string {
+	if r, ok := e.reasons[s]; ok {
+		return r
+	}
+	if e.reasons == nil {
+		e.reasons = map[*config.Schedule]string{}
+	}
+	r := describeSchedule(tier, i, s)
+	e.reasons[s] = r
+	return r
 }
 
 // outcome fixes what the clock and the usage would decide: every tier's
@@ -179,7 +195,7 @@ func (e *evaluator) tierRates(t *config.Tier, d config.Direction) (rate, ceil tb
 	if i >= 0 {
 		s := &t.Schedules[i]
 		rate, ceil = scheduleRates(s, d)
-		src, reason = SourceSchedule, describeSchedule(t.Name, i, s)
+		src, reason = SourceSchedule, e.scheduleReason(t.Name, i, s)
 	}
 	return rate, max(ceil, rate), src, reason
 }

@@ -110,7 +110,10 @@ func ParseRate(s string) (Rate, error) {
 	}
 	u, ok := lookupUnit(rateUnits, suffix)
 	if !ok {
-		return 0, fmt.Errorf("rate %q: unknown unit %q (use bit, kbit, mbit, gbit, tbit, or bps, kbps, mbps, gbps for bytes/s)", s, suffix)
+		if spaced(suffix, rateUnits) {
+			return 0, fmt.Errorf("rate %q: %w", s, errSpaces)
+		}
+		return 0, fmt.Errorf("rate %q: unknown unit %q (use bit, kbit, mbit, gbit, tbit, or bps, kbps, mbps, gbps for bytes/s)", s, strings.TrimSpace(suffix))
 	}
 	v, err := num.scale(u.scale, 1)
 	if err != nil {
@@ -135,8 +138,10 @@ func ParseSize(s string) (Size, error) {
 			scale = u.scale
 		} else if u, ok := lookupUnit(sizeBitUnits, suffix); ok {
 			scale, div = u.scale, 8
+		} else if spaced(suffix, sizeUnits, sizeBitUnits) {
+			return 0, fmt.Errorf("size %q: %w", s, errSpaces)
 		} else {
-			return 0, fmt.Errorf("size %q: unknown unit %q (use b, k, kb, m, mb, g, gb)", s, suffix)
+			return 0, fmt.Errorf("size %q: unknown unit %q (use b, k, kb, m, mb, g, gb)", s, strings.TrimSpace(suffix))
 		}
 	}
 	v, err := num.scale(scale, div)
@@ -205,6 +210,29 @@ func lookupUnit(units []unit, suffix string) (unit, bool) {
 	return unit{}, false
 }
 
+var errSpaces = errors.New("spaces are not allowed (write the number and its unit together, as in \"10mbit\")")
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f' }
+
+// spaced reports whether suffix is a known unit (or nothing) once its
+// spaces are removed: "10 mbit" is then a spacing error, while
+// "3 furlongs" is an unknown unit.
+func spaced(suffix string, tables ...[]unit) bool {
+	t := strings.TrimSpace(suffix)
+	if t == suffix {
+		return false
+	}
+	if t == "" {
+		return true
+	}
+	for _, units := range tables {
+		if _, ok := lookupUnit(units, t); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // asciiEqualFold is strings.EqualFold for ASCII only: a non-ASCII byte
 // never matches (Unicode folding would read the Kelvin sign as "k").
 func asciiEqualFold(a, b string) bool {
@@ -244,8 +272,8 @@ func splitNumber(s string) (decimal, string, error) {
 	if t[0] == '+' {
 		return decimal{}, "", errors.New("a sign is not allowed (write the number alone)")
 	}
-	if strings.ContainsAny(t, " \t\r\n\v\f") {
-		return decimal{}, "", errors.New("spaces are not allowed (write the number and its unit together, as in \"10mbit\")")
+	if isSpace(t[0]) {
+		return decimal{}, "", errSpaces
 	}
 	var d decimal
 	i, seenDigit, seenDot := 0, false, false

@@ -78,7 +78,7 @@ func TestParseRateErrors(t *testing.T) {
 		{"   ", "empty", false},
 		{"mbit", "not a number", false},
 		{".mbit", "not a number", false},
-		{"10 mbits", "spaces are not allowed", false},
+		{"10 mbits", `unknown unit "mbits"`, false},
 		{"10 mbit", "spaces are not allowed", false},
 		{" 5mbit", "spaces are not allowed", false},
 		{"5mbit ", "spaces are not allowed", false},

@@ -212,7 +212,9 @@ func lookupUnit(units []unit, suffix string) (unit, bool) {
 
 var errSpaces = errors.New("spaces are not allowed (write the number and its unit together, as in \"10mbit\")")
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f' }
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'
+}
 
 // spaced reports whether suffix is a known unit (or nothing) once its
 // spaces are removed: "10 mbit" is then a spacing error, while

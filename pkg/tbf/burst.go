@@ -127,7 +127,7 @@ func (b TBFBuffer) DumpTicks() uint32 { return uint32(NSToTicks(b.BufferNS)) }
 // MaxBurst is the largest burst (or cburst) an HTB class at rate can have:
 // the kernel keeps the bucket as psched ticks of transmission in a u32
 // field, so BufferTicks(rate, b) fails for every b above it. At 8 bit/s it
-// is about 274 bytes, at 1 Mbit/s about 34 GB. A rate below 8 bit/s (0
+// is 274 bytes, at 1 Mbit/s about 34 MB. A rate below 8 bit/s (0
 // bytes/s) gives 0.
 func MaxBurst(rate Rate) Size {
 	b := rate.BytesPerSecond()

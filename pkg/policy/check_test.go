@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
+	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -158,5 +160,29 @@ func TestOverrideThatCannotBuildIsRefused(t *testing.T) {
 	ok := Override{Target: Target{TargetIface, "wan0"}, Rate: 10 * tbf.Mbit, Set: now}
 	if err := CheckOverrideBuild(plan, Overrides{}, ok, now); err != nil {
 		t.Fatalf("a 10mbit override: %v", err)
+	}
+}
+
+// BenchmarkCheckOverrideBuild65k: a set-rate is built before it is
+// accepted; on a plan of 65,000 users of one tier that must stay cheap.
+func BenchmarkCheckOverrideBuild65k(b *testing.B) {
+	var u strings.Builder
+	for i := 0; i < 65000; i++ {
+		fmt.Fprintf(&u, "[[user]]\nname = \"u%d\"\ntier = \"gold\"\naddresses = [\"10.%d.%d.%d\"]\n", i, i>>16, i>>8&255, i&255)
+	}
+	plan, err := config.LoadFS(fstest.MapFS{"shaperd.toml": {Data: []byte(goldBurstMain)}, "users.toml": {Data: []byte(u.String())}}, "shaperd.toml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, target := range []Target{{TargetUser, "u7"}, {TargetTier, "gold"}, {TargetIface, "lan0"}} {
+		b.Run(string(target.Kind), func(b *testing.B) {
+			o := Override{Target: target, Rate: 3 * tbf.Mbit, Set: now}
+			for b.Loop() {
+				if err := CheckOverrideBuild(plan, Overrides{}, o, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

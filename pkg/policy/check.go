@@ -19,8 +19,11 @@ import (
 // depends only on its own tier's outcome, so evaluating all tiers at their
 // k-th schedule (or their base rates when they have fewer) covers every
 // (tier, schedule) pair in len(longest schedule list)+1 evaluations per
-// quota state. Overrides are not part of the configuration: they are
-// checked when they are set (CheckOverrideBuild).
+// quota state. Users of one tier without rates of their own get the same
+// classes, so one of them stands for all at each outcome; every user's
+// prefixes and class id are built once, at the base outcome. Overrides
+// are not part of the configuration: they are checked when they are set
+// (CheckOverrideBuild).
 //
 // Problems found:
 //   - a rate or ceil (tier, schedule, user, default class, tier aggregate)

@@ -112,9 +112,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if f.check {
-		errs := config.Check(f.config)
-		for _, e := range errs {
-			fmt.Fprintln(stderr, e.Error())
+		errs := daemon.Check(f.config)
+		for _, line := range config.FormatErrors(errs, config.MaxPrinted) {
+			fmt.Fprintln(stderr, line)
 		}
 		if len(errs) > 0 {
 			return 1

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,5 +126,60 @@ func TestHelp(t *testing.T) {
 	code, out, errOut := runMain("--help")
 	if code != 0 || errOut != "" || !strings.Contains(out, "  --check\n") || !strings.Contains(out, "  --config FILE\n") {
 		t.Errorf("--help: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+}
+
+// TestCheckBuildsThePlan: configurations that config.Load accepts but the
+// apply path would refuse are --check errors at FILE:LINE:COL, and the
+// daemon modes refuse them with the same lines.
+func TestCheckBuildsThePlan(t *testing.T) {
+	dir := t.TempDir()
+	main := filepath.Join(dir, "shaperd.toml")
+	users := filepath.Join(dir, "users.toml")
+	os.WriteFile(main, []byte("[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"\n\n[tiers.t]\nrate = \"8bit\"\nburst = \"64kb\"\n"), 0o644)
+	os.WriteFile(users, []byte("[[user]]\nname = \"alice\"\ntier = \"t\"\naddresses = [\"198.19.0.1\", \"2001:db8::/96\"]\n"), 0o644)
+	code, _, errOut := runMain("--config", main, "--check")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr %q", code, errOut)
+	}
+	for _, want := range []string{
+		main + ":6:1: tiers.t.rate: tier t's burst 64kb does not fit rate 8bit",
+		users + ":4:28: user[0].addresses[1]: IPv6 prefix 2001:db8::/96: lengths /65../112 are not supported",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if code, _, errOut2 := runMain("--config", main, "--once"); code != 1 || errOut2 != errOut {
+		t.Errorf("--once: exit %d, stderr %q; want 1 and the --check lines", code, errOut2)
+	}
+}
+
+// TestCheckOutputIsBounded: 3,000 users sharing one address print one
+// error per shared address, not one per pair, and never more than
+// config.MaxPrinted lines plus a summary.
+func TestCheckOutputIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	main := filepath.Join(dir, "shaperd.toml")
+	os.WriteFile(main, []byte("[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"\n\n[tiers.t]\nrate = \"1mbit\"\n"), 0o644)
+	var b strings.Builder
+	for i := 0; i < 3000; i++ {
+		fmt.Fprintf(&b, "[[user]]\nname = \"u%d\"\ntier = \"t\"\naddresses = [\"198.18.0.1\", \"198.18.%d.%d/32\", \"2001:db8::\"]\n", i, 1+i/256, i%256)
+	}
+	// And 200 users with a bad address each: more errors than are printed.
+	for i := 0; i < 200; i++ {
+		fmt.Fprintf(&b, "[[user]]\nname = \"bad%d\"\ntier = \"t\"\naddresses = [\"198.18.300.%d\"]\n", i, i)
+	}
+	os.WriteFile(filepath.Join(dir, "users.toml"), []byte(b.String()), 0o644)
+	code, _, errOut := runMain("--config", main, "--check")
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if code != 1 || len(lines) != 101 || !strings.HasPrefix(lines[100], "... and ") {
+		t.Fatalf("exit %d, %d lines (%d bytes); want 1, 100 errors and a summary line; last: %q", code, len(lines), len(errOut), lines[len(lines)-1])
+	}
+	if len(errOut) > 64<<10 {
+		t.Errorf("%d bytes of errors", len(errOut))
+	}
+	if !strings.Contains(errOut, "and 2997 more") {
+		t.Errorf("the shared address does not name how many more users share it:\n%s", lines[0])
 	}
 }

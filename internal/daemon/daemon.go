@@ -236,19 +236,20 @@ func (d *Daemon) setPlan(plan *config.Plan) {
 	}
 }
 
-// loadPlan loads path, turning *config.Errors into a *ConfigError.
+// loadPlan loads path and checks the plan offline (CheckPlan), turning
+// the problems into a *ConfigError (at most config.MaxPrinted of them, then
+// a line saying how many more).
 func loadPlan(path string) (*config.Plan, error) {
 	plan, err := config.Load(path)
 	if err == nil {
+		if errs := CheckPlan(plan); len(errs) > 0 {
+			return nil, &ConfigError{Problems: config.FormatErrors(errs, config.MaxPrinted)}
+		}
 		return plan, nil
 	}
 	var ce *config.Errors
 	if errors.As(err, &ce) {
-		ve := &ConfigError{}
-		for _, e := range ce.List {
-			ve.Problems = append(ve.Problems, e.Error())
-		}
-		return nil, ve
+		return nil, &ConfigError{Problems: config.FormatErrors(ce.List, config.MaxPrinted)}
 	}
 	return nil, &ConfigError{Problems: []string{err.Error()}}
 }

@@ -112,8 +112,8 @@ func (d *Daemon) setRate(req control.SetRateRequest) (*control.SetRateResponse, 
 	if err := o.Validate(); err != nil {
 		return nil, control.BadRequest("%v", err)
 	}
-	if err := policy.CheckOverride(d.plan, o); err != nil {
-		return nil, control.BadRequest("%v", err)
+	if err := policy.CheckOverrideBuild(d.plan, d.overrides, o, now); err != nil {
+		return nil, control.BadRequest("%v", err) // names the target, the interface and why
 	}
 	ov := d.overrides.Clone()
 	if err := ov.Set(o); err != nil {

@@ -21,6 +21,10 @@ const (
 	DefaultSmoothWindow      = 1 * time.Second
 )
 
+// MaxSocketPath is the longest unix socket path: sockaddr_un's sun_path
+// holds 108 bytes with the terminating NUL.
+const MaxSocketPath = 107
+
 var logLevels = map[string]slog.Level{
 	"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError,
 }
@@ -39,10 +43,13 @@ func decodeDaemon(rt *table) Daemon {
 		return d
 	}
 	if s, ok := t.str("socket"); ok {
-		if filepath.IsAbs(s) {
-			d.Socket = s
-		} else {
+		switch {
+		case !filepath.IsAbs(s):
 			t.errf("socket", "%q is not an absolute path", s)
+		case len(s) > MaxSocketPath:
+			t.errf("socket", "path of %d bytes is too long for a unix socket (at most %d)", len(s), MaxSocketPath)
+		default:
+			d.Socket = s
 		}
 	}
 	if s, ok := t.str("socket_group"); ok {

@@ -86,3 +86,25 @@ func (c *collector) result() *Errors {
 	})
 	return &Errors{List: c.list}
 }
+
+// MaxPrinted is how many errors FormatErrors prints before it sums up the
+// rest: a broken users file of thousands of entries stays readable.
+const MaxPrinted = 100
+
+// FormatErrors formats errs one per line (Error.Error), the first limit of
+// them, then one line "... and N more errors" when there are more. A limit
+// of 0 or less prints every error.
+func FormatErrors(errs []Error, limit int) []string {
+	n := len(errs)
+	if limit > 0 && n > limit {
+		n = limit
+	}
+	out := make([]string, 0, n+1)
+	for _, e := range errs[:n] {
+		out = append(out, e.Error())
+	}
+	if n < len(errs) {
+		out = append(out, fmt.Sprintf("... and %d more errors", len(errs)-n))
+	}
+	return out
+}

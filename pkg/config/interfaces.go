@@ -18,6 +18,16 @@ const (
 	MinTBFBurst tbf.Size = 1514
 )
 
+// notLeafKinds are qdisc kinds that cannot sit under an HTB class the way
+// shaperd attaches leaves (TCA_KIND only, options only for pfifo/bfifo
+// limits): classful qdiscs, root- or ingress-only ones, and ones whose
+// options are mandatory. Other kinds are left to the running kernel.
+var notLeafKinds = []string{
+	"htb", "hfsc", "cbq", "drr", "qfq", "prio", "multiq", "ets", "atm", "dsmark",
+	"tbf", "red", "gred", "choke", "cbs", "etf", "taprio",
+	"mq", "mqprio", "ingress", "clsact",
+}
+
 var (
 	htbOnlyKeys = []string{"default_tier", "default_rate", "default_ceil", "leaf_qdisc", "leaf_limit"}
 	tbfOnlyKeys = []string{"burst", "latency", "peakrate", "mtu"}
@@ -172,15 +182,22 @@ func decodeHTB(t *table, in *Interface, tiers []Tier) {
 		in.DefaultCeil = max(in.Bandwidth, in.DefaultRate)
 	}
 	if s, ok := t.str("leaf_qdisc"); ok {
-		if s == "" || strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
+		switch {
+		case s == "" || strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_") != "":
 			t.errf("leaf_qdisc", "%q is not a qdisc kind (such as pfifo, bfifo, fq_codel)", s)
-		} else {
+		case slices.Contains(notLeafKinds, s):
+			t.errf("leaf_qdisc", "%q cannot be the leaf qdisc of a class: it is classful, root-only or needs options shaperd does not send (use a queue such as pfifo, bfifo, fq_codel, fq, sfq, codel or cake)", s)
+		default:
 			in.LeafQdisc = s
 		}
 	}
 	if n, ok := t.integer("leaf_limit", 0, 1<<32-1); ok {
-		if in.LeafQdisc == "" && !t.has("leaf_qdisc") {
+		leaf, _ := t.m["leaf_qdisc"].(string)
+		switch {
+		case !t.has("leaf_qdisc"):
 			t.errf("leaf_limit", "needs leaf_qdisc")
+		case n != 0 && leaf != "pfifo" && leaf != "bfifo":
+			t.errf("leaf_limit", "is only used with leaf_qdisc \"pfifo\" (packets) or \"bfifo\" (bytes); %q is sent without options and keeps its own default", leaf)
 		}
 		in.LeafLimit = uint32(n)
 	}

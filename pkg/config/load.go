@@ -37,7 +37,8 @@ func LoadFS(fsys fs.FS, name string) (*Plan, error) {
 
 // Check validates the configuration at path like Load and returns every
 // problem (nil when it is valid), sorted by file, line and column; each
-// formats as FILE:LINE:COL: KEY: MSG. It is what `shaperd --check` prints.
+// formats as FILE:LINE:COL: KEY: MSG. `shaperd --check` prints these and
+// then the offline build checks of daemon.CheckPlan.
 func Check(path string) []Error {
 	_, err := Load(path)
 	var errs *Errors
@@ -60,7 +61,7 @@ func load(mainPath string, read func(string) ([]byte, error), resolve func(strin
 	if !ok {
 		return nil, c.result()
 	}
-	plan := &Plan{Path: mainPath}
+	plan := &Plan{Path: mainPath, keys: keyPos{main: mf.pos}}
 	rt := mf.table("", root)
 	plan.Daemon = decodeDaemon(rt)
 	plan.Policy = decodePolicy(rt)
@@ -76,6 +77,7 @@ func load(mainPath string, read func(string) ([]byte, error), resolve func(strin
 		if data, err := read(plan.UsersPath); err != nil {
 			mf.errf("daemon.users_file", "cannot read the users file: %v", err)
 		} else if users, uf, ok := parseFile(plan.UsersPath, data, c); ok {
+			plan.keys.users = uf.pos
 			ut := uf.table("", users)
 			plan.Users = decodeUsers(ut, plan.Tiers)
 			ut.finish()

@@ -248,3 +248,20 @@ addresses = ["198.18.0.1"]
 		t.Errorf("missing file: %v", errs)
 	}
 }
+
+func TestFormatErrorsCaps(t *testing.T) {
+	errs := make([]Error, 250)
+	for i := range errs {
+		errs[i] = Error{File: "f", Line: i + 1, Col: 1, Msg: "bad"}
+	}
+	got := FormatErrors(errs, MaxPrinted)
+	if len(got) != MaxPrinted+1 || got[0] != "f:1:1: bad" || got[MaxPrinted] != "... and 150 more errors" {
+		t.Errorf("FormatErrors(250, %d): %d lines, first %q, last %q", MaxPrinted, len(got), got[0], got[len(got)-1])
+	}
+	if got := FormatErrors(errs[:3], MaxPrinted); len(got) != 3 {
+		t.Errorf("3 errors: %q", got)
+	}
+	if got := FormatErrors(errs, 0); len(got) != 250 {
+		t.Errorf("limit 0: %d lines, want all 250", len(got))
+	}
+}

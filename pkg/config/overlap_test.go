@@ -94,3 +94,33 @@ func BenchmarkLoad10kUsers(b *testing.B) {
 		}
 	}
 }
+
+// sameAddressUsers writes n users that all have the address 198.18.0.1.
+func sameAddressUsers(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "[[user]]\nname = \"u%d\"\ntier = \"t\"\naddresses = [\"198.18.0.1\"]\n", i)
+	}
+	return b.String()
+}
+
+// TestSharedAddressIsOneError: 3,000 users with one address make one
+// error (not 4.5 million) that names the first users and how many more.
+func TestSharedAddressIsOneError(t *testing.T) {
+	_, err := LoadFS(fstest.MapFS{"shaperd.toml": {Data: []byte(bigMain)}, "users.toml": {Data: []byte(sameAddressUsers(3000))}}, "shaperd.toml")
+	errs, ok := err.(*Errors)
+	if !ok || len(errs.List) != 1 {
+		t.Fatalf("want one error, got %T with %d", err, len(errs.List))
+	}
+	want := `users.toml:8:14: user[1].addresses[0]: 198.18.0.1 is written 3000 times, by users "u0", "u1", "u2" and 2997 more (first at users.toml:4:14)`
+	if got := errs.List[0].Error(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func BenchmarkSharedAddress3000(b *testing.B) {
+	fsys := fstest.MapFS{"shaperd.toml": {Data: []byte(bigMain)}, "users.toml": {Data: []byte(sameAddressUsers(3000))}}
+	for b.Loop() {
+		LoadFS(fsys, "shaperd.toml")
+	}
+}

@@ -19,6 +19,8 @@ type Plan struct {
 	Interfaces      []Interface
 	Tiers           []Tier
 	Users           []User
+
+	keys keyPos // where each key is written (see Errorf)
 }
 
 // Daemon is the [daemon] table.
@@ -123,11 +125,12 @@ type Interface struct {
 	DefaultTier              string
 	DefaultRate, DefaultCeil tbf.Rate
 	// LeafQdisc is the kind of qdisc under every user class ("pfifo",
-	// "bfifo", "fq_codel", ...); empty: the kernel's default. Any kind is
-	// accepted here; the running kernel may refuse it.
+	// "bfifo", "fq_codel", ...); empty: the kernel's default. Classful,
+	// root-only and options-only kinds (htb, prio, tbf, red, mq, ...) are
+	// refused; the running kernel may refuse others.
 	LeafQdisc string
 	// LeafLimit is the leaf qdisc's limit (packets for pfifo, bytes for
-	// bfifo); 0: the kernel's default.
+	// bfifo; refused with other kinds); 0: the kernel's default.
 	LeafLimit uint32
 
 	// TBF only. Burst is the bucket size (0: a default from the rate; else

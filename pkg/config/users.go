@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -31,23 +33,7 @@ func decodeUsers(ut *table, tiers []Tier) []User {
 		}
 		users = append(users, u)
 	}
-	for _, o := range overlaps(addrs) {
-		a, b := addrs[o[0]], addrs[o[1]]
-		if pa, pb := f.at(a.path), f.at(b.path); pb.Line < pa.Line || pb.Line == pa.Line && pb.Col < pa.Col {
-			a, b = b, a
-		}
-		owner := fmt.Sprintf("user %q", users[a.user].Name)
-		if a.user == b.user {
-			owner = "the same user"
-		}
-		if a.prefix == b.prefix {
-			f.errf(b.path, "%s of user %q is also an address of %s at %s",
-				showPrefix(b.prefix), users[b.user].Name, owner, f.where(a.path))
-		} else {
-			f.errf(b.path, "%s of user %q overlaps %s of %s at %s",
-				showPrefix(b.prefix), users[b.user].Name, showPrefix(a.prefix), owner, f.where(a.path))
-		}
-	}
+	reportOverlaps(f, users, addrs)
 	return users
 }
 
@@ -128,4 +114,78 @@ func showPrefix(p netip.Prefix) string {
 		return p.Addr().String()
 	}
 	return p.String()
+}
+
+// sharedNames is how many user names an error about one address shared by
+// many entries lists before it says how many more there are.
+const sharedNames = 3
+
+// reportOverlaps reports addresses that are equal or overlap. Entries with
+// the same prefix are one group, reported once at the group's second entry
+// with the users that share it (the first few names and a count), so n
+// users with one address make one error, not n²/2. Overlaps between
+// different prefixes are found among the groups' first entries
+// (overlaps: sorted, O(n log n) plus one error per pair, and a prefix has
+// at most 128 shorter ones containing it).
+func reportOverlaps(f *file, users []User, addrs []addrEntry) {
+	order := make([]int, len(addrs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		pa, pb := addrs[a].prefix, addrs[b].prefix
+		if c := pa.Addr().Compare(pb.Addr()); c != 0 {
+			return c
+		}
+		return pa.Bits() - pb.Bits()
+	})
+	var firsts []addrEntry
+	for lo := 0; lo < len(order); {
+		hi := lo + 1
+		for hi < len(order) && addrs[order[hi]].prefix == addrs[order[lo]].prefix {
+			hi++
+		}
+		group := order[lo:hi] // in file order: addrs are appended in file order
+		firsts = append(firsts, addrs[group[0]])
+		if len(group) > 1 {
+			reportShared(f, users, addrs, group)
+		}
+		lo = hi
+	}
+	for _, o := range overlaps(firsts) {
+		a, b := firsts[o[0]], firsts[o[1]]
+		if pa, pb := f.at(a.path), f.at(b.path); pb.Line < pa.Line || pb.Line == pa.Line && pb.Col < pa.Col {
+			a, b = b, a
+		}
+		owner := fmt.Sprintf("user %q", users[a.user].Name)
+		if a.user == b.user {
+			owner = "the same user"
+		}
+		f.errf(b.path, "%s of user %q overlaps %s of %s at %s",
+			showPrefix(b.prefix), users[b.user].Name, showPrefix(a.prefix), owner, f.where(a.path))
+	}
+}
+
+// reportShared reports one address written by several entries (group:
+// indexes into addrs, in file order) once, at the second entry.
+func reportShared(f *file, users []User, addrs []addrEntry, group []int) {
+	a, b := addrs[group[0]], addrs[group[1]]
+	p := showPrefix(a.prefix)
+	if len(group) == 2 {
+		owner := fmt.Sprintf("user %q", users[a.user].Name)
+		if a.user == b.user {
+			owner = "the same user"
+		}
+		f.errf(b.path, "%s of user %q is also an address of %s at %s", p, users[b.user].Name, owner, f.where(a.path))
+		return
+	}
+	names := make([]string, 0, sharedNames)
+	for _, i := range group[:min(len(group), sharedNames)] {
+		names = append(names, strconv.Quote(users[addrs[i].user].Name))
+	}
+	more := ""
+	if n := len(group) - len(names); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	f.errf(b.path, "%s is written %d times, by users %s%s (first at %s)", p, len(group), strings.Join(names, ", "), more, f.where(a.path))
 }

@@ -94,7 +94,7 @@ func Build(t Targets, ids *Assignment) (Tree, error) {
 // buildDevice picks the device and redirect for the spec's direction.
 func buildDevice(spec InterfaceSpec) (Tree, error) {
 	if spec.Bandwidth.BytesPerSecond() == 0 {
-		return Tree{}, fmt.Errorf("bandwidth %s is below 8bit (0 bytes/s)", spec.Bandwidth)
+		return Tree{}, &FieldError{"bandwidth", fmt.Errorf("bandwidth %s is below 8bit (0 bytes/s)", spec.Bandwidth)}
 	}
 	switch spec.Direction {
 	case Egress, "":

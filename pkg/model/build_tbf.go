@@ -33,39 +33,39 @@ func buildTBF(spec InterfaceSpec) (*Qdisc, error) {
 		burst = max(tbf.RecommendedBurst(rate), MaxFrame)
 	}
 	if burst < MaxFrame {
-		return nil, fmt.Errorf("tbf burst %s is smaller than one %s frame: full-size packets would be dropped", burst, MaxFrame)
+		return nil, &FieldError{"burst", fmt.Errorf("tbf burst %s is smaller than one %s frame: full-size packets would be dropped", burst, MaxFrame)}
 	}
 	if err := checkTBFBucket("burst", rate, burst); err != nil {
-		return nil, err
+		return nil, &FieldError{"burst", err}
 	}
 	latency := spec.Latency
 	if latency == 0 {
 		latency = DefaultTBFLatency
 	}
 	if latency < 0 {
-		return nil, fmt.Errorf("tbf latency %v is negative", latency)
+		return nil, &FieldError{"latency", fmt.Errorf("tbf latency %v is negative", latency)}
 	}
 	hi, lo := bits.Mul64(rate.BytesPerSecond(), uint64(latency))
 	if hi >= uint64(time.Second) {
-		return nil, fmt.Errorf("tbf limit for rate %s and latency %v: %w", rate, latency, tbf.ErrOverflow)
+		return nil, &FieldError{"latency", fmt.Errorf("tbf limit for rate %s and latency %v: %w", rate, latency, tbf.ErrOverflow)}
 	}
 	queued, _ := bits.Div64(hi, lo, uint64(time.Second))
 	limit := queued + uint64(burst)
 	if limit > math.MaxUint32 || limit < queued {
-		return nil, fmt.Errorf("tbf limit %s (rate %s * latency %v + burst %s) exceeds the kernel's 32-bit limit",
-			tbf.Size(limit), rate, latency, burst)
+		return nil, &FieldError{"latency", fmt.Errorf("tbf limit %s (rate %s * latency %v + burst %s) exceeds the kernel's 32-bit limit",
+			tbf.Size(limit), rate, latency, burst)}
 	}
 	p := &TBFParams{Rate: rate, Burst: burst, Limit: tbf.Size(limit)}
 	if spec.PeakRate != 0 {
 		if spec.PeakRate.BytesPerSecond() <= rate.BytesPerSecond() {
-			return nil, fmt.Errorf("tbf peak rate %s must be above the rate %s", spec.PeakRate, rate)
+			return nil, &FieldError{"peakrate", fmt.Errorf("tbf peak rate %s must be above the rate %s (in whole bytes per second)", spec.PeakRate, rate)}
 		}
 		mtu := spec.MTU
 		if mtu == 0 {
 			mtu = MaxFrame
 		}
 		if err := checkTBFBucket("mtu", spec.PeakRate, mtu); err != nil {
-			return nil, err
+			return nil, &FieldError{"mtu", err}
 		}
 		p.PeakRate, p.MTU = spec.PeakRate, mtu
 	}
@@ -88,3 +88,17 @@ func checkTBFBucket(what string, rate tbf.Rate, size tbf.Size) error {
 	}
 	return nil
 }
+
+// FieldError is a Build error caused by one field of the InterfaceSpec:
+// Field is the config key's name ("bandwidth", "burst", "latency",
+// "peakrate", "mtu"), so a configuration check can point at the key. Its
+// message is Err's.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *FieldError) Unwrap() error { return e.Err }

@@ -41,15 +41,17 @@ import (
 // (configured) burst targetBurst at targetRate: with targetBurst 0 (the
 // default) tbf.RecommendedBurst(rate); otherwise targetBurst scaled by
 // rate/targetRate (the same burst time), at least model.MaxFrame. At rate ==
-// targetRate it is exactly targetBurst (or the default).
+// targetRate it is exactly targetBurst (or the default). A configured
+// burst is never above tbf.MaxBurst(rate), the most an HTB class at rate
+// can hold, so every step builds.
 func StepBurst(rate tbf.Rate, targetBurst tbf.Size, targetRate tbf.Rate) tbf.Size {
 	if targetBurst == 0 {
 		return tbf.RecommendedBurst(rate)
 	}
 	if rate == targetRate || targetRate == 0 {
-		return targetBurst
+		return min(targetBurst, tbf.MaxBurst(rate))
 	}
-	return max(mulDiv(uint64(targetBurst), uint64(rate), uint64(targetRate)), model.MaxFrame)
+	return min(max(mulDiv(uint64(targetBurst), uint64(rate), uint64(targetRate)), model.MaxFrame), tbf.MaxBurst(rate))
 }
 
 // SmoothCap caps burst at rate*window bytes (the bytes rate sends in

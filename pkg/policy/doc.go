@@ -53,6 +53,20 @@
 // PeriodBounds. A lost usage state is rebuilt from the counters
 // (Usage.Rebuild).
 //
+// # Bursts that do not fit
+//
+// The kernel keeps an HTB class's buckets as psched ticks of transmission
+// in u32 fields, so a class at rate r holds at most tbf.MaxBurst(r) bytes
+// (274 bytes at 8bit, 34359 bytes at 1kbit, 65146 at 1900bit). A tier's burst (cburst) that
+// is larger than that at the rate (ceil) a user gets is cut to
+// tbf.MaxBurst, Explanation.BurstCut is set and the Reason says so
+// ("burst 64kb cut to 65146b, ..."): one user's impossible target never
+// stops the interface's Build. Check refuses every combination the
+// configuration itself produces (a tier rate, schedule, user rate or
+// over_quota_rate with the tier's burst), so only run-time overrides
+// (`set-rate alice 1900bit` on a tier with a 64kb burst) get a cut burst;
+// CheckOverrideBuild builds every override before the daemon accepts it.
+//
 // # Smooth changes
 //
 // See Ramper for the ramp rules and burst.go (StepBurst, TBFBudget) for the

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/config"
@@ -84,6 +85,32 @@ type evaluator struct {
 	usage *Usage
 	now   time.Time
 	loc   *time.Location
+	// force, when set, replaces the clock and the usage (Check's outcomes).
+	force *outcome
+	// reasons caches describeSchedule per schedule: formatting it for
+	// every user of a large plan dominated Evaluate.
+	reasons map[*config.Schedule]string
+}
+
+// scheduleReason is describeSchedule(tier, i, s), formatted once per s.
+func (e *evaluator) scheduleReason(tier string, i int, s *config.Schedule) string {
+	if r, ok := e.reasons[s]; ok {
+		return r
+	}
+	if e.reasons == nil {
+		e.reasons = map[*config.Schedule]string{}
+	}
+	r := describeSchedule(tier, i, s)
+	e.reasons[s] = r
+	return r
+}
+
+// outcome fixes what the clock and the usage would decide: every tier's
+// schedule number sched (-1 or beyond its schedules: none) and whether
+// every user with a quota is over it.
+type outcome struct {
+	sched     int
+	overQuota bool
 }
 
 // iface evaluates one interface.
@@ -129,7 +156,7 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 		tier, _ := e.plan.Tier(u.Tier)
 		ut := model.UserTarget{Name: u.Name, Tier: u.Tier, Prefixes: u.Prefixes, Rate: x.Rate, Ceil: x.Ceil}
 		if tier != nil {
-			ut.Burst, ut.CBurst, ut.Prio = tier.Burst, tier.CBurst, tier.Prio
+			ut.Burst, ut.CBurst, ut.Prio = targetBursts(tier, &x), targetCBurst(tier, &x), tier.Prio
 		}
 		out.Targets.Users = append(out.Targets.Users, ut)
 		out.Users = append(out.Users, x)
@@ -161,10 +188,18 @@ func (e *evaluator) ifaceOverride(in *config.Interface) (Override, bool) {
 func (e *evaluator) tierRates(t *config.Tier, d config.Direction) (rate, ceil tbf.Rate, src Source, reason string) {
 	rate, ceil = t.Rates(d)
 	src, reason = SourceTier, "tier "+t.Name
-	if i := ActiveSchedule(t, e.now, e.loc); i >= 0 {
+	i := -1
+	if e.force != nil {
+		if e.force.sched < len(t.Schedules) {
+			i = e.force.sched
+		}
+	} else {
+		i = ActiveSchedule(t, e.now, e.loc)
+	}
+	if i >= 0 {
 		s := &t.Schedules[i]
 		rate, ceil = scheduleRates(s, d)
-		src, reason = SourceSchedule, describeSchedule(t.Name, i, s)
+		src, reason = SourceSchedule, e.scheduleReason(t.Name, i, s)
 	}
 	return rate, max(ceil, rate), src, reason
 }
@@ -217,7 +252,12 @@ func (e *evaluator) user(u *config.User, in *config.Interface) Explanation {
 	// Rule 3: quota.
 	if t.Quota != 0 {
 		q := &QuotaState{Limit: uint64(t.Quota)}
-		if e.usage != nil {
+		if e.force != nil {
+			q.PeriodStart, q.PeriodEnd = PeriodBounds(t.QuotaPeriod, e.now, e.loc)
+			if e.force.overQuota {
+				q.Used = q.Limit
+			}
+		} else if e.usage != nil {
 			q.Used, q.PeriodStart, q.PeriodEnd = e.usage.Used(u.Name, t.QuotaPeriod, e.now)
 		} else {
 			q.PeriodStart, q.PeriodEnd = PeriodBounds(t.QuotaPeriod, e.now, e.loc)
@@ -244,11 +284,34 @@ func (e *evaluator) user(u *config.User, in *config.Interface) Explanation {
 	x.Burst, x.CBurst = t.Burst, t.CBurst
 	if x.Burst == 0 {
 		x.Burst = tbf.RecommendedBurst(x.Rate)
+	} else if m := tbf.MaxBurst(x.Rate); x.Burst > m {
+		x.Reason += fmt.Sprintf("; burst %s cut to %s, the most the kernel holds at rate %s", x.Burst, m, x.Rate)
+		x.Burst, x.BurstCut = m, true
 	}
 	if x.CBurst == 0 {
 		x.CBurst = tbf.RecommendedBurst(x.Ceil)
+	} else if m := tbf.MaxBurst(x.Ceil); x.CBurst > m {
+		x.Reason += fmt.Sprintf("; cburst %s cut to %s, the most the kernel holds at ceil %s", x.CBurst, m, x.Ceil)
+		x.CBurst, x.BurstCut = m, true
 	}
 	return x
+}
+
+// targetBursts is the Burst of a user's target: the tier's configured
+// burst (0: Build's default), as x cut it to fit x.Rate.
+func targetBursts(t *config.Tier, x *Explanation) tbf.Size {
+	if t.Burst == 0 {
+		return 0
+	}
+	return x.Burst
+}
+
+// targetCBurst is targetBursts for the cburst.
+func targetCBurst(t *config.Tier, x *Explanation) tbf.Size {
+	if t.CBurst == 0 {
+		return 0
+	}
+	return x.CBurst
 }
 
 // userRates applies a user's own rate ur and ceil uc (0: not set) to the
@@ -318,6 +381,9 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 		ir := &r.Interfaces[c.i]
 		ut := &ir.Targets.Users[c.j]
 		ut.Rate, ut.Ceil = c.x.Rate, c.x.Ceil
+		if t, ok := plan.Tier(u.Tier); ok {
+			ut.Burst, ut.CBurst = targetBursts(t, &c.x), targetCBurst(t, &c.x)
+		}
 		if c.j < len(ir.Users) {
 			ir.Users[c.j] = c.x
 		}

@@ -47,6 +47,12 @@ type Explanation struct {
 	// tbf.RecommendedBurst of Rate and Ceil).
 	Rate, Ceil    tbf.Rate
 	Burst, CBurst tbf.Size
+	// BurstCut says that the configured burst (or cburst) was larger than
+	// the kernel can hold at Rate (Ceil) and was cut to tbf.MaxBurst of it,
+	// so that the class still builds; Reason says so. A configuration check
+	// refuses every configured combination that needs a cut: only run-time
+	// overrides get one.
+	BurstCut bool
 	// ConfiguredRate and ConfiguredCeil are the tier's (or the user's own)
 	// rates without schedules, quota or overrides, for status.
 	ConfiguredRate, ConfiguredCeil tbf.Rate

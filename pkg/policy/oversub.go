@@ -98,13 +98,37 @@ func scaleGuarantees(ir *InterfaceResult) {
 	}
 }
 
-// scaleUser scales user j's rate by capacity/sum.
+// scaleUser scales user j's rate by capacity/sum. A configured burst that
+// the lower rate cannot hold is cut as evaluate cuts it (tbf.MaxBurst).
 func scaleUser(ir *InterfaceResult, j int, capacity, sum uint64, o Oversubscription) {
 	u := &ir.Targets.Users[j]
 	u.Rate = scaleRate(u.Rate, capacity, sum)
-	if j < len(ir.Users) {
-		ir.Users[j].scaled(u.Rate, o)
+	m := tbf.MaxBurst(u.Rate)
+	cut := u.Burst > m
+	if cut {
+		u.Burst = m
 	}
+	if j >= len(ir.Users) {
+		return
+	}
+	x := &ir.Users[j]
+	x.scaled(u.Rate, o)
+	switch {
+	case u.Burst == 0: // Build's default for the rate
+		x.Burst = tbf.RecommendedBurst(u.Rate)
+	case cut:
+		x.Reason += fmt.Sprintf("; burst cut to %s, the most the kernel holds at rate %s", m, u.Rate)
+		x.Burst, x.BurstCut = m, true
+	}
+}
+
+// Unscaled is x's guaranteed rate before any oversubscription scaling:
+// Guaranteed when Oversubscribed, else Rate.
+func (x *Explanation) Unscaled() tbf.Rate {
+	if x.Oversubscribed {
+		return x.Guaranteed
+	}
+	return x.Rate
 }
 
 // scaled records that oversubscription o scaled x's rate to rate.

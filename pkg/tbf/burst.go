@@ -123,3 +123,16 @@ func (b TBFBuffer) Valid() bool { return b.MaxSize != 0 }
 // DumpTicks is the buffer as the kernel reports it back in tc_tbf_qopt.buffer:
 // PSCHED_NS2TICKS(buffer) stored in a u32.
 func (b TBFBuffer) DumpTicks() uint32 { return uint32(NSToTicks(b.BufferNS)) }
+
+// MaxBurst is the largest burst (or cburst) an HTB class at rate can have:
+// the kernel keeps the bucket as psched ticks of transmission in a u32
+// field, so BufferTicks(rate, b) fails for every b above it. At 8 bit/s it
+// is 274 bytes, at 1 Mbit/s about 34 MB. A rate below 8 bit/s (0
+// bytes/s) gives 0.
+func MaxBurst(rate Rate) Size {
+	b := rate.BytesPerSecond()
+	if b == 0 {
+		return 0
+	}
+	return maxBurstForTicks(b)
+}

@@ -170,3 +170,23 @@ func TestTBFFromTicks(t *testing.T) {
 		})
 	}
 }
+
+func TestMaxBurstFitsAndIsTheMost(t *testing.T) {
+	for _, r := range []Rate{8 * Bit, 1000 * Bit, 1900 * Bit, Kbit, Mbit, Gbit} {
+		m := MaxBurst(r)
+		if m == 0 {
+			t.Fatalf("MaxBurst(%s) = 0", r)
+		}
+		if _, err := BufferTicks(r, m); err != nil {
+			t.Errorf("MaxBurst(%s) = %s does not fit: %v", r, m, err)
+		}
+		if m < math.MaxUint64-1 {
+			if _, err := BufferTicks(r, m+1); err == nil {
+				t.Errorf("MaxBurst(%s) = %s but %d fits too", r, m, m+1)
+			}
+		}
+	}
+	if MaxBurst(7*Bit) != 0 {
+		t.Errorf("MaxBurst(7bit) = %d, want 0", MaxBurst(7*Bit))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -55,7 +56,7 @@ type unit struct {
 }
 
 // rateUnits are tc's rate suffixes (iproute2 tc_util.c), matched without
-// regard to case, so "bps" means bytes per second as in tc.
+// regard to ASCII case, so "bps" means bytes per second as in tc.
 var rateUnits = []unit{
 	{"bit", 1},
 	{"kibit", 1 << 10}, {"kbit", 1e3},
@@ -87,8 +88,18 @@ var sizeBitUnits = []unit{
 var ErrOverflow = errors.New("value does not fit in 64 bits")
 
 // ParseRate parses a tc-style rate such as "10mbit", "1.5gbit", "125kbps"
-// (bytes/s) or "34.4gbit". A unit is required; units are matched without
-// regard to case. The result must be a whole number of bits per second.
+// (bytes/s) or "34.4gbit". A unit is required.
+//
+// The syntax is strict: digits with at most one decimal point, then the
+// unit, nothing else: no sign ("+8bit"), no spaces ("8 bit", " 8bit"), no
+// exponent. Units are ASCII and matched without regard to ASCII case only
+// ("8KBIT" is 8kbit; "8Kbit", with the Kelvin sign, is refused).
+//
+// The number is read as an exact decimal, so any number of decimal places
+// is accepted as long as the result is a whole number of bits per second
+// that fits in 64 bits: "0.00000095367431640625mibit" is exactly 1 bit,
+// while "1.5bit" is refused. At most about 19 significant digits are
+// kept (trailing fractional zeros do not count).
 func ParseRate(s string) (Rate, error) {
 	num, suffix, err := splitNumber(s)
 	if err != nil {
@@ -99,7 +110,10 @@ func ParseRate(s string) (Rate, error) {
 	}
 	u, ok := lookupUnit(rateUnits, suffix)
 	if !ok {
-		return 0, fmt.Errorf("rate %q: unknown unit %q (use bit, kbit, mbit, gbit, tbit, or bps, kbps, mbps, gbps for bytes/s)", s, suffix)
+		if spaced(suffix, rateUnits) {
+			return 0, fmt.Errorf("rate %q: %w", s, errSpaces)
+		}
+		return 0, fmt.Errorf("rate %q: unknown unit %q (use bit, kbit, mbit, gbit, tbit, or bps, kbps, mbps, gbps for bytes/s)", s, strings.TrimSpace(suffix))
 	}
 	v, err := num.scale(u.scale, 1)
 	if err != nil {
@@ -110,6 +124,9 @@ func ParseRate(s string) (Rate, error) {
 
 // ParseSize parses a tc-style size such as "1600", "1600b", "64kb", "1.5m"
 // or "8kbit" (1024 bytes). A bare number is bytes. Units are 1024-based, as in tc.
+// The syntax and the decimal rule are ParseRate's: no sign or spaces, ASCII
+// units in any ASCII case, and any exact decimal whose value is a whole
+// number of bytes.
 func ParseSize(s string) (Size, error) {
 	num, suffix, err := splitNumber(s)
 	if err != nil {
@@ -121,8 +138,10 @@ func ParseSize(s string) (Size, error) {
 			scale = u.scale
 		} else if u, ok := lookupUnit(sizeBitUnits, suffix); ok {
 			scale, div = u.scale, 8
+		} else if spaced(suffix, sizeUnits, sizeBitUnits) {
+			return 0, fmt.Errorf("size %q: %w", s, errSpaces)
 		} else {
-			return 0, fmt.Errorf("size %q: unknown unit %q (use b, k, kb, m, mb, g, gb)", s, suffix)
+			return 0, fmt.Errorf("size %q: unknown unit %q (use b, k, kb, m, mb, g, gb)", s, strings.TrimSpace(suffix))
 		}
 	}
 	v, err := num.scale(scale, div)
@@ -184,11 +203,57 @@ func (s *Size) UnmarshalText(b []byte) error {
 
 func lookupUnit(units []unit, suffix string) (unit, bool) {
 	for _, u := range units {
-		if strings.EqualFold(u.name, suffix) {
+		if asciiEqualFold(u.name, suffix) {
 			return u, true
 		}
 	}
 	return unit{}, false
+}
+
+var errSpaces = errors.New("spaces are not allowed (write the number and its unit together, as in \"10mbit\")")
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'
+}
+
+// spaced reports whether suffix is a known unit (or nothing) once its
+// spaces are removed: "10 mbit" is then a spacing error, while
+// "3 furlongs" is an unknown unit.
+func spaced(suffix string, tables ...[]unit) bool {
+	t := strings.TrimSpace(suffix)
+	if t == suffix {
+		return false
+	}
+	if t == "" {
+		return true
+	}
+	for _, units := range tables {
+		if _, ok := lookupUnit(units, t); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// asciiEqualFold is strings.EqualFold for ASCII only: a non-ASCII byte
+// never matches (Unicode folding would read the Kelvin sign as "k").
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y || x >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // decimal is a non-negative decimal number kept exactly: digits / 10^frac.
@@ -199,15 +264,18 @@ type decimal struct {
 
 // splitNumber splits "1.5mbit" into the exact decimal 1.5 and the suffix "mbit".
 func splitNumber(s string) (decimal, string, error) {
-	t := strings.TrimSpace(s)
-	if t == "" {
+	t := s
+	if strings.TrimSpace(t) == "" {
 		return decimal{}, "", errors.New("empty value")
 	}
 	if t[0] == '-' {
 		return decimal{}, "", errors.New("negative values are not allowed")
 	}
 	if t[0] == '+' {
-		t = t[1:]
+		return decimal{}, "", errors.New("a sign is not allowed (write the number alone)")
+	}
+	if isSpace(t[0]) {
+		return decimal{}, "", errSpaces
 	}
 	var d decimal
 	i, seenDigit, seenDot := 0, false, false
@@ -241,7 +309,7 @@ done:
 	if !seenDigit {
 		return decimal{}, "", errors.New("not a number")
 	}
-	return d, strings.TrimSpace(t[i:]), nil
+	return d, t[i:], nil
 }
 
 // scale returns d * scale / div, which must be a whole number that fits in 64 bits.
@@ -250,21 +318,24 @@ func (d decimal) scale(scale, div uint64) (uint64, error) {
 		d.digits /= 10
 		d.frac--
 	}
-	hi, lo := bits.Mul64(d.digits, scale)
-	den := div
-	for i := 0; i < d.frac; i++ {
-		h, l := bits.Mul64(den, 10)
-		if h != 0 {
-			return 0, errors.New("too many decimal places")
-		}
-		den = l
+	notWhole := errors.New("not a whole number of the base unit (bits for rates, bytes for sizes)")
+	if d.digits == 0 {
+		return 0, nil
 	}
-	if hi >= den {
+	// digits < 2^64 and scale < 2^44, so 10^frac with frac > 40 (and div
+	// >= 1) is larger than the product: the quotient would be a fraction.
+	if d.frac > 40 {
+		return 0, notWhole
+	}
+	num := new(big.Int).Mul(new(big.Int).SetUint64(d.digits), new(big.Int).SetUint64(scale))
+	den := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(d.frac)), nil)
+	den.Mul(den, new(big.Int).SetUint64(div))
+	q, r := new(big.Int).QuoRem(num, den, new(big.Int))
+	if r.Sign() != 0 {
+		return 0, notWhole
+	}
+	if !q.IsUint64() {
 		return 0, ErrOverflow
 	}
-	q, r := bits.Div64(hi, lo, den)
-	if r != 0 {
-		return 0, errors.New("not a whole number of the base unit (bits for rates, bytes for sizes)")
-	}
-	return q, nil
+	return q.Uint64(), nil
 }

@@ -50,9 +50,9 @@ func TestParseRate(t *testing.T) {
 		{"2305843009213693951bps", 2305843009213693951 * 8},
 		// surrounding space and an explicit plus are accepted; so is a
 		// space between number and unit (lenient for TOML strings)
-		{" 5mbit ", 5_000_000},
-		{"+5mbit", 5_000_000},
-		{"10 mbit", 10_000_000},
+		{"5MBIT", 5_000_000},
+		{"0.00000095367431640625mibit", 1}, // exactly 1 bit: any exact decimal that is a whole number of bits
+		{"1.000000000000000000000000000000mbit", 1_000_000},
 		{"0bit", 0},
 	}
 	for _, tt := range tests {
@@ -79,6 +79,14 @@ func TestParseRateErrors(t *testing.T) {
 		{"mbit", "not a number", false},
 		{".mbit", "not a number", false},
 		{"10 mbits", `unknown unit "mbits"`, false},
+		{"10 mbit", "spaces are not allowed", false},
+		{" 5mbit", "spaces are not allowed", false},
+		{"5mbit ", "spaces are not allowed", false},
+		{"+5mbit", "sign", false},
+		{"8\u212abit", "unknown unit", false}, // the Kelvin sign is not k
+		{"8kbıt", "unknown unit", false},      // dotless i
+		{"0.00000095367431640624mibit", "not a whole number", false},
+		{"0.0000000000000000000000000000000000000000001mbit", "not a whole number", false},
 		{"10mbits", `unknown unit "mbits"`, false},
 		{"10mb", `unknown unit "mb"`, false}, // a size unit, not a rate
 		{"-5mbit", "negative", false},
@@ -156,6 +164,7 @@ func TestParseSizeErrors(t *testing.T) {
 		{"", false}, {"kb", false}, {"-1", false}, {"-1kb", false},
 		{"1e3", false}, {"1tb", false}, {"10 kbs", false}, {"1.5", false},
 		{"1.5b", false}, {"0.1kbit", false}, // 12.8 bytes
+		{"64 kb", false}, {"+64kb", false}, {" 64kb", false}, {"64\u212ab", false},
 		{"17179869184gb", true}, {"18446744073709551616", true},
 	}
 	for _, tt := range tests {

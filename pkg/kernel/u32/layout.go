@@ -217,3 +217,46 @@ func nodeRange(pl placement) (lo, hi uint16) {
 	lo = firstPrefixNode + uint16(maxLen-pl.bits)*per
 	return lo, lo + per - 1
 }
+
+// Problem is a filter the layout cannot hold: Index is its index in the
+// list given to CheckLayout.
+type Problem struct {
+	Index int
+	Err   error
+}
+
+// CheckLayout says, offline, which of filters (unique prefixes with their
+// match fields, as model.Build makes them for one device) Add would refuse:
+// a prefix the layout has no table for (/0, IPv6 /65../112, host bits set,
+// IPv4-mapped or zoned addresses, an unknown match field), or one more
+// prefix of some length in one table bucket than that length's node ids
+// (256 in level tables, 255 per length in the IPv4 root list, 85 per
+// length in the IPv6 root list: e.g. the 86th IPv6 /48). It sends nothing.
+func CheckLayout(filters []model.Filter) []Problem {
+	type group struct {
+		tree int
+		at   slot
+		bits int
+	}
+	used := map[group]int{}
+	var out []Problem
+	for i, f := range filters {
+		pl, err := layoutOf(f.Prefix, f.Match)
+		if err != nil {
+			out = append(out, Problem{i, err})
+			continue
+		}
+		lo, hi := nodeRange(pl)
+		room := int(hi-lo) + 1
+		for _, s := range pl.slots {
+			g := group{pl.tree, s, pl.bits}
+			used[g]++
+			if used[g] > room {
+				out = append(out, Problem{i, fmt.Errorf("prefix %v: the classifier holds at most %d /%d prefixes in one table bucket (%x:%x), and this is one more",
+					f.Prefix, room, pl.bits, s.htid, s.bucket)})
+				break
+			}
+		}
+	}
+	return out
+}

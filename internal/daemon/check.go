@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"errors"
+
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/kernel"
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/policy"
+)
+
+// Check is `shaperd --check`: it loads the configuration at path
+// (config.Load) and, when that succeeds, checks the plan offline with
+// CheckPlan. It returns every problem with its position, sorted.
+func Check(path string) []config.Error {
+	plan, err := config.Load(path)
+	if err != nil {
+		var errs *config.Errors
+		if errors.As(err, &errs) {
+			return errs.List
+		}
+		return []config.Error{{File: path, Msg: err.Error()}}
+	}
+	return CheckPlan(plan)
+}
+
+// CheckPlan checks a loaded plan against everything the apply path can
+// refuse for a configuration, without a kernel: every interface's tree is
+// built at every configured policy outcome with fresh class ids
+// (policy.Check: rates above the bandwidth, bursts that do not fit, more
+// users than class ids, TBF parameters the kernel cannot hold), and every
+// user's addresses are laid out in the classifier of every HTB interface
+// (kernel.CheckFilters: prefix lengths, room in the hash buckets). Each
+// problem is at the position of the key that causes it. New, Reload and
+// --check all call it, so a configuration --check accepts is one the
+// daemon starts with and reloads to.
+func CheckPlan(plan *config.Plan) []config.Error {
+	errs := policy.Check(plan)
+	seen := map[string]bool{}
+	laid := map[config.MatchField]bool{} // the layout depends only on the match field
+	for ii := range plan.Interfaces {
+		in := &plan.Interfaces[ii]
+		if in.Shaper == config.ShaperTBF || laid[in.Match] {
+			continue
+		}
+		laid[in.Match] = true
+		var filters []model.Filter
+		var keys []string
+		for i := range plan.Users {
+			for j, p := range plan.Users[i].Prefixes {
+				filters = append(filters, model.Filter{Prefix: p, Match: model.MatchField(in.Match)})
+				keys = append(keys, config.Path("user", i, "addresses", j))
+			}
+		}
+		for _, p := range kernel.CheckFilters(filters) {
+			e := plan.Errorf(keys[p.Index], "%v", p.Err)
+			if k := e.Key + "\x00" + e.Msg; !seen[k] {
+				seen[k] = true
+				errs = append(errs, e)
+			}
+		}
+	}
+	plan.SortErrors(errs)
+	return errs
+}

@@ -33,9 +33,16 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	if !bytes.Contains(unit, []byte("Type=notify")) || !bytes.Contains(unit, []byte("WatchdogSec=")) {
 		t.Error("unit is not Type=notify with a watchdog")
 	}
-	text := strings.ReplaceAll(string(unit), "/usr/local/bin/shaperd", bin)
-	if text == string(unit) {
-		t.Fatal("unit does not run /usr/local/bin/shaperd")
+	// Every command the unit runs must exist: shaperd, and shaperctl
+	// for ExecReload=.
+	ctl := filepath.Join(t.TempDir(), "shaperctl")
+	if out, err := exec.Command("go", "build", "-o", ctl, "../shaperctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build shaperctl: %v\n%s", err, out)
+	}
+	text := strings.ReplaceAll(string(unit), "/usr/local/bin/shaperd ", bin+" ")
+	text = strings.ReplaceAll(text, "/usr/local/bin/shaperctl", ctl)
+	if text == string(unit) || strings.Contains(text, "/usr/local/bin") {
+		t.Fatal("unit does not run /usr/local/bin/shaperd and shaperctl only")
 	}
 	p := filepath.Join(t.TempDir(), "shaperd.service")
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {

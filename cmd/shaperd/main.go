@@ -114,7 +114,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logger := slog.New(h)
 	servePprof(logger)
 	opts := daemon.Options{ConfigPath: f.config, NetNS: f.netns, Logger: logger,
-		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog(), ReturnMemory: true, Force: f.force}
+		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog(), ReturnMemory: true, Force: f.force,
+		Version: version}
 	if !fixed {
 		opts.LogLevel = level
 	}

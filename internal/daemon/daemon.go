@@ -62,6 +62,9 @@ type Options struct {
 	// Force goes on when another shaperd holds an interface's lock (with
 	// a warning) instead of failing.
 	Force bool
+	// Version is the daemon's version (shaperd --version), shown by the
+	// shaperd_build_info metric; "" is "devel".
+	Version string
 }
 
 // Daemon is a configured shaperd. Create it with New, then call Run (the
@@ -110,6 +113,7 @@ type Daemon struct {
 	locks   *ifaceLocks
 
 	stats daemonStats
+	quota *quotaStats
 	snap  atomic.Pointer[[]*ifaceSnapshot]
 	// classMu guards in-place changes of desired classes that published
 	// snapshots share (see ifaceSnapshot).
@@ -148,6 +152,7 @@ func New(opts Options) (*Daemon, error) {
 		d.opts.LinkSettle = DefaultLinkSettle
 	}
 	d.stats.init()
+	d.quota = newQuotaStats()
 	plan, err := loadPlan(opts.ConfigPath)
 	if err != nil {
 		return nil, err

@@ -117,8 +117,10 @@ var (
 	descPackets    = prometheus.NewDesc("shaperd_class_packets_total", "Packets sent by the class (kernel counter, last dump).", classLabels, nil)
 	descDrops      = prometheus.NewDesc("shaperd_class_drops_total", "Packets dropped by the class (kernel counter, last dump).", classLabels, nil)
 	descOverlimits = prometheus.NewDesc("shaperd_class_overlimits_total", "Times the class was over its limit (kernel counter, last dump).", classLabels, nil)
-	descRate       = prometheus.NewDesc("shaperd_class_rate_bits_per_second", "Rate in force for the class, bits per second.", classLabels, nil)
-	descCeil       = prometheus.NewDesc("shaperd_class_ceil_bits_per_second", "Ceiling in force for the class, bits per second.", classLabels, nil)
+	// Rates are in bytes per second, Prometheus's base unit (promtool check
+	// metrics refuses bits); multiply by 8 for bits.
+	descRate = prometheus.NewDesc("shaperd_class_rate_bytes_per_second", "Rate in force for the class, bytes per second (times 8: tc's bit/s).", classLabels, nil)
+	descCeil = prometheus.NewDesc("shaperd_class_ceil_bytes_per_second", "Ceiling in force for the class, bytes per second (times 8: tc's bit/s).", classLabels, nil)
 )
 
 func (c *classCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -145,8 +147,8 @@ func (c *classCollector) Collect(ch chan<- prometheus.Metric) {
 				return
 			}
 			lv := []string{s.iface, s.direction, l.Kind, l.Tier, l.User}
-			ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, float64(rate), lv...)
-			ch <- prometheus.MustNewConstMetric(descCeil, prometheus.GaugeValue, float64(ceil), lv...)
+			ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, float64(rate)/8, lv...)
+			ch <- prometheus.MustNewConstMetric(descCeil, prometheus.GaugeValue, float64(ceil)/8, lv...)
 			if st == nil {
 				return
 			}

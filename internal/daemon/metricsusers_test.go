@@ -147,7 +147,7 @@ func TestMetricsPerUser(t *testing.T) {
 			d, k, clk, _ := metricsDaemon(t, c.setting)
 			dumpBytes(t, d, k, clk, bytes)
 			mfs := scrape(t, d)
-			for _, name := range []string{"shaperd_class_bytes_total", "shaperd_class_rate_bits_per_second"} {
+			for _, name := range []string{"shaperd_class_bytes_total", "shaperd_class_rate_bytes_per_second"} {
 				if got := egressUsers(mfs, name); !slices.Equal(got, c.want) {
 					t.Errorf("%s: users %v, want %v", name, got, c.want)
 				}

@@ -12,7 +12,9 @@
 #   /etc/shaperd/shaperd.toml, users.toml the example configuration (conffiles;
 #                                         socket_group = "shaperd")
 #   /var/lib/shaperd                      state
-#   /usr/share/doc/shaperd                copyright, changelog, README
+#   /usr/share/doc/shaperd                copyright, changelog, README,
+#                                         examples/: contrib's Grafana
+#                                         dashboard and Prometheus alerts
 # postinst creates the system group "shaperd" (the control socket's read
 # group) and reloads systemd's units; it never enables or starts shaperd.
 # Needs go, git and dpkg-deb.
@@ -103,6 +105,10 @@ for arch in "$@"; do
 
 	doc=$root/usr/share/doc/shaperd
 	install -m 0644 README.md "$doc/README.md"
+	# The monitoring files: a Grafana dashboard and Prometheus alerts.
+	install -d -m 0755 "$doc/examples"
+	install -m 0644 contrib/grafana/shaperd.json "$doc/examples/grafana-shaperd.json"
+	install -m 0644 contrib/prometheus/alerts.yml "$doc/examples/prometheus-alerts.yml"
 	cat >"$doc/copyright" <<-COPYRIGHT
 		Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 		Upstream-Name: shaperd

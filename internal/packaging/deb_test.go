@@ -38,9 +38,12 @@ var wantFiles = map[string]debEntry{
 	"./usr/share/doc/shaperd/README.md":    {"-rw-r--r--", "root/root"},
 	"./usr/share/doc/shaperd/changelog.gz": {"-rw-r--r--", "root/root"},
 	"./usr/share/doc/shaperd/copyright":    {"-rw-r--r--", "root/root"},
-	"./var/":                               {"drwxr-xr-x", "root/root"},
-	"./var/lib/":                           {"drwxr-xr-x", "root/root"},
-	"./var/lib/shaperd/":                   {"drwxr-x---", "root/root"},
+	"./usr/share/doc/shaperd/examples/":    {"drwxr-xr-x", "root/root"},
+	"./usr/share/doc/shaperd/examples/grafana-shaperd.json":  {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/shaperd/examples/prometheus-alerts.yml": {"-rw-r--r--", "root/root"},
+	"./var/":             {"drwxr-xr-x", "root/root"},
+	"./var/lib/":         {"drwxr-xr-x", "root/root"},
+	"./var/lib/shaperd/": {"drwxr-x---", "root/root"},
 }
 
 // TestDebianPackage builds the package for this machine's architecture

@@ -78,7 +78,10 @@ var (
 func collectTiers(ch chan<- prometheus.Metric, s *ifaceSnapshot) {
 	users := map[string]int{}
 	for i := range s.classes {
-		if l := s.classes[i].Labels; l.Kind == "user" {
+		s.mu.RLock()
+		l := s.classes[i].Labels
+		s.mu.RUnlock()
+		if l.Kind == "user" {
 			users[l.Tier]++
 		}
 	}

@@ -114,11 +114,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logger := slog.New(h)
 	servePprof(logger)
 	opts := daemon.Options{ConfigPath: f.config, NetNS: f.netns, Logger: logger,
-		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog(), ReturnMemory: true, Force: f.force,
-		Version: version}
+		Notifier: daemon.Systemd{}, Watchdog: daemon.SystemdWatchdog(), ReturnMemory: true, Force: f.force}
 	if !fixed {
 		opts.LogLevel = level
 	}
+	opts.Version = version
 
 	d, err := daemon.New(opts)
 	if err != nil {

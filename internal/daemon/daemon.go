@@ -36,6 +36,9 @@ type Options struct {
 	Clock Clock
 	// Logger receives the logs; nil discards them.
 	Logger *slog.Logger
+	// Version is the daemon's version (shaperd --version), shown by the
+	// shaperd_build_info metric; "" is "devel".
+	Version string
 	// LogLevel, when set, is given daemon.log_level of every loaded plan.
 	LogLevel *slog.LevelVar
 	// Notifier receives sd_notify states; nil sends none.
@@ -62,9 +65,6 @@ type Options struct {
 	// Force goes on when another shaperd holds an interface's lock (with
 	// a warning) instead of failing.
 	Force bool
-	// Version is the daemon's version (shaperd --version), shown by the
-	// shaperd_build_info metric; "" is "devel".
-	Version string
 }
 
 // Daemon is a configured shaperd. Create it with New, then call Run (the

@@ -263,6 +263,19 @@ func TestMetricsOfARunningDaemon(t *testing.T) {
 	used := map[string]bool{}
 	for _, where := range slices.Sorted(maps.Keys(queries)) {
 		for _, e := range queries[where] {
+			// Labels of by (...), on (...) and the like must be on a
+			// metric of the expression (le: on histogram buckets).
+			have := maps.Clone(targetLabels)
+			for _, m := range metricRef.FindAllStringSubmatch(e, -1) {
+				maps.Copy(have, series[m[1]])
+			}
+			for _, g := range groupRef.FindAllStringSubmatch(e, -1) {
+				for _, l := range strings.Split(g[1], ",") {
+					if l = strings.TrimSpace(l); l != "" && !have[l] {
+						t.Errorf("%s: %q groups or matches by %s, which none of its metrics has", where, e, l)
+					}
+				}
+			}
 			for _, m := range metricRef.FindAllStringSubmatch(e, -1) {
 				name := m[1]
 				used[name] = true
@@ -290,6 +303,9 @@ func TestMetricsOfARunningDaemon(t *testing.T) {
 var (
 	// metricRef is a shaperd metric in a query with its label selector.
 	metricRef = regexp.MustCompile(`\b(shaperd_[a-z0-9_]+)(\{[^}]*\})?`)
+	// groupRef is the label list of by, without, on, ignoring, group_left
+	// or group_right.
+	groupRef = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)`)
 	// labelRef is a label matcher in a selector.
 	labelRef = regexp.MustCompile(`(\w+)\s*(?:=~|!~|!=|=)`)
 )

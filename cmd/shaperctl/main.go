@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,7 +14,14 @@ import (
 	"github.com/shaperd/shaperd/internal/control/cli"
 )
 
+// version is set at build time with -ldflags "-X main.version=..."
+// (scripts/version.sh; scripts/package.sh does).
+var version = "devel"
+
 func main() {
+	if printVersion(os.Args[1:], os.Stdout) {
+		os.Exit(0)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	env := cli.Env{Getenv: os.Getenv, Stdin: os.Stdin, After: time.After}
 	if cli.IsTerminal(os.Stdout.Fd()) {
@@ -25,4 +34,14 @@ func main() {
 	code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, env)
 	stop()
 	os.Exit(code)
+}
+
+// printVersion prints "shaperctl VERSION" to w and reports true when args
+// is just --version (or -version).
+func printVersion(args []string, w io.Writer) bool {
+	if len(args) != 1 || (args[0] != "--version" && args[0] != "-version") {
+		return false
+	}
+	fmt.Fprintln(w, "shaperctl", version)
+	return true
 }

@@ -146,6 +146,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !fixed {
 		opts.LogLevel = level
 	}
+	opts.Version = version
 
 	d, err := daemon.New(opts)
 	if err != nil {

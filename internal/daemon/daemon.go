@@ -36,6 +36,9 @@ type Options struct {
 	Clock Clock
 	// Logger receives the logs; nil discards them.
 	Logger *slog.Logger
+	// Version is the daemon's version (shaperd --version), shown by the
+	// shaperd_build_info metric; "" is "devel".
+	Version string
 	// LogLevel, when set, is given daemon.log_level of every loaded plan.
 	LogLevel *slog.LevelVar
 	// Notifier receives sd_notify states; nil sends none.
@@ -121,6 +124,7 @@ type Daemon struct {
 	locks   *ifaceLocks
 
 	stats daemonStats
+	quota *quotaStats
 	snap  atomic.Pointer[[]*ifaceSnapshot]
 	// classMu guards in-place changes of desired classes that published
 	// snapshots share (see ifaceSnapshot).
@@ -159,6 +163,7 @@ func New(opts Options) (*Daemon, error) {
 		d.opts.LinkSettle = DefaultLinkSettle
 	}
 	d.stats.init()
+	d.quota = newQuotaStats()
 	plan, err := loadPlan(opts.ConfigPath)
 	if err != nil {
 		return nil, err

@@ -56,6 +56,9 @@ type iface struct {
 	counters  []classCounters
 	rootStats *model.Stats
 	dumpAt    time.Time
+	// tierSums are the tiers' counters summed from the user classes'
+	// changes between dumps (see addTierCounts).
+	tierSums map[string]*tierCounts
 }
 
 // health is the interface's state for status: the last failure first,
@@ -97,6 +100,7 @@ func (d *Daemon) makeIfaces(plan *config.Plan, old []*iface) []*iface {
 		case ok:
 			st.ids = o.ids.Clone()
 			st.counters, st.rootStats, st.dumpAt = o.counters, o.rootStats, o.dumpAt
+			st.tierSums = o.tierSums
 			st.missing = o.missing
 			st.refused, st.foreign = o.refused, o.foreign
 		case d.loadedIDs[st.key] != nil:
@@ -205,6 +209,9 @@ func (d *Daemon) sample(st *iface, actual model.Tree, now time.Time) {
 		}
 		if j < len(prev) && prev[j].handle == c.Handle && dt > 0 && c.Stats.Bytes >= prev[j].stats.Bytes {
 			cc.throughput = bitsPerSecond(c.Stats.Bytes-prev[j].stats.Bytes, dt)
+		}
+		if j < len(prev) && prev[j].handle == c.Handle {
+			st.addTierCounts(c.Handle, *c.Stats, &prev[j].stats)
 		}
 		if d.quotas && c.Handle.Minor() >= model.FirstUserMinor &&
 			(j >= len(prev) || prev[j].handle != c.Handle || prev[j].stats.Bytes != c.Stats.Bytes) {

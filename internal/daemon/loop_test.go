@@ -186,8 +186,8 @@ func TestRunRepairsDriftOnTickAndPingsWatchdog(t *testing.T) {
 	d.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()
 	for _, want := range []string{
-		`shaperd_class_ceil_bits_per_second{direction="egress",interface="lan0",kind="user",tier="bronze",user="bob"} 4e+06`,
-		`shaperd_class_rate_bits_per_second{direction="ingress",interface="lan0",kind="user",tier="gold",user="alice"} 5e+07`,
+		`shaperd_class_ceil_bytes_per_second{direction="egress",interface="lan0",kind="user",tier="bronze",user="bob"} 500000`,
+		`shaperd_class_rate_bytes_per_second{direction="ingress",interface="lan0",kind="user",tier="gold",user="alice"} 6.25e+06`,
 		`shaperd_interface_in_sync{direction="egress",interface="lan0"} 1`,
 		`shaperd_drift_repairs_total 1`,
 		"shaperd_reconcile_duration_seconds_count",

@@ -3,6 +3,7 @@ package daemon
 import (
 	"github.com/shaperd/shaperd/pkg/model"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,10 +88,28 @@ func (d *Daemon) Registry() *prometheus.Registry {
 	r.MustRegister(
 		&classCollector{d: d},
 		&daemonCollector{d: d},
+		d.buildInfo(),
+		d.quota,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return r
+}
+
+// buildInfo is shaperd_build_info: 1, labelled with the daemon's version
+// (Options.Version) and the Go version it was built with.
+func (d *Daemon) buildInfo() prometheus.Collector {
+	v := d.opts.Version
+	if v == "" {
+		v = "devel"
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "shaperd_build_info",
+		Help:        "Always 1; the labels are the shaperd version and the Go version it was built with.",
+		ConstLabels: prometheus.Labels{"version": v, "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	return g
 }
 
 // MetricsHandler serves the Prometheus text format of Registry.
@@ -103,8 +122,10 @@ var classLabels = []string{"interface", "direction", "kind", "tier", "user"}
 // classCollector reports per-class counters and configured rates from the
 // last published snapshot: one series per class and metric, labelled by
 // interface, direction, kind (root, default, tier, user, tbf), tier and
-// user. Cardinality is the number of classes (users + tiers + 2 per
-// interface) times six.
+// user; user classes only as daemon.metrics_per_user says (all, none or
+// the top N by bytes). Cardinality is the number of classes (users + tiers
+// + 2 per interface) times six. Per tier and interface it also reports the
+// users' summed counters and their number (shaperd_tier_*).
 type classCollector struct {
 	d *Daemon
 }
@@ -114,12 +135,17 @@ var (
 	descPackets    = prometheus.NewDesc("shaperd_class_packets_total", "Packets sent by the class (kernel counter, last dump).", classLabels, nil)
 	descDrops      = prometheus.NewDesc("shaperd_class_drops_total", "Packets dropped by the class (kernel counter, last dump).", classLabels, nil)
 	descOverlimits = prometheus.NewDesc("shaperd_class_overlimits_total", "Times the class was over its limit (kernel counter, last dump).", classLabels, nil)
-	descRate       = prometheus.NewDesc("shaperd_class_rate_bits_per_second", "Rate in force for the class, bits per second.", classLabels, nil)
-	descCeil       = prometheus.NewDesc("shaperd_class_ceil_bits_per_second", "Ceiling in force for the class, bits per second.", classLabels, nil)
+	// Rates are in bytes per second, Prometheus's base unit (promtool check
+	// metrics refuses bits); multiply by 8 for bits.
+	descRate = prometheus.NewDesc("shaperd_class_rate_bytes_per_second", "Rate in force for the class, bytes per second (times 8: tc's bit/s).", classLabels, nil)
+	descCeil = prometheus.NewDesc("shaperd_class_ceil_bytes_per_second", "Ceiling in force for the class, bytes per second (times 8: tc's bit/s).", classLabels, nil)
 )
 
 func (c *classCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBytes, descPackets, descDrops, descOverlimits, descRate, descCeil} {
+		ch <- d
+	}
+	for _, d := range []*prometheus.Desc{descTierBytes, descTierPackets, descTierDrops, descTierUsers} {
 		ch <- d
 	}
 }
@@ -130,10 +156,17 @@ func (c *classCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, s := range *p {
+		collectTiers(ch, s)
+		users := userFilter(s, s.perUser) // nil: every user
+		i := -1
 		s.each(func(l model.Labels, rate, ceil uint64, st *model.Stats) {
+			i++
+			if users != nil && l.Kind == "user" && !users[i] {
+				return
+			}
 			lv := []string{s.iface, s.direction, l.Kind, l.Tier, l.User}
-			ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, float64(rate), lv...)
-			ch <- prometheus.MustNewConstMetric(descCeil, prometheus.GaugeValue, float64(ceil), lv...)
+			ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, float64(rate)/8, lv...)
+			ch <- prometheus.MustNewConstMetric(descCeil, prometheus.GaugeValue, float64(ceil)/8, lv...)
 			if st == nil {
 				return
 			}

@@ -104,6 +104,7 @@ func (d *Daemon) policyStep(now time.Time) error {
 			errs = append(errs, err)
 		}
 	}
+	d.quota.observe(d.plan, res)
 	d.publish()
 	return errors.Join(errs...)
 }

@@ -26,6 +26,10 @@ type ifaceSnapshot struct {
 	// tbf is the desired TBF root (nil for HTB) with the dumped rootStats.
 	tbf       *model.TBFParams
 	rootStats *model.Stats
+	// tierSums are the interface's per-tier counters; perUser is
+	// daemon.metrics_per_user.
+	tierSums map[string]tierCounts
+	perUser  config.UserMetrics
 }
 
 // publish replaces the snapshot the collectors read.
@@ -34,7 +38,8 @@ func (d *Daemon) publish() {
 	for _, st := range d.ifaces {
 		s := &ifaceSnapshot{iface: st.cfg.Name, direction: string(st.cfg.Direction),
 			present: st.built && !st.missing, inSync: st.inSync,
-			classes: st.desired.Classes, counters: st.counters, rootStats: st.rootStats, mu: &d.classMu}
+			classes: st.desired.Classes, counters: st.counters, rootStats: st.rootStats, mu: &d.classMu,
+			tierSums: st.copyTierSums(), perUser: d.plan.Daemon.MetricsPerUser}
 		if st.cfg.Shaper == config.ShaperTBF && st.desired.Root != nil {
 			s.tbf = st.desired.Root.TBF
 		}

@@ -85,6 +85,9 @@ func decodeDaemon(rt *table) Daemon {
 		}
 		d.Metrics = s
 	}
+	if m, ok := t.userMetrics("metrics_per_user"); ok {
+		d.MetricsPerUser = m
+	}
 	if v, ok := t.duration("reconcile_interval", 100*time.Millisecond); ok {
 		d.ReconcileInterval = v
 	}

@@ -41,6 +41,9 @@ type Daemon struct {
 	// Metrics is the host:port of the Prometheus endpoint; empty disables
 	// it. Default empty (off).
 	Metrics string
+	// MetricsPerUser is daemon.metrics_per_user: per-user series for every
+	// user (true, the default), none (false) or the "top:N" heaviest.
+	MetricsPerUser UserMetrics
 	// ReconcileInterval is how often the kernel is dumped, diffed and
 	// repaired. Default 5s; at least 100ms.
 	ReconcileInterval time.Duration

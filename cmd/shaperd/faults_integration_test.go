@@ -423,7 +423,7 @@ func TestFaultMatrix(t *testing.T) {
 		var b strings.Builder
 		for i := range 65000 {
 			j := 64 + i/250 // 198.18.64.0 - 198.19.68.255, 250 users a /24
-			fmt.Fprintf(&b, "[[user]]\nname = \"x%05d\"\ntier = \"bronze\"\naddresses = [\"198.%d.%d.%d\", \"2001:db8:%x::1\"]\n",
+			fmt.Fprintf(&b, "[[user]]\nname = \"x%05d\"\ntier = \"bronze\"\naddresses = [\"198.%d.%d.%d\", \"2001:db8::%x\"]\n",
 				i, 18+j/256, j%256, i%250+1, i+1)
 		}
 		os.WriteFile(filepath.Join(dir, "shaperd.toml"), []byte(fmt.Sprintf(daemonConfig, dir)), 0o644)

@@ -110,6 +110,8 @@ type fakeKernel struct {
 	links  map[string]bool
 	writes int
 	events chan kernel.LinkEvent
+	// tc carries the fake's traffic-control events (WatchTC).
+	tc chan kernel.TCEvent
 	// refuse, when set, fails every Apply with it.
 	refuse error
 	// refuseObj, when set, is asked about every change; an error refuses
@@ -126,7 +128,7 @@ type fakeKernel struct {
 }
 
 func newFakeKernel(links ...string) *fakeKernel {
-	k := &fakeKernel{mem: model.NewMemKernel(), links: map[string]bool{}, events: make(chan kernel.LinkEvent)}
+	k := &fakeKernel{mem: model.NewMemKernel(), links: map[string]bool{}, events: make(chan kernel.LinkEvent), tc: make(chan kernel.TCEvent)}
 	for _, l := range links {
 		k.links[l] = true
 	}
@@ -203,6 +205,10 @@ func (k *fakeKernel) LinkExists(name string) (bool, error) {
 
 func (k *fakeKernel) WatchLinks(ctx context.Context) (<-chan kernel.LinkEvent, error) {
 	return k.events, nil
+}
+
+func (k *fakeKernel) WatchTC(ctx context.Context) (<-chan kernel.TCEvent, error) {
+	return k.tc, nil
 }
 
 func (k *fakeKernel) Teardown(device, redirectFrom string) error {

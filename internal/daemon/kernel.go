@@ -28,6 +28,9 @@ type Kernel interface {
 	// WatchLinks reports link changes until ctx is done, then closes the
 	// channel.
 	WatchLinks(ctx context.Context) (<-chan kernel.LinkEvent, error)
+	// WatchTC reports qdisc, class and filter changes made by others (not
+	// through this Kernel) until ctx is done, then closes the channel.
+	WatchTC(ctx context.Context) (<-chan kernel.TCEvent, error)
 	// Teardown removes what shaperd installed on device (and, for ingress,
 	// the redirect on redirectFrom and the IFB device).
 	Teardown(device, redirectFrom string) error

@@ -22,6 +22,7 @@ type daemonStats struct {
 	stateErrors      *prometheus.CounterVec // file, kind="corrupt"|"read"|"write"
 	stateFailing     *prometheus.GaugeVec   // file: 1 while its writes fail
 	takeovers        prometheus.Counter
+	tcEvents         prometheus.Counter
 }
 
 func (s *daemonStats) init() {
@@ -43,6 +44,9 @@ func (s *daemonStats) init() {
 	})
 	s.takeovers = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "shaperd_takeovers_total", Help: "Root qdiscs of other tools replaced by shaperd's (interface takeover = true or shaperd --takeover).",
+	})
+	s.tcEvents = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shaperd_tc_events_total", Help: "Traffic-control changes by other programs on managed interfaces (or notification overruns), each followed by a reconcile of that interface.",
 	})
 	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shaperd_reloads_total", Help: "Configuration reloads by result (ok, refused).",
@@ -192,7 +196,7 @@ var (
 func (c *daemonCollector) metrics() []prometheus.Collector {
 	s := &c.d.stats
 	return []prometheus.Collector{s.reconcileSeconds, s.reconciles, s.writes, s.errors, s.drift, s.reloads,
-		s.stateErrors, s.stateFailing, s.takeovers}
+		s.stateErrors, s.stateFailing, s.takeovers, s.tcEvents}
 }
 
 func (c *daemonCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -75,7 +75,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		d.log.Warn("link events unavailable; interfaces are found by the reconcile tick only", "err", err)
 	}
-	d.loop(ctx, links)
+	tc, err := d.k.WatchTC(ctx)
+	if err != nil {
+		d.log.Warn("traffic-control events unavailable; changes made by others are found by the reconcile tick only", "err", err)
+	}
+	d.loop(ctx, links, tc)
 	stop()
 	d.notify.Notify("STOPPING=1")
 	d.saveUsage(d.clock.Now())
@@ -92,7 +96,7 @@ func shutdown(f func(context.Context) error) {
 }
 
 // loop is the goroutine that owns the daemon's state.
-func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent) {
+func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-chan kernel.TCEvent) {
 	err := d.policyStep(d.clock.Now())
 	d.saveAssignments()
 	d.afterReconcile(err)
@@ -145,12 +149,34 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent) {
 					settle = d.clock.After(d.opts.LinkSettle)
 				}
 			}
+		case ev, ok := <-tc:
+			if !ok {
+				tc = nil
+				d.log.Warn("traffic-control events ended; changes made by others are found by the reconcile tick only")
+				continue
+			}
+			switch {
+			case ev.Overrun:
+				d.log.Warn("traffic-control events overran (the kernel dropped some); reconciling every interface")
+				for _, st := range d.ifaces {
+					dirty[st.cfg.Name] = true
+				}
+			case d.managed(ev.Device):
+				d.log.Debug("traffic-control change by another program", "device", ev.Device)
+				dirty[ev.Device] = true
+			default:
+				continue
+			}
+			d.stats.tcEvents.Inc()
+			if settle == nil {
+				settle = d.clock.After(tcSettle)
+			}
 		case <-settle:
 			settle = nil
 			var errs []error
 			for _, st := range d.ifaces {
 				if dirty[st.cfg.Name] || dirty[st.device] {
-					if err := d.reconcile(st, "link"); err != nil {
+					if err := d.reconcile(st, "event"); err != nil {
 						errs = append(errs, err)
 					}
 				}
@@ -189,6 +215,11 @@ func (d *Daemon) pingWatchdog(force bool) {
 		d.lastPing = now
 	}
 }
+
+// tcSettle is how long the daemon waits after a traffic-control change by
+// another program for more of them (tc commands come in bursts) before it
+// reconciles the device.
+const tcSettle = 20 * time.Millisecond
 
 // startExtend is how much more start-up time the daemon asks the service
 // manager for at a time while its first apply runs (EXTEND_TIMEOUT_USEC).

@@ -108,4 +108,3 @@ func foreignTCChange(m netlink.Message, own uint32) (int, bool) {
 	// struct tcmsg: family, pad[3], ifindex (s32, host order), ...
 	return int(int32(binary.NativeEndian.Uint32(m.Data[4:8]))), true
 }
-

@@ -109,6 +109,8 @@ type Daemon struct {
 	// overridesUnsaved: the overrides in force differ from the state file.
 	problems         map[string]*control.StateProblem
 	overridesUnsaved bool
+	// lastReload is the last reload's result; nil before the first.
+	lastReload *control.ReloadStatus
 
 	reqs    chan func()
 	stopped chan struct{}

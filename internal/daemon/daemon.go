@@ -118,6 +118,9 @@ type Daemon struct {
 
 	stats daemonStats
 	snap  atomic.Pointer[[]*ifaceSnapshot]
+	// quotaSnap is every quota user's usage at the last evaluation, for
+	// the metrics (publishQuota).
+	quotaSnap atomic.Pointer[[]quotaSample]
 	// classMu guards in-place changes of desired classes that published
 	// snapshots share (see ifaceSnapshot).
 	classMu sync.RWMutex

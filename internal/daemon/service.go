@@ -153,10 +153,16 @@ func (d *Daemon) setRate(req control.SetRateRequest, by *uint32) (*control.SetRa
 		return nil, fmt.Errorf("override not set: %w", err)
 	}
 	d.overrides = ov
-	d.log.Info("override set", "target", t.String(), "direction", dir.String(), "rate", o.Rate, "ceil", o.Ceil, "ramp", ramp, "until", o.Until)
+	old := d.targetRates(d.lastRes, t)
 	if err := d.overrideChanged(t, now); err != nil {
 		d.log.Error("applying the override", "target", t.String(), "err", err)
 	}
+	reason := "set-rate"
+	if by != nil {
+		reason = fmt.Sprintf("set-rate by uid %d", *by)
+	}
+	d.event(EventOverrideSet, "target", t.String(), "direction", dir.String(), "old", old, "new", d.targetRates(d.lastRes, t),
+		"reason", reason, "rate", o.Rate, "ceil", o.Ceil, "ramp", ramp, "until", o.Until)
 	resp := &control.SetRateResponse{Target: req.Target, Users: d.usersOf(t), Rate: o.Rate, Ceil: ceil,
 		Ramp: control.Duration(ramp), Direction: dir.String(), DefaultOf: d.defaultOf(t)}
 	if tier := d.tierOf(t); dir == policy.DirBoth && tier != nil && d.hasIngress() {
@@ -190,12 +196,16 @@ func (d *Daemon) clear(req control.ClearRequest) (*control.ClearResponse, error)
 		return nil, fmt.Errorf("override not cleared: %w", err)
 	}
 	d.overrides = ov
+	old := d.targetRates(d.lastRes, t)
 	for _, o := range gone {
 		resp.Cleared = append(resp.Cleared, overrideStatus(o))
-		d.log.Info("override cleared", "target", t.String(), "direction", o.Direction.String(), "rate", o.Rate, "ceil", o.Ceil)
 	}
 	if err := d.overrideChanged(t, d.clock.Now()); err != nil {
 		d.log.Error("applying the cleared override", "target", t.String(), "err", err)
+	}
+	for _, o := range gone {
+		d.event(EventOverrideCleared, "target", t.String(), "direction", o.Direction.String(), "old", old,
+			"new", d.targetRates(d.lastRes, t), "reason", fmt.Sprintf("clear of the override %s/%s; back to the plan", o.Rate, max(o.Ceil, o.Rate)))
 	}
 	return resp, nil
 }

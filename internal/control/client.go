@@ -109,6 +109,22 @@ func (c *Client) Reload(ctx context.Context) (*ReloadStatus, error) {
 	return &resp, nil
 }
 
+// Top returns the daemon's status with traffic counters read for this
+// request. A daemon without /v1/top (older) answers 404: Top then returns
+// Status's answer.
+func (c *Client) Top(ctx context.Context) (*Status, error) {
+	var st Status
+	err := c.do(ctx, http.MethodGet, "/v1/top", nil, &st)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.StatusCode == http.StatusNotFound {
+		return c.Status(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
 // Overrides lists the overrides in force.
 func (c *Client) Overrides(ctx context.Context) (*OverridesResponse, error) {
 	var resp OverridesResponse

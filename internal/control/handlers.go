@@ -58,6 +58,17 @@ func (s *Server) handleClear(ctx context.Context, r *http.Request) (any, error) 
 	return resp, nil
 }
 
+func (s *Server) handleTop(ctx context.Context, _ *http.Request) (any, error) {
+	st, err := s.svc.Top(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("top: %w", err)
+	}
+	if st == nil {
+		return nil, errors.New("top: the daemon returned no status")
+	}
+	return st, nil
+}
+
 func (s *Server) handleOverrides(ctx context.Context, _ *http.Request) (any, error) {
 	resp, err := s.svc.Overrides(ctx)
 	if err != nil {

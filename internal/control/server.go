@@ -53,6 +53,7 @@ func NewServer(svc Service, logger *slog.Logger) *Server {
 		"/v1/clear":       {"clear", RoleAdmin, s.endpoint(http.MethodPost, s.handleClear)},
 		"/v1/reload":      {"reload", RoleAdmin, s.endpoint(http.MethodPost, s.handleReload)},
 		"/v1/overrides":   {"overrides", RoleRead, s.endpoint(http.MethodGet, s.handleOverrides)},
+		"/v1/top":         {"top", RoleRead, s.endpoint(http.MethodGet, s.handleTop)},
 		"/v1/quota/reset": {"quota reset", RoleAdmin, s.endpoint(http.MethodPost, s.handleQuotaReset)},
 	}
 	s.http = &http.Server{

@@ -30,6 +30,10 @@ type Service interface {
 	// answers with the result applied (the interfaces' states); when not,
 	// it returns a *ValidationError listing the problems and keeps the old one.
 	Reload(ctx context.Context) (*ReloadStatus, error)
+	// Top is Status with the traffic counters read from the kernel for
+	// this request (shaperctl top's refresh), not those of the last
+	// reconcile.
+	Top(ctx context.Context) (*Status, error)
 	// Overrides lists the overrides in force.
 	Overrides(ctx context.Context) (*OverridesResponse, error)
 	// ResetQuota sets a user's quota usage of the current period to zero.

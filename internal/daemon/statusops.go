@@ -119,3 +119,40 @@ func (d *Daemon) reloadResult(now time.Time, problems []string) {
 	}
 	d.lastReload = r
 }
+
+// MinCounterAge is the least time between two counter reads for top: more
+// frequent requests (several tops at once) get the counters of the last read.
+const MinCounterAge = 200 * time.Millisecond
+
+// Top implements control.Service: the status with counters read now. Each
+// shaped interface is dumped (its classes with their counters; pkg/kernel
+// has no request for class counters alone), unless it was read less than
+// MinCounterAge ago; throughput is over the time since the previous read.
+func (d *Daemon) Top(ctx context.Context) (*control.Status, error) {
+	var st *control.Status
+	if err := d.call(ctx, func() {
+		d.refreshCounters(d.clock.Now())
+		st = d.status()
+	}); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// refreshCounters reads the counters of every built, present interface
+// whose last read is MinCounterAge old or older. A failed dump is logged
+// at debug level and leaves the last counters (the reconcile reports the
+// interface's faults).
+func (d *Daemon) refreshCounters(now time.Time) {
+	for _, st := range d.ifaces {
+		if !st.built || st.missing || st.buildErr != nil || now.Sub(st.dumpAt) < MinCounterAge {
+			continue
+		}
+		actual, err := d.k.Actual(st.desired)
+		if err != nil {
+			d.log.Debug("top: reading counters", "interface", st.key, "err", err)
+			continue
+		}
+		d.sample(st, actual, now)
+	}
+}

@@ -53,7 +53,7 @@ func runTop(ctx context.Context, c *control.Client, args []string, out io.Writer
 		}
 	}
 	for i := 1; ; i++ {
-		st, err := c.Status(ctx)
+		st, err := c.Top(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil // Ctrl-C: quit quietly

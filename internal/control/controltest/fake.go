@@ -40,6 +40,8 @@ type Fake struct {
 	Set []control.OverrideStatus
 	// Usage is each user's quota usage, for ResetQuota.
 	Usage map[string]uint64
+	// TopCounter changes State before each Top answer; nil: none.
+	TopCounter func(*control.Status)
 }
 
 var _ control.Service = (*Fake)(nil)
@@ -64,6 +66,22 @@ func (f *Fake) Status(ctx context.Context) (*control.Status, error) {
 	st.Users = slices.Clone(st.Users)
 	st.Generated = f.now()
 	return &st, nil
+}
+
+// Top is Status, recorded as "top". TopCounter, when set, is called
+// first (e.g. to change the throughputs between refreshes).
+func (f *Fake) Top(ctx context.Context) (*control.Status, error) {
+	f.mu.Lock()
+	f.Calls = append(f.Calls, "top")
+	if f.TopCounter != nil {
+		f.TopCounter(&f.State)
+	}
+	f.mu.Unlock()
+	st, err := f.Status(ctx)
+	f.mu.Lock()
+	f.Calls = f.Calls[:len(f.Calls)-1] // Status recorded itself
+	f.mu.Unlock()
+	return st, err
 }
 
 // SetRate records req and applies it to the matching users' effective rates.

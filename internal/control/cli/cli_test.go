@@ -250,10 +250,20 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q", args, code, out)
 		}
 	}
-	for _, cmd := range []string{"status", "clear", "reload", "top"} {
+	for _, cmd := range []string{"status", "clear", "reload", "top", "overrides", "quota"} {
 		if code, out, _ := run(t, cli.Env{}, "help", cmd); code != 0 || !strings.HasPrefix(out, "Usage: shaperctl "+cmd) {
 			t.Errorf("help %s: exit %d, %q", cmd, code, out)
 		}
+	}
+	// The help says the rule for a change without --direction, and that
+	// status's exit code reflects the interfaces.
+	_, out, _ := run(t, cli.Env{}, "help", "set-rate")
+	if !strings.Contains(out, "--direction DIR") || !strings.Contains(out, "scaled by its tier's own upload/download ratio") {
+		t.Errorf("help set-rate lacks the direction rule:\n%s", out)
+	}
+	_, out, _ = run(t, cli.Env{}, "help", "status")
+	if !strings.Contains(out, "1 when one is not") {
+		t.Errorf("help status lacks the exit status:\n%s", out)
 	}
 }
 

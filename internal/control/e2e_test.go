@@ -241,6 +241,9 @@ func TestMethodsAndPaths(t *testing.T) {
 		{"GET", "/v2/status", 404},
 		{"GET", "/", 404},
 		{"POST", "/v1/reload", 200},
+		{"GET", "/v1/overrides", 200},
+		{"GET", "/v1/top", 200},
+		{"GET", "/v1/quota/reset", 405},
 	} {
 		code, body := raw(t, path, tc.method, tc.url, "")
 		if code != tc.code {

@@ -174,3 +174,24 @@ func TestOverridesVisible(t *testing.T) {
 		t.Errorf("clear: %+v, %v", cr, err)
 	}
 }
+
+// iface:NAME/upload of an interface shaped only for downloads is refused
+// naming the missing side; an unknown interface stays a 404.
+func TestSetRateIfaceWithoutThatSide(t *testing.T) {
+	k := newFakeKernel("lan0")
+	clk := newFakeClock()
+	dir := t.TempDir()
+	// lan0 egress only: drop the ingress entry.
+	cfg := strings.Replace(testConfig, "[[interface]]\nname = \"lan0\"\ndirection = \"ingress\"\nifb = \"ifb-lan0\"\nbandwidth = \"100mbit\"\ndefault_tier = \"bronze\"\n", "", 1)
+	writeConfig(t, dir, cfg, testUsers)
+	d, _ := newTestDaemon(t, k, clk, dir)
+	_, err := d.setRate(control.SetRateRequest{Target: "iface:lan0/upload", Rate: tbf.Mbit}, nil)
+	var br *control.BadRequestError
+	if !errors.As(err, &br) || !strings.Contains(err.Error(), `interface "lan0" has no upload side`) {
+		t.Errorf("iface:lan0/upload on an egress-only lan0: %v", err)
+	}
+	var nf *control.NotFoundError
+	if _, err := d.setRate(control.SetRateRequest{Target: "iface:eth9/upload", Rate: tbf.Mbit}, nil); !errors.As(err, &nf) {
+		t.Errorf("iface:eth9/upload: %v, want not found", err)
+	}
+}

@@ -107,12 +107,13 @@ func (d *Daemon) checkTarget(s, direction string) (policy.Target, policy.Directi
 	if err != nil {
 		return t, dir, err
 	}
-	probe := policy.Override{Target: t, Direction: dir, Rate: config.MinRate}
+	probe := policy.Override{Target: t, Rate: config.MinRate}
 	if err := policy.CheckOverride(d.plan, probe); errors.Is(err, policy.ErrUnknownTarget) {
-		if dir != policy.DirBoth && t.Kind == policy.TargetIface {
-			return t, dir, &control.NotFoundError{Target: s + " (" + err.Error() + ")"}
-		}
 		return t, dir, &control.NotFoundError{Target: s}
+	}
+	probe.Direction = dir
+	if err := policy.CheckOverride(d.plan, probe); errors.Is(err, policy.ErrUnknownTarget) {
+		return t, dir, control.BadRequest("%v", err) // an interface without that side
 	}
 	return t, dir, nil
 }

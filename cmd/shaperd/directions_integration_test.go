@@ -34,6 +34,14 @@ func TestSetRateDirectionAsUnit(t *testing.T) {
 		t.Errorf("u0 download %.2f Mbit/s, want ~5", got/1e6)
 	}
 
+	// The upload side keeps bronze's 10mbit (measured on its own, not
+	// alongside a download).
+	up := u.Upload(t, u0, 2)
+	t.Logf("u0 upload after set-rate --direction download: %.2f Mbit/s (want ~10)", up/1e6)
+	if !within(up, 10*tbf.Mbit, 0.8, 1.1) {
+		t.Errorf("u0 upload %.2f Mbit/s, want ~10 (the download-only override must not touch it)", up/1e6)
+	}
+
 	rows := map[string]control.UserStatus{}
 	for _, us := range u.status().Users {
 		if us.Name == "u0" {

@@ -151,11 +151,12 @@ demo() {
 	DEMO_PIDS="$DEMO_PIDS $!"
 	say "ip netns exec $ROUTER shaperd --config $tmp/shaperd.toml started (log: $tmp/shaperd.log)"
 	local i ctl="$tmp/shaperctl --socket $tmp/shaperd.sock"
+	# status exits 1 while an interface is not ok: wait for that.
 	for i in $(seq 100); do
 		$ctl status >/dev/null 2>&1 && break
 		sleep 0.1
 	done
-	$ctl status >/dev/null || { cat "$tmp/shaperd.log" >&2; echo "netns-test.sh: shaperd did not start" >&2; exit 1; }
+	$ctl status >/dev/null || { cat "$tmp/shaperd.log" >&2; echo "netns-test.sh: shaperd did not start (or an interface is not ok)" >&2; exit 1; }
 
 	# measure SECONDS: downloads wan -> each user and one upload alice -> wan,
 	# all at once; sets dl_<user> and ul_alice (Mbit/s).
@@ -186,14 +187,15 @@ demo() {
 	# table: user, tier, rate and ceil in force (shaperctl status), measured.
 	table() {
 		local st u
-		st=$($ctl status)
+		# Columns: USER INTERFACE DIRECTION DEVICE TIER RATE/CEIL EFFECTIVE ...
+		st=$($ctl status || true)
 		printf '%-8s %-8s %-10s %-16s %-10s %s\n' USER TIER DIRECTION RATE/CEIL MEASURED "(Mbit/s)"
 		for u in carol bob alice; do
 			echo "$st" | awk -v u="$u" -v m="$(mbits "$tmp/dl_$u")" \
-				'$1 == u && !seen {seen=1; printf "%-8s %-8s %-10s %-16s %s\n", u, $3, "download", $5, m}'
+				'$1 == u && $3 == "download" {printf "%-8s %-8s %-10s %-16s %s\n", u, $5, "download", $7, m}'
 		done
 		echo "$st" | awk -v m="$(mbits "$tmp/ul_alice")" \
-			'$1 == "alice" {n++} $1 == "alice" && n == 2 {printf "%-8s %-8s %-10s %-16s %s\n", "alice", $3, "upload", $5, m}'
+			'$1 == "alice" && $3 == "upload" {printf "%-8s %-8s %-10s %-16s %s\n", "alice", $5, "upload", $7, m}'
 	}
 
 	say "measuring 5 s: downloads to carol, bob and alice and alice's upload, at once"

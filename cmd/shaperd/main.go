@@ -191,7 +191,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for range hup {
 			logger.Info("SIGHUP: reloading")
 			rctx, cancel := context.WithTimeout(ctx, time.Minute)
-			if err := d.Reload(rctx); err != nil {
+			if _, err := d.Reload(rctx); err != nil {
 				logger.Error("reload failed", "err", err)
 			}
 			cancel()

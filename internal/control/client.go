@@ -88,15 +88,59 @@ func (c *Client) SetRate(ctx context.Context, req SetRateRequest) (*SetRateRespo
 	return &resp, nil
 }
 
-// Clear removes a target's overrides.
-func (c *Client) Clear(ctx context.Context, target string) error {
-	return c.do(ctx, http.MethodPost, "/v1/clear", ClearRequest{Target: target}, nil)
+// Clear removes a target's overrides (in req.Direction, "" for all).
+func (c *Client) Clear(ctx context.Context, req ClearRequest) (*ClearResponse, error) {
+	var resp ClearResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/clear", req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
 }
 
-// Reload asks the daemon to reload its configuration; a refused one is an
-// *APIError wrapping a *ValidationError with the problems.
-func (c *Client) Reload(ctx context.Context) error {
-	return c.do(ctx, http.MethodPost, "/v1/reload", struct{}{}, nil)
+// Reload asks the daemon to reload its configuration and returns the
+// result it applied; a refused one is an *APIError wrapping a
+// *ValidationError with the problems. An older daemon answers {}: the
+// result is then empty.
+func (c *Client) Reload(ctx context.Context) (*ReloadStatus, error) {
+	var resp ReloadStatus
+	if err := c.do(ctx, http.MethodPost, "/v1/reload", struct{}{}, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Top returns the daemon's status with traffic counters read for this
+// request. A daemon without /v1/top (older) answers 404: Top then returns
+// Status's answer.
+func (c *Client) Top(ctx context.Context) (*Status, error) {
+	var st Status
+	err := c.do(ctx, http.MethodGet, "/v1/top", nil, &st)
+	var ae *APIError
+	if errors.As(err, &ae) && ae.StatusCode == http.StatusNotFound {
+		return c.Status(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Overrides lists the overrides in force.
+func (c *Client) Overrides(ctx context.Context) (*OverridesResponse, error) {
+	var resp OverridesResponse
+	if err := c.do(ctx, http.MethodGet, "/v1/overrides", nil, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// ResetQuota sets a user's quota usage of the current period to zero.
+func (c *Client) ResetQuota(ctx context.Context, req QuotaResetRequest) (*QuotaResetResponse, error) {
+	var resp QuotaResetResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/quota/reset", req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
 }
 
 // do sends one request and decodes the answer into out (nil: discard).

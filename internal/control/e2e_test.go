@@ -81,7 +81,7 @@ func TestStatusWireFormat(t *testing.T) {
 	// Stable field names, rates as tc strings, counters as numbers.
 	for _, want := range []string{
 		`"interfaces":[{"name":"lan0","device":"lan0","shaper":"htb","direction":"egress","bandwidth":"1gbit","users":["alice","bob","carol"],"tiers":[{"name":"bronze","rate":"5mbit","ceil":"10mbit"}`,
-		`{"name":"alice","tier":"gold","interface":"lan0","rate":"50mbit","ceil":"100mbit","effective_rate":"50mbit","effective_ceil":"60mbit","reason":"schedule peak","throughput":"9873456bit","bytes":1234567890,"drops":12}`,
+		`{"name":"alice","tier":"gold","interface":"lan0","rate":"50mbit","ceil":"100mbit","effective_rate":"50mbit","effective_ceil":"60mbit","reason":"schedule peak","throughput":"9873456bit","bytes":1234567890,"drops":12,"direction":"download","device":"lan0"}`,
 		`"ramp":{"from":"40mbit","to":"3mbit","until":"2026-12-02T12:00:02Z"}`,
 		`"quota":{"used":10737418240,"limit":10737418240,"period_end":"2026-12-03T12:00:00Z"}`,
 		`"generated":"2026-12-02T12:00:00Z"`,
@@ -103,7 +103,7 @@ func TestSetRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := control.SetRateResponse{Target: "alice", Users: []string{"alice"}, Rate: 3 * tbf.Mbit, Ceil: 3 * tbf.Mbit, Ramp: control.Duration(2 * time.Second)}
+	want := control.SetRateResponse{Target: "alice", Users: []string{"alice"}, Rate: 3 * tbf.Mbit, Ceil: 3 * tbf.Mbit, Ramp: control.Duration(2 * time.Second), Direction: "both"}
 	if !reflect.DeepEqual(*resp, want) {
 		t.Errorf("response %+v, want %+v", *resp, want)
 	}
@@ -194,10 +194,10 @@ func TestClientErrors(t *testing.T) {
 	if !errors.As(err, &nf) || nf.Target != "mallory" || !errors.As(err, &ae) || ae.StatusCode != 404 {
 		t.Errorf("unknown user: %v (%T), want *APIError 404 wrapping *NotFoundError{mallory}", err, err)
 	}
-	if err := c.Clear(ctx, "iface:eth9"); !errors.As(err, &nf) || nf.Target != "iface:eth9" {
+	if _, err := c.Clear(ctx, control.ClearRequest{Target: "iface:eth9"}); !errors.As(err, &nf) || nf.Target != "iface:eth9" {
 		t.Errorf("clear unknown interface: %v", err)
 	}
-	if err := c.Clear(ctx, "tier:gold"); err != nil {
+	if _, err := c.Clear(ctx, control.ClearRequest{Target: "tier:gold"}); err != nil {
 		t.Errorf("clear tier:gold: %v", err)
 	}
 
@@ -211,7 +211,7 @@ func TestClientErrors(t *testing.T) {
 	}
 
 	fake.ReloadErr = &control.ValidationError{Problems: []string{"shaperd.toml:3:8: unknown tier \"platnum\"", "users.toml:9:1: duplicate user \"bob\""}}
-	err = c.Reload(ctx)
+	_, err = c.Reload(ctx)
 	var ve *control.ValidationError
 	if !errors.As(err, &ve) || !reflect.DeepEqual(ve.Problems, fake.ReloadErr.(*control.ValidationError).Problems) ||
 		!errors.As(err, &ae) || ae.StatusCode != 422 || !strings.Contains(err.Error(), "old one stays in force") {
@@ -241,6 +241,9 @@ func TestMethodsAndPaths(t *testing.T) {
 		{"GET", "/v2/status", 404},
 		{"GET", "/", 404},
 		{"POST", "/v1/reload", 200},
+		{"GET", "/v1/overrides", 200},
+		{"GET", "/v1/top", 200},
+		{"GET", "/v1/quota/reset", 405},
 	} {
 		code, body := raw(t, path, tc.method, tc.url, "")
 		if code != tc.code {
@@ -270,9 +273,9 @@ func TestServicePanicIs500(t *testing.T) {
 // slow blocks in Reload until its context ends.
 type slow struct{ controltest.Fake }
 
-func (s *slow) Reload(ctx context.Context) error {
+func (s *slow) Reload(ctx context.Context) (*control.ReloadStatus, error) {
 	<-ctx.Done()
-	return ctx.Err()
+	return nil, ctx.Err()
 }
 
 func TestRequestTimeout(t *testing.T) {

@@ -45,13 +45,59 @@ func (s *Server) handleClear(ctx context.Context, r *http.Request) (any, error) 
 	if _, err := decodeBody(r.Body, &req); err != nil {
 		return nil, err
 	}
-	if _, err := ParseTarget(req.Target); err != nil {
+	if _, _, err := ParseDirectedTarget(req.Target, req.Direction); err != nil {
 		return nil, err
 	}
-	if err := s.svc.Clear(ctx, req.Target); err != nil {
+	resp, err := s.svc.Clear(ctx, req)
+	if err != nil {
 		return nil, fmt.Errorf("clear %s: %w", req.Target, err)
 	}
-	return struct{}{}, nil
+	if resp == nil {
+		return nil, fmt.Errorf("clear %s: the daemon returned no answer", req.Target)
+	}
+	return resp, nil
+}
+
+func (s *Server) handleTop(ctx context.Context, _ *http.Request) (any, error) {
+	st, err := s.svc.Top(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("top: %w", err)
+	}
+	if st == nil {
+		return nil, errors.New("top: the daemon returned no status")
+	}
+	return st, nil
+}
+
+func (s *Server) handleOverrides(ctx context.Context, _ *http.Request) (any, error) {
+	resp, err := s.svc.Overrides(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("overrides: %w", err)
+	}
+	if resp == nil {
+		return nil, errors.New("overrides: the daemon returned no answer")
+	}
+	return resp, nil
+}
+
+func (s *Server) handleQuotaReset(ctx context.Context, r *http.Request) (any, error) {
+	var req QuotaResetRequest
+	if _, err := decodeBody(r.Body, &req); err != nil {
+		return nil, err
+	}
+	if t, err := ParseTarget(req.User); err != nil {
+		return nil, err
+	} else if t.Kind != TargetUser {
+		return nil, BadRequest("quota reset: %q is not a user name", req.User)
+	}
+	resp, err := s.svc.ResetQuota(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("quota reset %s: %w", req.User, err)
+	}
+	if resp == nil {
+		return nil, fmt.Errorf("quota reset %s: the daemon returned no answer", req.User)
+	}
+	return resp, nil
 }
 
 func (s *Server) handleReload(ctx context.Context, r *http.Request) (any, error) {
@@ -65,10 +111,14 @@ func (s *Server) handleReload(ctx context.Context, r *http.Request) (any, error)
 			return nil, err
 		}
 	}
-	if err := s.svc.Reload(ctx); err != nil {
+	resp, err := s.svc.Reload(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("reload: %w", err)
 	}
-	return struct{}{}, nil
+	if resp == nil {
+		return struct{}{}, nil
+	}
+	return resp, nil
 }
 
 // writeJSON writes v with status. Encoding errors of our own types cannot

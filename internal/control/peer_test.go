@@ -23,11 +23,11 @@ type peerRecorder struct {
 	ok   bool
 }
 
-func (p *peerRecorder) Clear(ctx context.Context, target string) error {
+func (p *peerRecorder) Clear(ctx context.Context, req control.ClearRequest) (*control.ClearResponse, error) {
 	p.mu.Lock()
 	p.peer, p.ok = control.PeerFrom(ctx)
 	p.mu.Unlock()
-	return nil
+	return &control.ClearResponse{Target: req.Target}, nil
 }
 
 // syncBuffer is a bytes.Buffer safe for the server's goroutines.
@@ -61,7 +61,7 @@ func TestPeerCredentialsAndLog(t *testing.T) {
 	go func() { done <- srv.Serve(l) }()
 
 	c := control.NewClient(path)
-	if err := c.Clear(context.Background(), "alice"); err != nil {
+	if _, err := c.Clear(context.Background(), control.ClearRequest{Target: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()

@@ -49,6 +49,46 @@ func ParseTarget(s string) (Target, error) {
 	return t, nil
 }
 
+// Direction is an override's direction (pkg/policy's): "download",
+// "upload" or "" for both.
+type Direction = policy.Direction
+
+// Directions of an override.
+const (
+	DirBoth     = policy.DirBoth
+	DirDownload = policy.DirDownload
+	DirUpload   = policy.DirUpload
+)
+
+// ParseDirectedTarget parses a target with ParseTarget's checks, plus an
+// interface target's "/download" or "/upload" suffix, and direction (the
+// --direction flag: "download", "upload", "" or "both"). A suffix and a
+// direction that disagree are an error. Errors are *BadRequestError.
+func ParseDirectedTarget(target, direction string) (Target, Direction, error) {
+	d, err := policy.ParseDirection(direction)
+	if err != nil {
+		return Target{}, d, BadRequest("%v", err)
+	}
+	if len(target) > maxTargetLen {
+		return Target{}, d, BadRequest("target is %d bytes long; at most %d", len(target), maxTargetLen)
+	}
+	t, sd, err := policy.ParseDirectedTarget(target)
+	if err != nil {
+		return Target{}, d, BadRequest("%v", err)
+	}
+	if _, err := ParseTarget(t.String()); err != nil {
+		return Target{}, d, err
+	}
+	switch {
+	case sd == policy.DirBoth:
+	case d == policy.DirBoth:
+		d = sd
+	case d != sd:
+		return Target{}, d, BadRequest("target %q is the %s side but --direction says %s", target, sd, d)
+	}
+	return t, d, nil
+}
+
 // MinRate is the smallest rate the socket accepts: the kernel works in whole
 // bytes per second, so 8 bit/s. It equals config.MinRate.
 const MinRate = 8 * tbf.Bit
@@ -59,7 +99,7 @@ const MinRate = 8 * tbf.Bit
 // ramp and a positive duration. The bandwidth of the target's interfaces is
 // checked by the daemon with CheckBound. It returns a *BadRequestError.
 func (r *SetRateRequest) Validate() error {
-	if _, err := ParseTarget(r.Target); err != nil {
+	if _, _, err := ParseDirectedTarget(r.Target, r.Direction); err != nil {
 		return err
 	}
 	if r.Rate < MinRate {

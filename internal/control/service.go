@@ -22,9 +22,20 @@ type Service interface {
 	// SetRate overrides a target's rates. req has been validated and
 	// req.Ceil is non-nil.
 	SetRate(ctx context.Context, req SetRateRequest) (*SetRateResponse, error)
-	// Clear removes the overrides of target (validated with ParseTarget).
-	Clear(ctx context.Context, target string) error
-	// Reload rereads the configuration and swaps it in when valid; when not,
+	// Clear removes the overrides of req.Target (validated with
+	// ParseDirectedTarget) in req.Direction ("": all of them). Nothing to
+	// clear is not an error: the answer lists nothing cleared.
+	Clear(ctx context.Context, req ClearRequest) (*ClearResponse, error)
+	// Reload rereads the configuration and swaps it in when valid, and
+	// answers with the result applied (the interfaces' states); when not,
 	// it returns a *ValidationError listing the problems and keeps the old one.
-	Reload(ctx context.Context) error
+	Reload(ctx context.Context) (*ReloadStatus, error)
+	// Top is Status with the traffic counters read from the kernel for
+	// this request (shaperctl top's refresh), not those of the last
+	// reconcile.
+	Top(ctx context.Context) (*Status, error)
+	// Overrides lists the overrides in force.
+	Overrides(ctx context.Context) (*OverridesResponse, error)
+	// ResetQuota sets a user's quota usage of the current period to zero.
+	ResetQuota(ctx context.Context, req QuotaResetRequest) (*QuotaResetResponse, error)
 }

@@ -18,6 +18,11 @@ type Status struct {
 	// StateProblems are faults of the state files in daemon.state_dir
 	// (corrupt at start, or failing to be written now); none when empty.
 	StateProblems []StateProblem `json:"state_problems,omitempty"`
+	// LastReload is the last reload's time and result; nil when the daemon
+	// has not reloaded since it started.
+	LastReload *ReloadStatus `json:"last_reload,omitempty"`
+	// Overrides lists every override in force (see shaperctl overrides).
+	Overrides []OverrideStatus `json:"overrides,omitempty"`
 }
 
 // StateProblem is a fault of one state file in daemon.state_dir. Shaping
@@ -70,6 +75,13 @@ type InterfaceStatus struct {
 	// last dump (a root qdisc shaperd did not create, filters of other
 	// kinds or priorities); shaperd leaves them alone.
 	Foreign []string `json:"foreign,omitempty"`
+	// EffectiveBandwidth is the bandwidth in force (an iface override's
+	// rate); 0 when it is Bandwidth, as configured.
+	EffectiveBandwidth tbf.Rate `json:"effective_bandwidth,omitempty"`
+	// Override is the iface override in force on this interface, if any.
+	Override *OverrideStatus `json:"override,omitempty"`
+	// DefaultTier is the tier the default class (unknown addresses) follows.
+	DefaultTier string `json:"default_tier,omitempty"`
 }
 
 // Interface states.
@@ -89,6 +101,12 @@ type TierStatus struct {
 	// borrow up to, as configured (schedules and overrides not applied).
 	Rate tbf.Rate `json:"rate"`
 	Ceil tbf.Rate `json:"ceil"`
+	// Override is the tier override in force for this interface's
+	// direction, if any, with the rates it gives here (EffectiveRate,
+	// EffectiveCeil: scaled on upload for an override of both directions).
+	Override      *OverrideStatus `json:"override,omitempty"`
+	EffectiveRate tbf.Rate        `json:"effective_rate,omitempty"`
+	EffectiveCeil tbf.Rate        `json:"effective_ceil,omitempty"`
 }
 
 // UserStatus is one user on one interface.
@@ -123,6 +141,11 @@ type UserStatus struct {
 	// something it needs was), or that an old setting is still in force
 	// (a change the kernel refused); empty when it does.
 	Error string `json:"error,omitempty"`
+	// Direction is "download" (an egress interface) or "upload" (ingress).
+	Direction string `json:"direction,omitempty"`
+	// Device carries the user's class: the interface, or its IFB device
+	// for uploads.
+	Device string `json:"device,omitempty"`
 }
 
 // RampStatus is a smooth change in progress: the effective ceiling goes from
@@ -157,6 +180,11 @@ type SetRateRequest struct {
 	Ceil   *tbf.Rate `json:"ceil,omitempty"`
 	Ramp   *Duration `json:"ramp,omitempty"`
 	For    *Duration `json:"for,omitempty"`
+	// Direction is "download", "upload" or "" (both; see
+	// policy.UploadScale for how a user or tier override of both
+	// directions sets uploads). An "iface:NAME/download" target gives it
+	// too; the two must agree.
+	Direction string `json:"direction,omitempty"`
 	// RateText and CeilText are Rate and Ceil as the operator wrote them
 	// ("1gbps"), so that messages show what was asked. They travel in place
 	// of Rate and Ceil when they read as the same values (see MarshalJSON);
@@ -178,12 +206,25 @@ type SetRateResponse struct {
 	Ramp Duration `json:"ramp"`
 	// Until is when the override expires; nil until cleared.
 	Until *time.Time `json:"until,omitempty"`
+	// Direction is "download", "upload" or "both".
+	Direction string `json:"direction,omitempty"`
+	// UploadRate and UploadCeil are what an override of both directions
+	// gives on upload interfaces when the tier's upload/download ratio
+	// scales it; 0 when uploads get Rate and Ceil as they are.
+	UploadRate tbf.Rate `json:"upload_rate,omitempty"`
+	UploadCeil tbf.Rate `json:"upload_ceil,omitempty"`
+	// DefaultOf lists the interfaces whose default class (addresses of no
+	// user) follows the tier a tier override changes.
+	DefaultOf []string `json:"default_of,omitempty"`
 }
 
 // ClearRequest removes the overrides of a target (same forms as
 // SetRateRequest.Target); the target returns to its plan.
 type ClearRequest struct {
 	Target string `json:"target"`
+	// Direction is "download", "upload" or "" (every override of the
+	// target); an "iface:NAME/upload" target gives it too.
+	Direction string `json:"direction,omitempty"`
 }
 
 // ErrorResponse is the body of every 4xx/5xx answer.

@@ -44,7 +44,7 @@ func BenchmarkSetRate10kUsers(b *testing.B) {
 		clk.now = clk.now.Add(time.Millisecond)
 		clk.mu.Unlock()
 		r := tbf.Rate(3+i%2) * tbf.Mbit
-		if _, err := d.setRate(control.SetRateRequest{Target: "user04711", Rate: r, Ramp: control.DurationPtr(0)}); err != nil {
+		if _, err := d.setRate(control.SetRateRequest{Target: "user04711", Rate: r, Ramp: control.DurationPtr(0)}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -118,6 +118,8 @@ type Daemon struct {
 	// overridesUnsaved: the overrides in force differ from the state file.
 	problems         map[string]*control.StateProblem
 	overridesUnsaved bool
+	// lastReload is the last reload's result; nil before the first.
+	lastReload *control.ReloadStatus
 
 	reqs    chan func()
 	stopped chan struct{}
@@ -126,6 +128,9 @@ type Daemon struct {
 	stats daemonStats
 	quota *quotaStats
 	snap  atomic.Pointer[[]*ifaceSnapshot]
+	// quotaSnap is every quota user's usage at the last evaluation, for
+	// the metrics (publishQuota).
+	quotaSnap atomic.Pointer[[]quotaSample]
 	// classMu guards in-place changes of desired classes that published
 	// snapshots share (see ifaceSnapshot).
 	classMu sync.RWMutex

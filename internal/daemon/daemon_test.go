@@ -154,7 +154,7 @@ func TestSetRateChangesOneClassPerInterfaceAndPersists(t *testing.T) {
 	}
 	w := k.writeCount()
 	rate := 3 * tbf.Mbit
-	resp, err := d.setRate(control.SetRateRequest{Target: "alice", Rate: rate, Ceil: &rate, Ramp: control.DurationPtr(0)})
+	resp, err := d.setRate(control.SetRateRequest{Target: "alice", Rate: rate, Ceil: &rate, Ramp: control.DurationPtr(0)}, nil)
 	if err != nil {
 		t.Fatalf("set-rate: %v", err)
 	}
@@ -201,7 +201,7 @@ func TestSetRateChangesOneClassPerInterfaceAndPersists(t *testing.T) {
 	}
 
 	// Clear returns alice to gold.
-	if err := d2.clear("alice"); err != nil {
+	if _, err := d2.clear(control.ClearRequest{Target: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if c := userClass(t, d2, k, "lan0/egress", "lan0", "alice"); c.Rate != 50*tbf.Mbit {
@@ -221,13 +221,13 @@ func TestSetRateErrors(t *testing.T) {
 	}
 	rate := tbf.Mbit
 	var nf *control.NotFoundError
-	if _, err := d.setRate(control.SetRateRequest{Target: "mallory", Rate: rate, Ceil: &rate}); !errors.As(err, &nf) {
+	if _, err := d.setRate(control.SetRateRequest{Target: "mallory", Rate: rate, Ceil: &rate}, nil); !errors.As(err, &nf) {
 		t.Errorf("unknown user: %v, want NotFoundError", err)
 	}
-	if _, err := d.setRate(control.SetRateRequest{Target: "tier:platinum", Rate: rate, Ceil: &rate}); !errors.As(err, &nf) {
+	if _, err := d.setRate(control.SetRateRequest{Target: "tier:platinum", Rate: rate, Ceil: &rate}, nil); !errors.As(err, &nf) {
 		t.Errorf("unknown tier: %v, want NotFoundError", err)
 	}
-	if err := d.clear("mallory"); !errors.As(err, &nf) {
+	if _, err := d.clear(control.ClearRequest{Target: "mallory"}); !errors.As(err, &nf) {
 		t.Errorf("clear unknown: %v, want NotFoundError", err)
 	}
 	if d.overrides.Len() != 0 {
@@ -244,7 +244,7 @@ func TestOverrideExpires(t *testing.T) {
 	}
 	rate := 2 * tbf.Mbit
 	resp, err := d.setRate(control.SetRateRequest{Target: "tier:gold", Rate: rate, Ceil: &rate,
-		Ramp: control.DurationPtr(0), For: control.DurationPtr(10e9)})
+		Ramp: control.DurationPtr(0), For: control.DurationPtr(10e9)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestSetRateRampsOverPolicyTicks(t *testing.T) {
 		t.Fatal(err)
 	}
 	rate := 10 * tbf.Mbit
-	if _, err := d.setRate(control.SetRateRequest{Target: "alice", Rate: rate, Ceil: &rate}); err != nil {
+	if _, err := d.setRate(control.SetRateRequest{Target: "alice", Rate: rate, Ceil: &rate}, nil); err != nil {
 		t.Fatal(err)
 	}
 	prev := userClass(t, d, k, "lan0/egress", "lan0", "alice").Ceil

@@ -23,6 +23,7 @@ type daemonStats struct {
 	stateFailing     *prometheus.GaugeVec   // file: 1 while its writes fail
 	takeovers        prometheus.Counter
 	tcEvents         prometheus.Counter
+	policyEvents     *prometheus.CounterVec // kind: see eventKinds
 }
 
 func (s *daemonStats) init() {
@@ -57,6 +58,12 @@ func (s *daemonStats) init() {
 	s.stateFailing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "shaperd_state_write_failing", Help: "1 while the last write of the state file failed (retried on every reconcile tick).",
 	}, []string{"file"})
+	s.policyEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shaperd_policy_events_total", Help: "Policy events by kind: quota_exceeded, quota_restored, schedule_entered, schedule_left (per tier), override_set, override_expired, override_cleared.",
+	}, []string{"kind"})
+	for _, k := range eventKinds {
+		s.policyEvents.WithLabelValues(k)
+	}
 	for _, f := range stateFiles {
 		for _, k := range []string{StateCorrupt, StateRead, StateWrite} {
 			s.stateErrors.WithLabelValues(f, k)
@@ -94,6 +101,7 @@ func (d *Daemon) Registry() *prometheus.Registry {
 		&daemonCollector{d: d},
 		d.buildInfo(),
 		d.quota,
+		&quotaCollector{d: d},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -196,7 +204,7 @@ var (
 func (c *daemonCollector) metrics() []prometheus.Collector {
 	s := &c.d.stats
 	return []prometheus.Collector{s.reconcileSeconds, s.reconciles, s.writes, s.errors, s.drift, s.reloads,
-		s.stateErrors, s.stateFailing, s.takeovers, s.tcEvents}
+		s.stateErrors, s.stateFailing, s.takeovers, s.tcEvents, s.policyEvents}
 }
 
 func (c *daemonCollector) Describe(ch chan<- *prometheus.Desc) {

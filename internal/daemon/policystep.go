@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/config"
@@ -79,17 +80,23 @@ func (d *Daemon) policyTick(now time.Time) error {
 // policy at now, step the ramps, build every interface's desired tree and
 // bring those that changed to the kernel. It returns the errors joined.
 func (d *Daemon) policyStep(now time.Time) error {
-	if expired := d.overrides.Expire(now); len(expired) > 0 {
-		for _, o := range expired {
-			d.log.Info("override expired", "target", o.Target.String(), "rate", o.Rate, "ceil", o.Ceil)
-		}
+	expired := d.overrides.Expire(now)
+	if len(expired) > 0 {
 		d.saveOverrides(d.overrides)
 	}
 	d.work.evaluations++
 	d.policyDirty, d.lastEval = false, now
 	d.nextPolicy = policy.NextChange(d.plan, &d.overrides, now)
 	res := policy.Evaluate(d.plan, d.overrides, d.usage, now)
+	prev := d.lastRes
+	for _, o := range expired {
+		d.event(EventOverrideExpired, "target", o.Target.String(), "direction", o.Direction.String(),
+			"old", d.targetRates(prev, o.Target), "new", d.targetRates(res, o.Target),
+			"reason", fmt.Sprintf("override %s/%s expired at %s", o.Rate, max(o.Ceil, o.Rate), o.Until.Format(time.RFC3339)))
+	}
+	d.policyEvents(prev, res)
 	d.lastRes = res
+	d.publishQuota(res)
 	targets := d.ramper.Step(res, now)
 	var errs []error
 	for i, st := range d.ifaces {

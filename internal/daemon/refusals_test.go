@@ -180,7 +180,7 @@ func TestRefusedChangeKeepsOldSettings(t *testing.T) {
 	}
 	k.mu.Unlock()
 	r := 1 * tbf.Mbit
-	if _, err := d.setRate(control.SetRateRequest{Target: "tier:bronze", Rate: r, Ceil: &r, Ramp: control.DurationPtr(0)}); err != nil {
+	if _, err := d.setRate(control.SetRateRequest{Target: "tier:bronze", Rate: r, Ceil: &r, Ramp: control.DurationPtr(0)}, nil); err != nil {
 		t.Logf("set-rate: %v", err)
 	}
 	is, users := statusOf(d, "lan0", "egress")

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/shaperd/shaperd/pkg/model"
@@ -20,6 +21,12 @@ func (d *Daemon) reload() error {
 	if err != nil {
 		d.stats.reloads.WithLabelValues("refused").Inc()
 		d.log.Error("reload refused: invalid configuration; the old one stays in force", "err", err)
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			d.reloadResult(d.clock.Now(), ce.Problems)
+		} else {
+			d.reloadResult(d.clock.Now(), []string{err.Error()})
+		}
 		return err
 	}
 	now := d.clock.Now()
@@ -42,6 +49,7 @@ func (d *Daemon) reload() error {
 		d.stats.reloads.WithLabelValues("refused").Inc()
 		ce := &ConfigError{Problems: problems}
 		d.log.Error("reload refused: the plan cannot be built; the old one stays in force", "err", ce)
+		d.reloadResult(now, problems)
 		return ce
 	}
 	// The diff against what is in force, for the log.
@@ -87,6 +95,7 @@ func (d *Daemon) reload() error {
 	d.saveAssignments()
 	d.saveUsage(now)
 	d.afterReconcile(err)
+	d.reloadResult(now, nil)
 	return nil
 }
 

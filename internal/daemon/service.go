@@ -48,51 +48,82 @@ func (d *Daemon) Status(ctx context.Context) (*control.Status, error) {
 func (d *Daemon) SetRate(ctx context.Context, req control.SetRateRequest) (*control.SetRateResponse, error) {
 	var resp *control.SetRateResponse
 	var err error
-	if cerr := d.call(ctx, func() { resp, err = d.setRate(req) }); cerr != nil {
+	var by *uint32
+	if p, ok := control.PeerFrom(ctx); ok {
+		by = &p.UID
+	}
+	if cerr := d.call(ctx, func() { resp, err = d.setRate(req, by) }); cerr != nil {
 		return nil, cerr
 	}
 	return resp, err
 }
 
-// Clear implements control.Service: the target returns to its plan.
-func (d *Daemon) Clear(ctx context.Context, target string) error {
+// Clear implements control.Service: the target returns to its plan (in
+// req.Direction, or in both). Nothing set is not an error: the answer
+// lists nothing cleared.
+func (d *Daemon) Clear(ctx context.Context, req control.ClearRequest) (*control.ClearResponse, error) {
+	var resp *control.ClearResponse
 	var err error
-	if cerr := d.call(ctx, func() { err = d.clear(target) }); cerr != nil {
-		return cerr
+	if cerr := d.call(ctx, func() { resp, err = d.clear(req) }); cerr != nil {
+		return nil, cerr
 	}
-	return err
+	return resp, err
 }
 
 // Reload implements control.Service (and SIGHUP): the configuration is
 // reread, validated and built; an invalid one is a *control.ValidationError
-// and changes nothing, a valid one is swapped in and applied.
-func (d *Daemon) Reload(ctx context.Context) error {
+// and changes nothing, a valid one is swapped in and applied, and the
+// answer gives every interface's state after it.
+func (d *Daemon) Reload(ctx context.Context) (*control.ReloadStatus, error) {
 	var err error
-	if cerr := d.call(ctx, func() { err = d.reload() }); cerr != nil {
-		return cerr
+	var res *control.ReloadStatus
+	if cerr := d.call(ctx, func() {
+		err = d.reload()
+		res = d.lastReload
+	}); cerr != nil {
+		return nil, cerr
 	}
-	return err
-}
-
-// parseTarget turns a control target into a policy one that plan has.
-func (d *Daemon) checkTarget(s string) (policy.Target, error) {
-	t, err := policy.ParseTarget(s)
-	if err != nil {
-		return t, control.BadRequest("target %q: %v", s, err)
-	}
-	probe := policy.Override{Target: t, Rate: config.MinRate}
-	if err := policy.CheckOverride(d.plan, probe); errors.Is(err, policy.ErrUnknownTarget) {
-		return t, &control.NotFoundError{Target: s}
-	}
-	return t, nil
-}
-
-func (d *Daemon) setRate(req control.SetRateRequest) (*control.SetRateResponse, error) {
-	t, err := d.checkTarget(req.Target)
 	if err != nil {
 		return nil, err
 	}
-	if err := req.CheckBound(rateBound(d.plan, t)); err != nil {
+	return res, nil
+}
+
+// Overrides implements control.Service: the overrides in force.
+func (d *Daemon) Overrides(ctx context.Context) (*control.OverridesResponse, error) {
+	var resp *control.OverridesResponse
+	if err := d.call(ctx, func() {
+		resp = &control.OverridesResponse{Overrides: d.overrideList(d.clock.Now())}
+	}); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// checkTarget turns a control target and direction into policy ones that
+// plan has.
+func (d *Daemon) checkTarget(s, direction string) (policy.Target, policy.Direction, error) {
+	t, dir, err := control.ParseDirectedTarget(s, direction)
+	if err != nil {
+		return t, dir, err
+	}
+	probe := policy.Override{Target: t, Rate: config.MinRate}
+	if err := policy.CheckOverride(d.plan, probe); errors.Is(err, policy.ErrUnknownTarget) {
+		return t, dir, &control.NotFoundError{Target: s}
+	}
+	probe.Direction = dir
+	if err := policy.CheckOverride(d.plan, probe); errors.Is(err, policy.ErrUnknownTarget) {
+		return t, dir, control.BadRequest("%v", err) // an interface without that side
+	}
+	return t, dir, nil
+}
+
+func (d *Daemon) setRate(req control.SetRateRequest, by *uint32) (*control.SetRateResponse, error) {
+	t, dir, err := d.checkTarget(req.Target, req.Direction)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkBounds(req, t, dir); err != nil {
 		return nil, err
 	}
 	now := d.clock.Now()
@@ -100,7 +131,7 @@ func (d *Daemon) setRate(req control.SetRateRequest) (*control.SetRateResponse, 
 	if req.Ceil != nil {
 		ceil = *req.Ceil
 	}
-	o := policy.Override{Target: t, Rate: req.Rate, Ceil: ceil, Set: now}
+	o := policy.Override{Target: t, Direction: dir, Rate: req.Rate, Ceil: ceil, Set: now, SetBy: by}
 	ramp := d.plan.Policy.Ramp
 	if req.Ramp != nil {
 		r := req.Ramp.Std()
@@ -123,12 +154,23 @@ func (d *Daemon) setRate(req control.SetRateRequest) (*control.SetRateResponse, 
 		return nil, fmt.Errorf("override not set: %w", err)
 	}
 	d.overrides = ov
-	d.log.Info("override set", "target", t.String(), "rate", o.Rate, "ceil", o.Ceil, "ramp", ramp, "until", o.Until)
+	old := d.targetRates(d.lastRes, t)
 	if err := d.overrideChanged(t, now); err != nil {
 		d.log.Error("applying the override", "target", t.String(), "err", err)
 	}
+	reason := "set-rate"
+	if by != nil {
+		reason = fmt.Sprintf("set-rate by uid %d", *by)
+	}
+	d.event(EventOverrideSet, "target", t.String(), "direction", dir.String(), "old", old, "new", d.targetRates(d.lastRes, t),
+		"reason", reason, "rate", o.Rate, "ceil", o.Ceil, "ramp", ramp, "until", o.Until)
 	resp := &control.SetRateResponse{Target: req.Target, Users: d.usersOf(t), Rate: o.Rate, Ceil: ceil,
-		Ramp: control.Duration(ramp)}
+		Ramp: control.Duration(ramp), Direction: dir.String(), DefaultOf: d.defaultOf(t)}
+	if tier := d.tierOf(t); dir == policy.DirBoth && tier != nil && d.hasIngress() {
+		if r, c, scaled := policy.UploadScale(o.Rate, ceil, tier); scaled {
+			resp.UploadRate, resp.UploadCeil = r, c
+		}
+	}
 	if !o.Until.IsZero() {
 		u := o.Until
 		resp.Until = &u
@@ -136,24 +178,142 @@ func (d *Daemon) setRate(req control.SetRateRequest) (*control.SetRateResponse, 
 	return resp, nil
 }
 
-func (d *Daemon) clear(target string) error {
-	t, err := d.checkTarget(target)
+func (d *Daemon) clear(req control.ClearRequest) (*control.ClearResponse, error) {
+	t, dir, err := d.checkTarget(req.Target, req.Direction)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	resp := &control.ClearResponse{Target: t.String(), Direction: dir.String(), Cleared: []control.OverrideStatus{}}
 	ov := d.overrides.Clone()
-	if !ov.Clear(t) {
-		return nil
+	gone := ov.ClearDirection(t, dir)
+	if len(gone) == 0 {
+		if _, ok := d.overrides.Get(t, d.clock.Now()); ok && dir != policy.DirBoth {
+			resp.Note = fmt.Sprintf("%s has an override for both directions, none for %s alone: clear it without --direction", t, dir)
+		}
+		d.log.Info("clear: nothing was set", "target", t.String(), "direction", dir.String())
+		return resp, nil
 	}
 	if err := d.saveOverrides(ov); err != nil {
-		return fmt.Errorf("override not cleared: %w", err)
+		return nil, fmt.Errorf("override not cleared: %w", err)
 	}
 	d.overrides = ov
-	d.log.Info("override cleared", "target", t.String())
+	old := d.targetRates(d.lastRes, t)
+	for _, o := range gone {
+		resp.Cleared = append(resp.Cleared, overrideStatus(o))
+	}
 	if err := d.overrideChanged(t, d.clock.Now()); err != nil {
 		d.log.Error("applying the cleared override", "target", t.String(), "err", err)
 	}
+	for _, o := range gone {
+		d.event(EventOverrideCleared, "target", t.String(), "direction", o.Direction.String(), "old", old,
+			"new", d.targetRates(d.lastRes, t), "reason", fmt.Sprintf("clear of the override %s/%s; back to the plan", o.Rate, max(o.Ceil, o.Rate)))
+	}
+	return resp, nil
+}
+
+// checkBounds refuses a set-rate whose rates exceed the bandwidth of an
+// interface the override applies to. A user or tier override of both
+// directions whose tier scales uploads (policy.UploadScale) is checked with
+// the rates as written against the download interfaces and with the scaled
+// rates against the upload ones; otherwise with the rates as written
+// against every interface it applies to (see rateBound).
+func (d *Daemon) checkBounds(req control.SetRateRequest, t policy.Target, dir policy.Direction) error {
+	all := rateBound(d.plan, t, dir)
+	tier := d.tierOf(t)
+	if dir != policy.DirBoth || tier == nil {
+		return req.CheckBound(all)
+	}
+	ceil := req.Rate
+	if req.Ceil != nil {
+		ceil = *req.Ceil
+	}
+	ur, uc, scaled := policy.UploadScale(req.Rate, ceil, tier)
+	if !scaled {
+		return req.CheckBound(all)
+	}
+	down := rateBound(d.plan, t, policy.DirDownload)
+	down.Several = all.Several
+	if err := req.CheckBound(down); err != nil {
+		return err
+	}
+	up := rateBound(d.plan, t, policy.DirUpload)
+	up.Several = all.Several
+	scaledReq := req
+	scaledReq.Rate, scaledReq.Ceil, scaledReq.RateText, scaledReq.CeilText = ur, &uc, "", ""
+	if err := scaledReq.CheckBound(up); err != nil {
+		return control.BadRequest("%v (the upload side of %s, scaled by tier %s's upload/download ratio; use --direction to set one side)", err, req.Target, tier.Name)
+	}
 	return nil
+}
+
+// tierOf is the tier whose upload/download ratio scales an override of t:
+// the tier itself or the user's tier; nil for an interface.
+func (d *Daemon) tierOf(t policy.Target) *config.Tier {
+	name := t.Name
+	switch t.Kind {
+	case policy.TargetUser:
+		i, ok := d.userIdx[t.Name]
+		if !ok {
+			return nil
+		}
+		name = d.plan.Users[i].Tier
+	case policy.TargetTier:
+	default:
+		return nil
+	}
+	tier, _ := d.plan.Tier(name)
+	return tier
+}
+
+// hasIngress reports whether some HTB interface shapes uploads.
+func (d *Daemon) hasIngress() bool {
+	for _, in := range d.plan.Interfaces {
+		if in.Shaper == config.ShaperHTB && in.Direction == config.Ingress {
+			return true
+		}
+	}
+	return false
+}
+
+// defaultOf lists the interfaces (with direction) whose default class
+// follows tier t, for a tier target.
+func (d *Daemon) defaultOf(t policy.Target) []string {
+	if t.Kind != policy.TargetTier {
+		return nil
+	}
+	var out []string
+	for _, in := range d.plan.Interfaces {
+		if in.Shaper == config.ShaperHTB && in.DefaultTier == t.Name && in.DefaultRate == 0 {
+			out = append(out, in.Name+" "+policy.DirectionOf(in.Direction).String())
+		}
+	}
+	return out
+}
+
+// overrideStatus is o as the control API shows it.
+func overrideStatus(o policy.Override) control.OverrideStatus {
+	r, c := o.Rates()
+	s := control.OverrideStatus{Target: o.Target.String(), Direction: o.Direction.String(), Rate: r, Ceil: c,
+		Set: o.Set, SetBy: o.SetBy}
+	if o.Ramp != nil {
+		s.Ramp = control.DurationPtr(*o.Ramp)
+	}
+	if !o.Until.IsZero() {
+		u := o.Until
+		s.Until = &u
+	}
+	return s
+}
+
+// overrideList is every override in force at now.
+func (d *Daemon) overrideList(now time.Time) []control.OverrideStatus {
+	out := []control.OverrideStatus{}
+	for _, o := range d.overrides.List() {
+		if o.ActiveAt(now) {
+			out = append(out, overrideStatus(o))
+		}
+	}
+	return out
 }
 
 // rateBound is the most a set-rate may give t: the smallest configured
@@ -164,7 +324,9 @@ func (d *Daemon) clear(target string) error {
 // device), so its bound is the smallest of those. Configured bandwidths
 // count, not an iface override in force: an override may lower an
 // interface, never raise it above what the operator declared.
-func rateBound(plan *config.Plan, t policy.Target) control.RateBound {
+//
+// dir limits the interfaces to one direction (DirBoth: all).
+func rateBound(plan *config.Plan, t policy.Target, dir policy.Direction) control.RateBound {
 	var b control.RateBound
 	names := map[string]int{}
 	for _, in := range plan.Interfaces {
@@ -172,6 +334,9 @@ func rateBound(plan *config.Plan, t policy.Target) control.RateBound {
 	}
 	n := 0
 	for _, in := range plan.Interfaces {
+		if !dir.Covers(in.Direction) {
+			continue
+		}
 		switch t.Kind {
 		case policy.TargetIface:
 			if in.Name != t.Name && (in.IFB == "" || in.IFB != t.Name) {

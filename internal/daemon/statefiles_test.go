@@ -42,7 +42,7 @@ func withState(t *testing.T, k *fakeKernel, clk *fakeClock) (string, map[string]
 	if err := d.Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.setRate(control.SetRateRequest{Target: "alice", Rate: 3 * tbf.Mbit}); err != nil {
+	if _, err := d.setRate(control.SetRateRequest{Target: "alice", Rate: 3 * tbf.Mbit}, nil); err != nil {
 		t.Fatal(err)
 	}
 	setUserBytes(t, d, k, "alice", 4000) // some quota usage to save

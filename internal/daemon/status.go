@@ -37,6 +37,11 @@ func (d *Daemon) status() *control.Status {
 				}
 			}
 		}
+		var ir *policy.InterfaceResult
+		if i < len(res.Interfaces) {
+			ir = &res.Interfaces[i]
+		}
+		d.addOverrideStatus(&is, in, ir, out.Generated)
 		out.Interfaces = append(out.Interfaces, is)
 		if i >= len(res.Interfaces) {
 			continue
@@ -52,6 +57,8 @@ func (d *Daemon) status() *control.Status {
 			out.Users = append(out.Users, us)
 		}
 	}
+	out.LastReload = d.lastReload
+	out.Overrides = d.overrideList(out.Generated)
 	return out
 }
 
@@ -60,7 +67,7 @@ func (d *Daemon) status() *control.Status {
 func (d *Daemon) userStatus(st *iface, x policy.Explanation, ut model.UserTarget) control.UserStatus {
 	us := control.UserStatus{Name: x.User, Tier: x.Tier, Interface: st.cfg.Name,
 		Rate: x.ConfiguredRate, Ceil: x.ConfiguredCeil, EffectiveRate: x.Rate, EffectiveCeil: x.Ceil,
-		Reason: x.Reason}
+		Reason: x.Reason, Direction: policy.DirectionOf(st.cfg.Direction).String(), Device: st.device}
 	if ut.Name != "" {
 		us.EffectiveRate, us.EffectiveCeil = ut.Rate, ut.Ceil
 		k := policy.RampKey{Interface: st.cfg.Name, Direction: model.Direction(st.cfg.Direction), Kind: policy.ClassUser, Name: x.User}

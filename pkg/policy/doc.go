@@ -40,6 +40,19 @@
 // or one ingress entry by its IFB device name. It does not touch the users'
 // rates (HTB never lets them borrow more than the root has anyway).
 //
+// # Directions
+//
+// An override has a Direction: DirDownload applies on egress interfaces,
+// DirUpload on ingress ones, DirBoth (the zero value, and every override of
+// a state file written before directions existed) on both. For one target
+// and interface the override set for that direction wins over the one for
+// both (Overrides.For); setting one for both replaces the target's directed
+// ones. A user or tier override for both directions gives downloads its
+// rates as set and uploads the same scaled by the tier's own upload/download
+// ratio (UploadScale): on a 50/100 down, 10/20 up tier, 30/40mbit gives
+// 6/8mbit up. The ratio of a tier without upload rates of its own is 1. An
+// iface override for both directions sets every interface of the name alike.
+//
 // The default class of an HTB interface gets default_rate/default_ceil when
 // configured, else the default_tier's rates after rules 2, 5 and 6 (a tier
 // override of the default tier applies to unclassified traffic too).

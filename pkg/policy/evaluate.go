@@ -175,11 +175,11 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 // ifaceOverride returns the override in force for in, if any: by its
 // name, else (ingress) by its IFB device.
 func (e *evaluator) ifaceOverride(in *config.Interface) (Override, bool) {
-	if o, ok := e.ov.Get(Target{TargetIface, in.Name}, e.now); ok {
+	if o, ok := e.ov.For(Target{TargetIface, in.Name}, in.Direction, e.now); ok {
 		return o, true
 	}
 	if in.IFB != "" {
-		return e.ov.Get(Target{TargetIface, in.IFB}, e.now)
+		return e.ov.For(Target{TargetIface, in.IFB}, in.Direction, e.now)
 	}
 	return Override{}, false
 }
@@ -215,10 +215,11 @@ func (e *evaluator) defaultClass(in *config.Interface) Explanation {
 	default:
 		x.ConfiguredRate, x.ConfiguredCeil = t.Rates(in.Direction)
 		x.Rate, x.Ceil, x.Source, x.Reason = e.tierRates(t, in.Direction)
-		if o, ok := e.ov.Get(Target{TargetTier, t.Name}, e.now); ok {
-			x.Rate, x.Ceil = o.Rates()
+		if o, ok := e.ov.For(Target{TargetTier, t.Name}, in.Direction, e.now); ok {
+			var note string
+			x.Rate, x.Ceil, note = overrideRates(o, t, in.Direction)
 			x.Source, x.OverrideUntil, x.Ramp = SourceTierOverride, o.Until, o.Ramp
-			x.Reason = overrideReason("tier override ("+t.Name+")", o, e.now, e.loc)
+			x.Reason = overrideReason("tier override ("+t.Name+")", o, e.now, e.loc) + note
 		}
 	}
 	if x.ConfiguredRate == 0 {
@@ -270,16 +271,19 @@ func (e *evaluator) user(u *config.User, in *config.Interface) Explanation {
 			x.Source, x.Reason = SourceQuota, "quota exceeded"
 		}
 	}
-	// Rules 2 and 1: overrides.
-	if o, ok := e.ov.Get(Target{TargetTier, u.Tier}, e.now); ok {
-		x.Rate, x.Ceil = o.Rates()
+	// Rules 2 and 1: overrides; for this direction, else for both
+	// (scaled on upload interfaces by the tier's upload/download ratio).
+	if o, ok := e.ov.For(Target{TargetTier, u.Tier}, d, e.now); ok {
+		var note string
+		x.Rate, x.Ceil, note = overrideRates(o, t, d)
 		x.Source, x.OverrideUntil, x.Ramp = SourceTierOverride, o.Until, o.Ramp
-		x.Reason = overrideReason("tier override ("+u.Tier+")", o, e.now, e.loc)
+		x.Reason = overrideReason("tier override ("+u.Tier+")", o, e.now, e.loc) + note
 	}
-	if o, ok := e.ov.Get(Target{TargetUser, u.Name}, e.now); ok {
-		x.Rate, x.Ceil = o.Rates()
+	if o, ok := e.ov.For(Target{TargetUser, u.Name}, d, e.now); ok {
+		var note string
+		x.Rate, x.Ceil, note = overrideRates(o, t, d)
 		x.Source, x.OverrideUntil, x.Ramp = SourceUserOverride, o.Until, o.Ramp
-		x.Reason = overrideReason("override", o, e.now, e.loc)
+		x.Reason = overrideReason("override", o, e.now, e.loc) + note
 	}
 	x.Burst, x.CBurst = t.Burst, t.CBurst
 	if x.Burst == 0 {
@@ -312,6 +316,22 @@ func targetCBurst(t *config.Tier, x *Explanation) tbf.Size {
 		return 0
 	}
 	return x.CBurst
+}
+
+// overrideRates are a user or tier override's rates on an interface with
+// direction d: as set, except for an override for both directions on an
+// upload (ingress) interface, which UploadScale scales by tier t's
+// upload/download ratio; note then says so for the reason.
+func overrideRates(o Override, t *config.Tier, d config.Direction) (rate, ceil tbf.Rate, note string) {
+	rate, ceil = o.Rates()
+	if o.Direction != DirBoth || d != config.Ingress {
+		return rate, ceil, ""
+	}
+	r, c, scaled := UploadScale(rate, ceil, t)
+	if !scaled {
+		return rate, ceil, ""
+	}
+	return r, c, fmt.Sprintf(" (upload: %s/%s scaled by tier %s's upload/download ratio)", rate, ceil, t.Name)
 }
 
 // userRates applies a user's own rate ur and ceil uc (0: not set) to the

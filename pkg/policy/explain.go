@@ -80,6 +80,9 @@ type Explanation struct {
 
 // overrideReason describes an override for people, its expiry in loc.
 func overrideReason(what string, o Override, now time.Time, loc *time.Location) string {
+	if o.Direction != DirBoth {
+		what += " " + string(o.Direction)
+	}
 	if o.Until.IsZero() {
 		return what
 	}

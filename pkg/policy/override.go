@@ -74,13 +74,38 @@ func (t *Target) UnmarshalText(b []byte) error {
 // cleared). Ramp is how long the change to it (and only to it) takes: nil
 // means the policy's default ramp, 0 at once. For an iface target Rate is the
 // interface's bandwidth and Ceil must be 0 or equal to Rate.
+//
+// Direction limits it to downloads or uploads; DirBoth (the zero value, and
+// what a state file written before directions existed holds) applies to
+// both, with UploadScale's rule for users and tiers. SetBy is the uid of
+// the caller who set it (from the control socket's SO_PEERCRED; nil when
+// unknown, e.g. set before this was recorded).
 type Override struct {
-	Target Target         `json:"target"`
-	Rate   tbf.Rate       `json:"rate"`
-	Ceil   tbf.Rate       `json:"ceil,omitempty"`
-	Ramp   *time.Duration `json:"ramp_ns,omitempty"`
-	Set    time.Time      `json:"set"`
-	Until  time.Time      `json:"until,omitzero"`
+	Target    Target         `json:"target"`
+	Direction Direction      `json:"direction,omitempty"`
+	Rate      tbf.Rate       `json:"rate"`
+	Ceil      tbf.Rate       `json:"ceil,omitempty"`
+	Ramp      *time.Duration `json:"ramp_ns,omitempty"`
+	Set       time.Time      `json:"set"`
+	Until     time.Time      `json:"until,omitzero"`
+	SetBy     *uint32        `json:"set_by_uid,omitempty"`
+}
+
+// Key is what identifies an override in Overrides: its target and direction.
+type Key struct {
+	Target    Target
+	Direction Direction
+}
+
+// Key returns the override's key.
+func (o Override) Key() Key { return Key{o.Target, o.Direction} }
+
+// String is the target, with "/download" or "/upload" for a directed one.
+func (k Key) String() string {
+	if k.Direction == DirBoth {
+		return k.Target.String()
+	}
+	return k.Target.String() + "/" + string(k.Direction)
 }
 
 // Rates returns the override's rate and ceil, with Ceil 0 read as Rate.
@@ -111,6 +136,8 @@ func (o Override) Validate() error {
 		return fmt.Errorf("override of %s: an interface has one bandwidth; ceil %s must equal rate %s", o.Target, o.Ceil, o.Rate)
 	case o.Ramp != nil && *o.Ramp < 0:
 		return fmt.Errorf("override of %s: negative ramp %s", o.Target, *o.Ramp)
+	case o.Direction != DirBoth && o.Direction != DirDownload && o.Direction != DirUpload:
+		return fmt.Errorf("override of %s: unknown direction %q: use download or upload", o.Target, o.Direction)
 	}
 	return nil
 }
@@ -120,7 +147,8 @@ func (o Override) Validate() error {
 var ErrUnknownTarget = errors.New("unknown target")
 
 // CheckOverride validates o against plan: the user, tier or interface must
-// exist (ErrUnknownTarget otherwise), and an interface override must stay
+// exist (ErrUnknownTarget otherwise; for a directed interface override an
+// interface of that name and direction), and an interface override must stay
 // below the peak rate of a TBF interface that has one.
 func CheckOverride(plan *config.Plan, o Override) error {
 	if err := o.Validate(); err != nil {
@@ -138,13 +166,17 @@ func CheckOverride(plan *config.Plan, o Override) error {
 	case TargetIface:
 		found := false
 		for _, in := range plan.Interfaces {
-			if !ifaceMatches(o.Target.Name, &in) {
+			if !ifaceMatches(o.Target.Name, &in) || !o.Direction.Covers(in.Direction) {
 				continue
 			}
 			found = true
 			if in.PeakRate != 0 && o.Rate.BytesPerSecond() >= in.PeakRate.BytesPerSecond() {
 				return fmt.Errorf("override of %s: rate %s must be below the interface's peak rate %s", o.Target, o.Rate, in.PeakRate)
 			}
+		}
+		if !found && o.Direction != DirBoth {
+			return fmt.Errorf("override of %s: %w: interface %q has no %s side", o.Key(), ErrUnknownTarget,
+				o.Target.Name, o.Direction)
 		}
 		if !found {
 			return fmt.Errorf("override of %s: %w: no interface %q", o.Target, ErrUnknownTarget, o.Target.Name)
@@ -159,39 +191,79 @@ func ifaceMatches(name string, in *config.Interface) bool {
 	return in.Name == name || (in.IFB != "" && in.IFB == name)
 }
 
-// Overrides is the set of operator overrides, at most one per target. The
-// zero value is empty and ready to use. It marshals to JSON for the daemon's
-// state file. Not safe for concurrent use; Evaluate only reads it.
+// Overrides is the set of operator overrides, at most one per target and
+// direction (Key). The zero value is empty and ready to use. It marshals to
+// JSON for the daemon's state file. Not safe for concurrent use; Evaluate
+// only reads it.
 type Overrides struct {
-	m map[Target]Override
+	m map[Key]Override
 }
 
-// Set adds o, replacing any override of the same target, after o.Validate.
-// (Check it against the plan with CheckOverride first.)
+// Set adds o, replacing any override of the same target and direction,
+// after o.Validate. An override for both directions also replaces the
+// target's download and upload overrides (it sets both); a directed one
+// leaves the target's both-directions override in place and takes
+// precedence over it in its direction. (Check it against the plan with
+// CheckOverride first.)
 func (s *Overrides) Set(o Override) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
 	if s.m == nil {
-		s.m = make(map[Target]Override)
+		s.m = make(map[Key]Override)
 	}
-	s.m[o.Target] = o
+	if o.Direction == DirBoth {
+		delete(s.m, Key{o.Target, DirDownload})
+		delete(s.m, Key{o.Target, DirUpload})
+	}
+	s.m[o.Key()] = o
 	return nil
 }
 
-// Clear removes the override of t and reports whether there was one.
+// Clear removes every override of t (all directions) and reports whether
+// there was one.
 func (s *Overrides) Clear(t Target) bool {
-	_, ok := s.m[t]
-	delete(s.m, t)
-	return ok
+	return len(s.ClearDirection(t, DirBoth)) > 0
 }
 
-// Get returns the override of t if it is in force at now.
+// ClearDirection removes the overrides of t in direction d and returns
+// them: DirBoth removes all of t's overrides; download or upload removes
+// only the override set for that direction (an override for both
+// directions stays: clear it without a direction).
+func (s *Overrides) ClearDirection(t Target, d Direction) []Override {
+	var gone []Override
+	for _, dir := range []Direction{DirBoth, DirDownload, DirUpload} {
+		if d != DirBoth && dir != d {
+			continue
+		}
+		if o, ok := s.m[Key{t, dir}]; ok {
+			gone = append(gone, o)
+			delete(s.m, Key{t, dir})
+		}
+	}
+	return gone
+}
+
+// Get returns the override of t for both directions if it is in force at
+// now (see For for what applies to one direction).
 func (s *Overrides) Get(t Target, now time.Time) (Override, bool) {
+	return s.get(Key{t, DirBoth}, now)
+}
+
+// For returns the override of t that applies on interfaces with direction
+// d at now: the one set for that direction, else the one for both.
+func (s *Overrides) For(t Target, d config.Direction, now time.Time) (Override, bool) {
+	if o, ok := s.get(Key{t, DirectionOf(d)}, now); ok {
+		return o, true
+	}
+	return s.get(Key{t, DirBoth}, now)
+}
+
+func (s *Overrides) get(k Key, now time.Time) (Override, bool) {
 	if s == nil {
 		return Override{}, false
 	}
-	o, ok := s.m[t]
+	o, ok := s.m[k]
 	if !ok || !o.ActiveAt(now) {
 		return Override{}, false
 	}
@@ -199,7 +271,7 @@ func (s *Overrides) Get(t Target, now time.Time) (Override, bool) {
 }
 
 // List returns every override (expired ones too, until Expire removes them),
-// sorted by target kind and name.
+// sorted by target kind, name and direction (both, download, upload).
 func (s *Overrides) List() []Override {
 	if s == nil {
 		return nil
@@ -212,7 +284,10 @@ func (s *Overrides) List() []Override {
 		if c := strings.Compare(string(a.Target.Kind), string(b.Target.Kind)); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Target.Name, b.Target.Name)
+		if c := strings.Compare(a.Target.Name, b.Target.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.Direction), string(b.Direction))
 	})
 	return out
 }
@@ -233,7 +308,7 @@ func (s *Overrides) Expire(now time.Time) []Override {
 	for _, o := range s.List() {
 		if !o.ActiveAt(now) {
 			gone = append(gone, o)
-			delete(s.m, o.Target)
+			delete(s.m, o.Key())
 		}
 	}
 	return gone
@@ -246,7 +321,7 @@ func (s *Overrides) Prune(plan *config.Plan) []Override {
 	for _, o := range s.List() {
 		if err := CheckOverride(plan, o); errors.Is(err, ErrUnknownTarget) {
 			gone = append(gone, o)
-			delete(s.m, o.Target)
+			delete(s.m, o.Key())
 		}
 	}
 	return gone
@@ -276,7 +351,9 @@ func (s *Overrides) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads what MarshalJSON writes, replacing the contents.
-// Every override is validated; duplicates are an error.
+// Every override is validated; duplicates (same target and direction) are
+// an error. Files written before overrides had a direction load as
+// overrides for both directions.
 func (s *Overrides) UnmarshalJSON(b []byte) error {
 	var v overridesJSON
 	if err := json.Unmarshal(b, &v); err != nil {
@@ -287,8 +364,8 @@ func (s *Overrides) UnmarshalJSON(b []byte) error {
 	}
 	var n Overrides
 	for i, o := range v.Overrides {
-		if _, dup := n.m[o.Target]; dup {
-			return fmt.Errorf("overrides[%d]: duplicate target %s", i, o.Target)
+		if _, dup := n.m[o.Key()]; dup {
+			return fmt.Errorf("overrides[%d]: duplicate target %s", i, o.Key())
 		}
 		if err := n.Set(o); err != nil {
 			return fmt.Errorf("overrides[%d]: %w", i, err)

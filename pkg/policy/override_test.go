@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"errors"
+	"github.com/shaperd/shaperd/pkg/tbf"
 	"testing"
 	"time"
 )
@@ -164,9 +165,14 @@ func TestOverridePrecedence(t *testing.T) {
 		}
 	}
 	mustSet(t, &ov, Override{Target: Target{TargetUser, "alice"}, Rate: mbit(3)})
-	x = explain(t, Evaluate(p, ov, nil, peak), 1, "alice") // ingress too
+	x = explain(t, Evaluate(p, ov, nil, peak), 0, "alice")
 	if x.Source != SourceUserOverride || x.Rate != mbit(3) || x.Ceil != mbit(3) || x.Reason != "override" {
 		t.Errorf("user override: %s/%s %s %q", x.Rate, x.Ceil, x.Source, x.Reason)
+	}
+	// Ingress too, scaled by gold's upload/download ratio (10/50, 20/100).
+	x = explain(t, Evaluate(p, ov, nil, peak), 1, "alice")
+	if x.Source != SourceUserOverride || x.Rate != 600*tbf.Kbit || x.Ceil != 600*tbf.Kbit {
+		t.Errorf("user override on ingress: %s/%s %s %q", x.Rate, x.Ceil, x.Source, x.Reason)
 	}
 	if x = explain(t, Evaluate(p, ov, nil, peak), 0, "carol"); x.Source != SourceTierOverride {
 		t.Errorf("carol: %s", x.Source)

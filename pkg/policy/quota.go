@@ -180,6 +180,20 @@ func (u *Usage) Used(user string, p config.Period, now time.Time) (used uint64, 
 	return used, start, end
 }
 
+// Reset sets user's count of the current period to zero and returns what
+// it was. The counters' baselines are kept, so only bytes after the reset
+// count; the period is unchanged.
+func (u *Usage) Reset(user string, now time.Time) uint64 {
+	uu := u.users[user]
+	if uu == nil {
+		return 0
+	}
+	was := uu.Used
+	uu.Used = 0
+	u.touch(now)
+	return was
+}
+
 // Location is the time zone periods are counted in.
 func (u *Usage) Location() *time.Location { return u.loc }
 

@@ -248,3 +248,22 @@ func mustSet(t *testing.T, ov *Overrides, o Override) {
 		t.Fatal(err)
 	}
 }
+
+// Reset zeroes the period's count and keeps the baselines: only bytes
+// read after it count.
+func TestUsageReset(t *testing.T) {
+	u := NewUsage(time.UTC)
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	u.Observe("alice", "k", 0, now)
+	u.Observe("alice", "k", 5000, now)
+	if was := u.Reset("alice", now); was != 5000 {
+		t.Errorf("Reset returned %d, want 5000", was)
+	}
+	u.Observe("alice", "k", 5300, now)
+	if used, _, _ := u.Used("alice", config.PeriodMonth, now); used != 300 {
+		t.Errorf("after reset used %d, want 300", used)
+	}
+	if was := u.Reset("nobody", now); was != 0 {
+		t.Errorf("Reset of an unknown user returned %d", was)
+	}
+}

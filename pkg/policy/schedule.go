@@ -44,3 +44,17 @@ func scheduleRates(s *config.Schedule, d config.Direction) (rate, ceil tbf.Rate)
 func describeSchedule(tier string, i int, s *config.Schedule) string {
 	return fmt.Sprintf("schedule %s#%d %s %s-%s", tier, i, s.Days, s.From, s.To)
 }
+
+// TierRatesAt returns tier t's rates for direction d at now, in loc (nil:
+// time.Local): its schedule's when one is active, else its own; reason
+// names the schedule or the tier, as Explanation.Reason does.
+func TierRatesAt(t *config.Tier, d config.Direction, now time.Time, loc *time.Location) (rate, ceil tbf.Rate, reason string) {
+	rate, ceil = t.Rates(d)
+	reason = "tier " + t.Name
+	if i := ActiveSchedule(t, now, loc); i >= 0 {
+		s := &t.Schedules[i]
+		rate, ceil = scheduleRates(s, d)
+		reason = describeSchedule(t.Name, i, s)
+	}
+	return rate, max(ceil, rate), reason
+}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +147,21 @@ func TestScheduleWeekdayBoundaries(t *testing.T) {
 	at := time.Date(2026, 12, 7, 19, 30, 0, 0, time.Local)
 	if got := ActiveSchedule(gold, at, nil); got != 0 {
 		t.Errorf("nil location: %d, want 0", got)
+	}
+}
+
+// TierRatesAt gives the schedule's rates inside its window and the tier's
+// outside, with the reason naming which.
+func TestTierRatesAt(t *testing.T) {
+	p := loadPlan(t, baseMain, baseUsers)
+	gold, _ := p.Tier("gold")
+	loc := p.Policy.Location
+	r, c, why := TierRatesAt(gold, config.Egress, time.Date(2026, 12, 2, 19, 30, 0, 0, loc), loc)
+	if r != mbit(50) || c != mbit(60) || !strings.HasPrefix(why, "schedule gold#0") {
+		t.Errorf("peak: %s/%s %q", r, c, why)
+	}
+	r, c, why = TierRatesAt(gold, config.Egress, time.Date(2026, 12, 2, 10, 0, 0, 0, loc), loc)
+	if r != mbit(50) || c != mbit(100) || why != "tier gold" {
+		t.Errorf("off-peak: %s/%s %q", r, c, why)
 	}
 }

@@ -112,8 +112,9 @@ func TestSetRateFlagsAfterPositionals(t *testing.T) {
 
 func TestStatusTable(t *testing.T) {
 	_, sock := serve(t)
+	// wan0 is failed: status prints everything and exits 1, naming it.
 	code, out, errOut := run(t, cli.Env{}, "--socket", sock, "status")
-	if code != 0 {
+	if code != 1 || errOut != "shaperctl: not every interface is ok: wan0 (ingress) is failed\n" {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(out, "\n")
@@ -126,11 +127,11 @@ func TestStatusTable(t *testing.T) {
 		{"lan0", "lan0", "htb", "egress", "1gbit", "ok", "3", "bronze", "5mbit/10mbit,", "gold", "50mbit/100mbit,", "silver", "20mbit/40mbit"},
 		{"wan0", "ifb-wan0", "htb", "ingress", "100mbit", "failed", "1", "gold", "10mbit/20mbit"},
 		{"wan0", "(ingress):", "error:", "ifb-wan0:", "add", "leaf", "qdisc", "fq_codel", "of", "class", "1:100", "(user", "alice):", "Specified", "qdisc", "kind", "is", "unknown"},
-		{"USER", "INTERFACE", "TIER", "RATE/CEIL", "EFFECTIVE", "THROUGHPUT", "BYTES", "DROPS", "REASON"},
-		{"alice", "lan0", "gold", "50mbit/100mbit", "50mbit/60mbit", "9.87mbit", "1.15gb", "12", "schedule", "peak"},
-		{"alice", "wan0", "gold", "10mbit/20mbit", "10mbit/20mbit", "1.5mbit", "96.5kb", "0", "tier"},
-		{"bob", "lan0", "silver", "20mbit/40mbit", "3mbit/38mbit", "35.1mbit", "4.66gb", "3456", "override", "until", "12:00;", "ramping", "40mbit", "->", "3mbit", "until", "12:00:02"},
-		{"carol", "lan0", "bronze", "5mbit/10mbit", "1mbit/1mbit", "999kbit", "10gb", "0", "quota", "exceeded;", "quota", "10gb", "of", "10gb", "until", "2026-12-03", "12:00"},
+		{"USER", "INTERFACE", "DIRECTION", "DEVICE", "TIER", "RATE/CEIL", "EFFECTIVE", "THROUGHPUT", "BYTES", "DROPS", "REASON"},
+		{"alice", "lan0", "download", "lan0", "gold", "50mbit/100mbit", "50mbit/60mbit", "9.87mbit", "1.15gb", "12", "schedule", "peak"},
+		{"alice", "wan0", "upload", "ifb-wan0", "gold", "10mbit/20mbit", "10mbit/20mbit", "1.5mbit", "96.5kb", "0", "tier"},
+		{"bob", "lan0", "download", "lan0", "silver", "20mbit/40mbit", "3mbit/38mbit", "35.1mbit", "4.66gb", "3456", "override", "until", "12:00;", "ramping", "40mbit", "->", "3mbit", "until", "12:00:02"},
+		{"carol", "lan0", "download", "lan0", "bronze", "5mbit/10mbit", "1mbit/1mbit", "999kbit", "10gb", "0", "quota", "exceeded;", "quota", "10gb", "of", "10gb", "until", "2026-12-03", "12:00"},
 	} {
 		if !hasRow(lines, want) {
 			t.Errorf("no row %q in\n%s", want, out)
@@ -166,7 +167,7 @@ func indexOf(lines []string, prefix string) int {
 func TestStatusJSON(t *testing.T) {
 	fake, sock := serve(t)
 	code, out, errOut := run(t, cli.Env{}, "status", "--json", "--socket", sock)
-	if code != 0 {
+	if code != 1 || !strings.Contains(errOut, "wan0 (ingress) is failed") { // JSON printed, exit 1 all the same
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var got control.Status
@@ -177,7 +178,7 @@ func TestStatusJSON(t *testing.T) {
 	if !reflect.DeepEqual(&got, want) {
 		t.Errorf("got %+v\nwant %+v", got, *want)
 	}
-	if !strings.Contains(out, `"effective_ceil": "60mbit"`) {
+	if !strings.Contains(out, `"effective_ceil": "60mbit"`) || !strings.Contains(out, `"direction": "upload"`) || !strings.Contains(out, `"device": "ifb-wan0"`) {
 		t.Errorf("rates not tc strings in %s", out)
 	}
 }
@@ -219,11 +220,19 @@ func TestDaemonErrors(t *testing.T) {
 	}
 	fake.ReloadErr = nil
 	code, out, _ = run(t, cli.Env{}, "--socket", sock, "reload")
-	if code != 0 || out != "configuration reloaded\n" {
+	if code != 0 || out != "configuration reloaded: ok, 0 interfaces\n" {
 		t.Errorf("reload: exit %d, stdout %q", code, out)
 	}
+	// Nothing set: said so, exit 0.
 	code, out, _ = run(t, cli.Env{}, "--socket", sock, "clear", "tier:gold")
-	if code != 0 || out != "tier:gold: run-time changes cleared; back to its plan\n" {
+	if code != 0 || out != "tier:gold: nothing to clear: no run-time change is set\n" {
+		t.Errorf("clear of nothing: exit %d, stdout %q", code, out)
+	}
+	if code, _, errOut := run(t, cli.Env{}, "--socket", sock, "set-rate", "tier:gold", "30mbit"); code != 0 {
+		t.Fatalf("set-rate: %s", errOut)
+	}
+	code, out, _ = run(t, cli.Env{}, "--socket", sock, "clear", "tier:gold")
+	if code != 0 || out != "tier:gold: run-time changes cleared (both 30mbit/30mbit); back to its plan\n" {
 		t.Errorf("clear: exit %d, stdout %q", code, out)
 	}
 }
@@ -241,10 +250,20 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q", args, code, out)
 		}
 	}
-	for _, cmd := range []string{"status", "clear", "reload", "top"} {
+	for _, cmd := range []string{"status", "clear", "reload", "top", "overrides", "quota"} {
 		if code, out, _ := run(t, cli.Env{}, "help", cmd); code != 0 || !strings.HasPrefix(out, "Usage: shaperctl "+cmd) {
 			t.Errorf("help %s: exit %d, %q", cmd, code, out)
 		}
+	}
+	// The help says the rule for a change without --direction, and that
+	// status's exit code reflects the interfaces.
+	_, out, _ := run(t, cli.Env{}, "help", "set-rate")
+	if !strings.Contains(out, "--direction DIR") || !strings.Contains(out, "scaled by its tier's own upload/download ratio") {
+		t.Errorf("help set-rate lacks the direction rule:\n%s", out)
+	}
+	_, out, _ = run(t, cli.Env{}, "help", "status")
+	if !strings.Contains(out, "1 when one is not") {
+		t.Errorf("help status lacks the exit status:\n%s", out)
 	}
 }
 
@@ -272,7 +291,7 @@ func TestTopIterationsPlain(t *testing.T) {
 	if strings.Contains(out, "\x1b[") || strings.Contains(out, "q quits") {
 		t.Errorf("terminal control in plain output: %q", out)
 	}
-	if calls := fake.CallLog(); !reflect.DeepEqual(calls, []string{"status", "status"}) {
+	if calls := fake.CallLog(); !reflect.DeepEqual(calls, []string{"top", "top"}) { // fresh counters each refresh
 		t.Errorf("daemon calls %v", calls)
 	}
 	if !reflect.DeepEqual(intervals, []time.Duration{time.Second}) {
@@ -282,15 +301,15 @@ func TestTopIterationsPlain(t *testing.T) {
 	snap := strings.Split(out, "\n\n")[1]
 	var order []string
 	for _, l := range strings.Split(snap, "\n")[1:] {
-		if f := strings.Fields(l); len(f) > 3 {
-			order = append(order, f[0]+"/"+f[1]+"/"+f[3])
+		if f := strings.Fields(l); len(f) > 5 {
+			order = append(order, f[0]+"/"+f[1]+"/"+f[5])
 		}
 	}
 	want := []string{"bob/lan0/35.1mbit", "alice/lan0/9.87mbit", "alice/wan0/1.5mbit", "carol/lan0/999kbit"}
 	if !reflect.DeepEqual(order, want) {
 		t.Errorf("order %v, want %v\n%s", order, want, out)
 	}
-	if !hasRow(strings.Split(out, "\n"), []string{"bob", "lan0", "silver", "35.1mbit", "38mbit", "92%", "4.66gb", "3456"}) {
+	if !hasRow(strings.Split(out, "\n"), []string{"bob", "lan0", "download", "lan0", "silver", "35.1mbit", "38mbit", "92%", "4.66gb", "3456"}) {
 		t.Errorf("bob's row (throughput, effective ceil, %%ceil, bytes, drops) missing:\n%s", out)
 	}
 }

@@ -15,16 +15,18 @@ Commands:
   status     show interfaces and users: configured, effective and measured rates
   set-rate   change the rates of a user, a tier or an interface at run time
   clear      remove run-time changes; the target returns to its plan
+  overrides  list the run-time changes in force: who set them, when, until when
   reload     reread the configuration (refused, old one kept, when invalid)
   top        live per-user throughput, heaviest first
+  quota      quota reset USER: start the user's quota period count again
   help       show help for a command: shaperctl help set-rate
 
 Global flags:
   --socket PATH   the control socket (default $SHAPERD_SOCKET, else /run/shaperd/shaperd.sock)
 
 Who may do what (shaperd checks the caller's uid and groups on the socket):
-  read     status, top: root, daemon.socket_group and daemon.admin_group
-  change   set-rate, clear, reload: root and daemon.admin_group
+  read     status, top, overrides: root, daemon.socket_group and daemon.admin_group
+  change   set-rate, clear, reload, quota reset: root and daemon.admin_group
 Others get "permission denied: set-rate needs the admin group '...'".
 The socket file belongs to socket_group (mode 0660) with an ACL entry for
 admin_group, so members of either group can connect.
@@ -32,6 +34,8 @@ admin_group, so members of either group can connect.
 Rates use tc's units: bit kbit mbit gbit tbit, or bps kbps mbps gbps for bytes/s.
 Durations use Go syntax: 250ms, 2s, 1h30m.
 Exit status: 0 ok, 1 error (also permission denied), 2 usage error.
+status exits 1 when an interface is not ok, reload when one is failed or
+degraded after it: scripts and monitoring can rely on it.
 `
 
 // commandHelp is each command's help.
@@ -42,52 +46,113 @@ Show every managed interface and every user: the configured rate and
 ceiling, the effective ones in force now (after schedules, overrides, quotas
 and ramps) with the reason, the measured throughput, bytes and drops.
 
+Each user has one row per direction: DIRECTION is download (an egress
+interface) or upload (ingress), DEVICE the device carrying the class (the
+IFB device for uploads); in JSON the keys direction and device.
+An interface override shows as BANDWIDTH "80mbit (override; plan 300mbit)",
+a tier override as "gold 30mbit/40mbit (override; plan 50mbit/100mbit)"; the
+tier of the default class (addresses of no user) is marked "(default class)".
+The last reload's time and result follow the interfaces.
+
+Exit status: 0 when every interface is ok; 1 when one is not (missing,
+pending, failed, degraded): the status is printed all the same, and the
+interfaces that are not ok are named on stderr. Scripts and monitoring
+rely on it.
+
 Flags:
   --json   print the status as JSON (rates as tc strings, "10mbit")
 `,
-	"set-rate": `Usage: shaperctl set-rate TARGET RATE [--ceil RATE] [--ramp DUR] [--for DUR] [--json]
+	"set-rate": `Usage: shaperctl set-rate TARGET RATE [--ceil RATE] [--direction download|upload] [--ramp DUR] [--for DUR] [--json]
 
 Change the rates of TARGET at run time, until cleared or for a while.
-TARGET is a user name, tier:NAME (each user of the tier) or iface:NAME (the
+TARGET is a user name, tier:NAME (each user of the tier, and the default
+class of interfaces whose default_tier it is) or iface:NAME (the
 interface's total bandwidth: its root class, or its TBF rate). RATE becomes
 both the guaranteed rate and the ceiling, unless --ceil gives a higher ceiling.
 
+Directions: --direction download changes only the download side (egress
+interfaces), --direction upload only the upload side (ingress, the IFB
+device). iface:NAME/download and iface:NAME/upload do the same for an
+interface shaped both ways. Without a direction:
+  - a user or tier gets RATE/CEIL on downloads, and on uploads the same
+    scaled by its tier's own upload/download ratio (upload_rate/rate for
+    the rate, upload_ceil/ceil for the ceiling): on a tier of 50/100mbit
+    down and 10/20mbit up, 'set-rate tier:gold 30mbit --ceil 40mbit' gives
+    30/40mbit down and 6/8mbit up. A tier without upload rates of its own
+    has a ratio of 1: both sides get RATE/CEIL.
+  - iface:NAME sets the bandwidth of every interface of that name.
+A directed change takes precedence over one for both directions on its
+side; a change for both directions replaces the target's directed ones.
+
 RATE and --ceil are at least 8bit and at most the configured bandwidth of
-the target's interfaces: for iface:NAME every interface of that name (both
-directions), for a user or tier the smallest shaped (htb) interface, since
-the change applies to downloads and uploads alike. Rates in bytes/s are
-echoed in bits: "rate 1gbps (8gbit) is above lan0's bandwidth 1gbit".
-Needs root or daemon.admin_group.
+the interfaces the change applies to (uploads checked with the scaled
+rates): for iface:NAME every interface of that name, for a user or tier the
+smallest shaped (htb) interface of each side. Rates in bytes/s are echoed
+in bits: "rate 1gbps (8gbit) is above lan0's bandwidth 1gbit".
+Needs root or daemon.admin_group. Who set it (uid) and when are kept, also
+across restarts: see 'shaperctl overrides'.
 
 Flags:
-  --ceil RATE   the most the target may borrow up to; at least RATE
-  --ramp DUR    how long the change takes; 0s changes at once
-                (default: the policy's ramp from shaperd.toml)
-  --for DUR     undo the change after DUR (default: until 'shaperctl clear')
-  --json        print the daemon's answer as JSON
+  --ceil RATE          the most the target may borrow up to; at least RATE
+  --direction DIR      download or upload (default: both, see above)
+  --ramp DUR           how long the change takes; 0s changes at once
+                       (default: the policy's ramp from shaperd.toml)
+  --for DUR            undo the change after DUR (default: until 'shaperctl clear')
+  --json               print the daemon's answer as JSON
 
 Examples:
   shaperctl set-rate alice 3mbit
+  shaperctl set-rate alice 5mbit --direction download
   shaperctl set-rate tier:gold 20mbit --ceil 50mbit --for 2h
   shaperctl set-rate iface:lan0 100mbit --ramp 0s
+  shaperctl set-rate iface:lan0/upload 40mbit
 `,
-	"clear": `Usage: shaperctl clear TARGET
+	"clear": `Usage: shaperctl clear TARGET [--direction download|upload] [--json]
 
 Remove the run-time changes (set-rate) of TARGET: a user name, tier:NAME or
-iface:NAME. The target returns to its plan, smoothly (the policy's ramp).
+iface:NAME (iface:NAME/download, iface:NAME/upload). The target returns to
+its plan, smoothly (the policy's ramp). Without --direction every change of
+the target goes; with it only the change set for that direction (a change
+set for both directions stays: clear it without --direction).
+A target with nothing set is not an error: clear says so and exits 0.
 Needs root or daemon.admin_group.
 `,
-	"reload": `Usage: shaperctl reload
+	"overrides": `Usage: shaperctl overrides [--json]
+
+List every run-time change (set-rate) in force: TARGET, DIRECTION
+(download, upload or both), RATE, CEIL, RAMP (default: the policy's),
+UNTIL (cleared: until 'shaperctl clear'), SET BY (the uid of the caller,
+from the socket's peer credentials) and SET AT. Overrides and who set them
+survive restarts (daemon.state_dir/overrides.json).
+`,
+	"quota": `Usage: shaperctl quota reset USER [--json]
+
+Set USER's quota usage of the current period to zero: a user over quota
+gets the plan back at once (logged as a quota_restored event). Only bytes
+after the reset count. Needs root or daemon.admin_group.
+Each user's usage is also in the metrics: shaperd_quota_used_bytes.
+`,
+	"reload": `Usage: shaperctl reload [--json]
 
 Reread shaperd.toml and users.toml. An invalid configuration is refused and
-its errors listed (file:line:col: message); the old one stays in force.
-Same as sending SIGHUP to shaperd. Needs root or daemon.admin_group.
+its errors listed (file:line:col: message); the old one stays in force
+(exit 1). A valid one is applied and the answer is what the daemon applied:
+the result and each interface that is not ok after it. Exit 1 also when an
+interface is then failed or degraded (missing ones are waited for and do not
+count). Like SIGHUP to shaperd, which answers nobody. status shows the last
+reload's time and result. Needs root or daemon.admin_group.
 `,
 	"top": `Usage: shaperctl top [--interval DUR] [--iterations N]
 
-Show per-user throughput, heaviest first, refreshed every second, like top.
-Press q or Ctrl-C to quit. When the output is not a terminal, print one
-plain snapshot per refresh instead.
+Show per-user throughput, heaviest first, refreshed every second, like top,
+one row per user and direction (DIRECTION, DEVICE). Press q or Ctrl-C to
+quit. When the output is not a terminal, print one plain snapshot per
+refresh instead.
+
+Each refresh asks the daemon to read the kernel's counters afresh: it dumps
+the classes of each interface (there is no lighter class-stats request yet),
+at most once per 200ms however many tops run. THROUGHPUT is over the time
+since the previous read.
 
 Flags:
   --interval DUR    time between refreshes (default 1s)

@@ -44,11 +44,13 @@ type command func(ctx context.Context, c *control.Client, args []string, out io.
 
 // commands maps names to commands. "help" is handled by Run.
 var commands = map[string]command{
-	"status":   runStatus,
-	"set-rate": runSetRate,
-	"clear":    runClear,
-	"reload":   runReload,
-	"top":      runTop,
+	"status":    runStatus,
+	"set-rate":  runSetRate,
+	"clear":     runClear,
+	"reload":    runReload,
+	"top":       runTop,
+	"overrides": runOverrides,
+	"quota":     runQuota,
 }
 
 // Run runs shaperctl with args (without the program name), writing results

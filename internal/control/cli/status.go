@@ -29,9 +29,29 @@ func runStatus(ctx context.Context, c *control.Client, args []string, out io.Wri
 		return err
 	}
 	if *asJSON {
-		return writeJSON(out, st)
+		err = writeJSON(out, st)
+	} else {
+		err = writeStatus(out, st)
 	}
-	return writeStatus(out, st)
+	if err != nil {
+		return err
+	}
+	return notOK(st)
+}
+
+// notOK is an error naming the interfaces whose state is not ok, so that
+// status exits 1 for scripts and monitoring; nil when all are ok.
+func notOK(st *control.Status) error {
+	var bad []string
+	for _, i := range st.Interfaces {
+		if i.State != control.StateOK {
+			bad = append(bad, fmt.Sprintf("%s (%s) is %s", i.Name, i.Direction, dash(i.State)))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("not every interface is ok: %s", strings.Join(bad, "; "))
 }
 
 // flagError turns a flag parse error into a usage error (or ErrHelp).
@@ -58,10 +78,10 @@ func writeStatus(out io.Writer, st *control.Status) error {
 	for _, i := range st.Interfaces {
 		tiers := make([]string, len(i.Tiers))
 		for k, t := range i.Tiers {
-			tiers[k] = fmt.Sprintf("%s %s/%s", t.Name, formatRate(t.Rate), formatRate(t.Ceil))
+			tiers[k] = tierText(t, i.DefaultTier)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", i.Name, i.Device, i.Shaper, i.Direction,
-			formatRate(i.Bandwidth), dash(i.State), len(i.Users), dash(strings.Join(tiers, ", ")))
+			bandwidthText(i), dash(i.State), len(i.Users), dash(strings.Join(tiers, ", ")))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -75,6 +95,16 @@ func writeStatus(out io.Writer, st *control.Status) error {
 		}
 	}
 	writeStateProblems(out, st.StateProblems)
+	if r := st.LastReload; r != nil {
+		fmt.Fprintf(out, "last reload: %s at %s", r.Result, r.At.Format("2006-01-02 15:04:05 MST"))
+		if bad := badInterfaces(r.Interfaces); len(bad) > 0 {
+			fmt.Fprintf(out, " (%s)", strings.Join(bad, "; "))
+		}
+		if len(r.Problems) > 0 {
+			fmt.Fprintf(out, " (%s; the old configuration stayed)", plural(len(r.Problems), "problem"))
+		}
+		fmt.Fprintln(out)
+	}
 	fmt.Fprintln(out)
 	users := slices.Clone(st.Users)
 	slices.SortStableFunc(users, func(a, b control.UserStatus) int {
@@ -83,13 +113,13 @@ func writeStatus(out io.Writer, st *control.Status) error {
 	// The ERROR column appears when some user's objects were refused.
 	withErr := slices.ContainsFunc(users, func(u control.UserStatus) bool { return u.Error != "" })
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	head := "USER\tINTERFACE\tTIER\tRATE/CEIL\tEFFECTIVE\tTHROUGHPUT\tBYTES\tDROPS\tREASON"
+	head := "USER\tINTERFACE\tDIRECTION\tDEVICE\tTIER\tRATE/CEIL\tEFFECTIVE\tTHROUGHPUT\tBYTES\tDROPS\tREASON"
 	if withErr {
 		head += "\tERROR"
 	}
 	fmt.Fprintln(tw, head)
 	for _, u := range users {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%d\t%s", u.Name, u.Interface, dash(u.Tier),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%d\t%s", u.Name, u.Interface, dash(u.Direction), dash(u.Device), dash(u.Tier),
 			formatRate(u.Rate), formatRate(u.Ceil), formatRate(u.EffectiveRate), formatRate(u.EffectiveCeil),
 			formatRate(u.Throughput), formatBytes(u.Bytes), u.Drops, reason(u))
 		if withErr {
@@ -98,6 +128,34 @@ func writeStatus(out io.Writer, st *control.Status) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// bandwidthText is the BANDWIDTH column: the bandwidth in force, and the
+// plan's when an override changed it: "80mbit (override; plan 300mbit)".
+func bandwidthText(i control.InterfaceStatus) string {
+	if i.EffectiveBandwidth == 0 && i.Override == nil {
+		return formatRate(i.Bandwidth)
+	}
+	bw := i.EffectiveBandwidth
+	if bw == 0 {
+		bw = i.Bandwidth
+	}
+	return fmt.Sprintf("%s (override; plan %s)", formatRate(bw), formatRate(i.Bandwidth))
+}
+
+// tierText is one tier in the TIERS column: "gold 50mbit/100mbit", marked
+// "(default class)" when it is the interface's default tier and with an
+// override's rates: "gold 30mbit/40mbit (override; plan 50mbit/100mbit)".
+func tierText(t control.TierStatus, defaultTier string) string {
+	name := t.Name
+	if t.Name == defaultTier {
+		name += " (default class)"
+	}
+	if t.Override == nil {
+		return fmt.Sprintf("%s %s/%s", name, formatRate(t.Rate), formatRate(t.Ceil))
+	}
+	return fmt.Sprintf("%s %s/%s (override; plan %s/%s)", name, formatRate(t.EffectiveRate), formatRate(t.EffectiveCeil),
+		formatRate(t.Rate), formatRate(t.Ceil))
 }
 
 // reason is the REASON column: the daemon's reason with a ramp or quota in progress.

@@ -53,7 +53,7 @@ func runTop(ctx context.Context, c *control.Client, args []string, out io.Writer
 		}
 	}
 	for i := 1; ; i++ {
-		st, err := c.Status(ctx)
+		st, err := c.Top(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil // Ctrl-C: quit quietly
@@ -138,9 +138,9 @@ func writeTop(out io.Writer, st *control.Status, maxRows int, terminal bool) {
 		users = users[:keep]
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "USER\tINTERFACE\tTIER\tTHROUGHPUT\tCEIL\t%CEIL\tBYTES\tDROPS")
+	fmt.Fprintln(tw, "USER\tINTERFACE\tDIRECTION\tDEVICE\tTIER\tTHROUGHPUT\tCEIL\t%CEIL\tBYTES\tDROPS")
 	for _, u := range users {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", u.Name, u.Interface, dash(u.Tier),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", u.Name, u.Interface, dash(u.Direction), dash(u.Device), dash(u.Tier),
 			formatRate(u.Throughput), formatRate(u.EffectiveCeil), percent(u.Throughput, u.EffectiveCeil),
 			formatBytes(u.Bytes), u.Drops)
 	}

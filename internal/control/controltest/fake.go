@@ -32,6 +32,16 @@ type Fake struct {
 	Calls []string
 	// SetRates records the SetRate requests received.
 	SetRates []control.SetRateRequest
+	// Reloaded is what Reload answers (nil: an "ok" result with no
+	// interfaces).
+	Reloaded *control.ReloadStatus
+	// Set lists the overrides Overrides returns; SetRate adds to it and
+	// Clear removes from it.
+	Set []control.OverrideStatus
+	// Usage is each user's quota usage, for ResetQuota.
+	Usage map[string]uint64
+	// TopCounter changes State before each Top answer; nil: none.
+	TopCounter func(*control.Status)
 }
 
 var _ control.Service = (*Fake)(nil)
@@ -56,6 +66,22 @@ func (f *Fake) Status(ctx context.Context) (*control.Status, error) {
 	st.Users = slices.Clone(st.Users)
 	st.Generated = f.now()
 	return &st, nil
+}
+
+// Top is Status, recorded as "top". TopCounter, when set, is called
+// first (e.g. to change the throughputs between refreshes).
+func (f *Fake) Top(ctx context.Context) (*control.Status, error) {
+	f.mu.Lock()
+	f.Calls = append(f.Calls, "top")
+	if f.TopCounter != nil {
+		f.TopCounter(&f.State)
+	}
+	f.mu.Unlock()
+	st, err := f.Status(ctx)
+	f.mu.Lock()
+	f.Calls = f.Calls[:len(f.Calls)-1] // Status recorded itself
+	f.mu.Unlock()
+	return st, err
 }
 
 // SetRate records req and applies it to the matching users' effective rates.
@@ -83,8 +109,15 @@ func (f *Fake) SetRate(ctx context.Context, req control.SetRateRequest) (*contro
 		until := f.now().Add(req.For.Std())
 		resp.Until = &until
 	}
+	t, d, _ := control.ParseDirectedTarget(req.Target, req.Direction)
+	resp.Direction = d.String()
+	f.Set = slices.DeleteFunc(f.Set, func(o control.OverrideStatus) bool {
+		return o.Target == t.String() && (o.Direction == d.String() || d == control.DirBoth)
+	})
+	f.Set = append(f.Set, control.OverrideStatus{Target: t.String(), Direction: d.String(), Rate: req.Rate, Ceil: ceil,
+		Ramp: req.Ramp, Until: resp.Until, Set: f.now()})
 	for i := range f.State.Users {
-		if slices.Contains(users, f.State.Users[i].Name) {
+		if slices.Contains(users, f.State.Users[i].Name) && (d == control.DirBoth || f.State.Users[i].Direction == "" || f.State.Users[i].Direction == string(d)) {
 			f.State.Users[i].EffectiveRate, f.State.Users[i].EffectiveCeil = req.Rate, ceil
 			f.State.Users[i].Reason = "override"
 		}
@@ -92,24 +125,68 @@ func (f *Fake) SetRate(ctx context.Context, req control.SetRateRequest) (*contro
 	return resp, nil
 }
 
-// Clear records the call and checks the target exists.
-func (f *Fake) Clear(ctx context.Context, target string) error {
+// Clear records the call, checks the target exists and removes its
+// overrides from Set.
+func (f *Fake) Clear(ctx context.Context, req control.ClearRequest) (*control.ClearResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.Calls = append(f.Calls, "clear "+target)
+	f.Calls = append(f.Calls, "clear "+req.Target)
 	if f.ClearErr != nil {
-		return f.ClearErr
+		return nil, f.ClearErr
 	}
-	_, err := f.match(target)
-	return err
+	t, d, err := control.ParseDirectedTarget(req.Target, req.Direction)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.match(t.String()); err != nil {
+		return nil, err
+	}
+	resp := &control.ClearResponse{Target: t.String(), Direction: d.String(), Cleared: []control.OverrideStatus{}}
+	f.Set = slices.DeleteFunc(f.Set, func(o control.OverrideStatus) bool {
+		if o.Target == t.String() && (d == control.DirBoth || o.Direction == d.String()) {
+			resp.Cleared = append(resp.Cleared, o)
+			return true
+		}
+		return false
+	})
+	return resp, nil
 }
 
-// Reload records the call and returns ReloadErr.
-func (f *Fake) Reload(ctx context.Context) error {
+// Reload records the call and returns Reloaded, or ReloadErr.
+func (f *Fake) Reload(ctx context.Context) (*control.ReloadStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls = append(f.Calls, "reload")
-	return f.ReloadErr
+	if f.ReloadErr != nil {
+		return nil, f.ReloadErr
+	}
+	if f.Reloaded != nil {
+		r := *f.Reloaded
+		return &r, nil
+	}
+	return &control.ReloadStatus{At: f.now(), Result: control.ReloadOK}, nil
+}
+
+// Overrides returns Set.
+func (f *Fake) Overrides(ctx context.Context) (*control.OverridesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, "overrides")
+	return &control.OverridesResponse{Overrides: append([]control.OverrideStatus{}, f.Set...)}, nil
+}
+
+// ResetQuota zeroes the user's entry in Usage (a user of State, else a
+// *control.NotFoundError).
+func (f *Fake) ResetQuota(ctx context.Context, req control.QuotaResetRequest) (*control.QuotaResetResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, "quota reset "+req.User)
+	if _, err := f.match(req.User); err != nil {
+		return nil, err
+	}
+	was := f.Usage[req.User]
+	delete(f.Usage, req.User)
+	return &control.QuotaResetResponse{User: req.User, Was: was}, nil
 }
 
 // CallLog returns a copy of Calls.
@@ -121,7 +198,7 @@ func (f *Fake) CallLog() []string {
 
 // match returns the names of the users a target selects.
 func (f *Fake) match(target string) ([]string, error) {
-	t, err := control.ParseTarget(target)
+	t, _, err := control.ParseDirectedTarget(target, "")
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +261,8 @@ func ServeAccess(t testing.TB, svc control.Service, l net.Listener, a *control.A
 
 // Sample returns a status with two interfaces and three users: alice
 // (gold, on lan0 and upload wan0-ingress), bob (silver, ramping) and carol
-// (bronze, over quota), with distinct throughputs (bob heaviest).
+// (bronze, over quota), with distinct throughputs (bob heaviest). wan0 is
+// failed, so status exits 1 on it.
 func Sample() control.Status {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	return control.Status{
@@ -198,14 +276,14 @@ func Sample() control.Status {
 				Tiers: []control.TierStatus{{Name: "gold", Rate: 10e6, Ceil: 20e6}}},
 		},
 		Users: []control.UserStatus{
-			{Name: "alice", Tier: "gold", Interface: "lan0", Rate: 50e6, Ceil: 100e6, EffectiveRate: 50e6, EffectiveCeil: 60e6,
+			{Name: "alice", Tier: "gold", Interface: "lan0", Direction: "download", Device: "lan0", Rate: 50e6, Ceil: 100e6, EffectiveRate: 50e6, EffectiveCeil: 60e6,
 				Reason: "schedule peak", Throughput: 9_873_456, Bytes: 1_234_567_890, Drops: 12},
-			{Name: "alice", Tier: "gold", Interface: "wan0", Rate: 10e6, Ceil: 20e6, EffectiveRate: 10e6, EffectiveCeil: 20e6,
+			{Name: "alice", Tier: "gold", Interface: "wan0", Direction: "upload", Device: "ifb-wan0", Rate: 10e6, Ceil: 20e6, EffectiveRate: 10e6, EffectiveCeil: 20e6,
 				Reason: "tier", Throughput: 1_500_000, Bytes: 98_765, Drops: 0},
-			{Name: "bob", Tier: "silver", Interface: "lan0", Rate: 20e6, Ceil: 40e6, EffectiveRate: 3e6, EffectiveCeil: 38e6,
+			{Name: "bob", Tier: "silver", Interface: "lan0", Direction: "download", Device: "lan0", Rate: 20e6, Ceil: 40e6, EffectiveRate: 3e6, EffectiveCeil: 38e6,
 				Reason: "override until 12:00", Throughput: 35_120_000, Bytes: 5_000_000_000, Drops: 3456,
 				Ramp: &control.RampStatus{From: 40e6, To: 3e6, Until: t0.Add(2 * time.Second)}},
-			{Name: "carol", Tier: "bronze", Interface: "lan0", Rate: 5e6, Ceil: 10e6, EffectiveRate: 1e6, EffectiveCeil: 1e6,
+			{Name: "carol", Tier: "bronze", Interface: "lan0", Direction: "download", Device: "lan0", Rate: 5e6, Ceil: 10e6, EffectiveRate: 1e6, EffectiveCeil: 1e6,
 				Reason: "quota exceeded", Throughput: 999_000, Bytes: 10_737_418_240, Drops: 0,
 				Quota: &control.QuotaStatus{Used: 10_737_418_240, Limit: 10_737_418_240, PeriodEnd: t0.Add(24 * time.Hour)}},
 		},

@@ -1,0 +1,17 @@
+package control
+
+import "testing"
+
+// The new endpoints need the roles their shaperctl commands document:
+// listing overrides and top read, a quota reset changes.
+func TestRouteRoles(t *testing.T) {
+	s := NewServer(nil, nil)
+	for path, want := range map[string]Role{
+		"/v1/status": RoleRead, "/v1/top": RoleRead, "/v1/overrides": RoleRead,
+		"/v1/rate": RoleAdmin, "/v1/clear": RoleAdmin, "/v1/reload": RoleAdmin, "/v1/quota/reset": RoleAdmin,
+	} {
+		if r, ok := s.routes[path]; !ok || r.need != want {
+			t.Errorf("%s: role %v (route %v), want %v", path, r.need, ok, want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/daemon"
+	"github.com/shaperd/shaperd/internal/simulate"
 	"github.com/shaperd/shaperd/pkg/config"
 )
 
@@ -33,6 +34,7 @@ type flags struct {
 	config, logLevel, logFormat, netns string
 	check, once, teardown, version     bool
 	force                              bool
+	sim                                *simulate.Flags
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -48,6 +50,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.netns, "netns", "", "shape in the named network `namespace` (as 'ip netns' knows it) instead of this one")
 	fs.BoolVar(&f.force, "force", false, "go on even when another shaperd process manages one of the interfaces (two managers undo each other's changes)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	f.sim = simulate.AddFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: shaperd [--config FILE] [--check | --once | --teardown] [--log-level L] [--log-format text|json]\n")
 		fs.PrintDefaults()
@@ -85,6 +88,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if f.version {
 		fmt.Fprintln(stdout, "shaperd", version)
 		return 0
+	}
+	if f.sim.Simulate {
+		return simulate.Main(f.config, f.sim, time.Now(), stdout, stderr)
 	}
 	if f.check {
 		errs := config.Check(f.config)

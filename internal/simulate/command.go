@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/sim"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // Flags are shaperd's --simulate flags.
@@ -16,6 +18,8 @@ type Flags struct {
 	Demand   string
 	At       string
 	JSON     bool
+	// PacketSize is --packet-size: "" is one 1514-byte frame.
+	PacketSize string
 }
 
 // AddFlags registers --simulate, --demand, --at and --json on fs.
@@ -25,6 +29,7 @@ func AddFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.Demand, "demand", DefaultSpec, "with --simulate: comma list of `SPEC` USER=DEMAND, tier:NAME=DEMAND, default:IFACE=DEMAND or *=DEMAND; DEMAND is max, 0, a rate (10mbit) or DOWN/UP")
 	fs.StringVar(&f.At, "at", "", "with --simulate: the local `time` \"2006-01-02 15:04\" in the policy's timezone (default now)")
 	fs.BoolVar(&f.JSON, "json", false, "with --simulate: print JSON")
+	fs.StringVar(&f.PacketSize, "packet-size", "", "with --simulate: the `size` of the packets HTB dequeues (GRO/GSO aggregates count as one, e.g. 64kb; default 1514b)")
 	return f
 }
 
@@ -79,7 +84,14 @@ func Main(path string, f *Flags, now time.Time, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "shaperd:", err)
 		return 2
 	}
-	rep, err := Simulate(plan, spec, at)
+	var o sim.Options
+	if f.PacketSize != "" {
+		if o.PacketSize, err = tbf.ParseSize(f.PacketSize); err != nil || o.PacketSize == 0 {
+			fmt.Fprintf(stderr, "shaperd: --packet-size %q: want a size such as 1514b or 64kb\n", f.PacketSize)
+			return 2
+		}
+	}
+	rep, err := Simulate(plan, spec, at, o)
 	if err != nil {
 		fmt.Fprintln(stderr, "shaperd: simulate:", err)
 		return 1

@@ -56,8 +56,9 @@ type TierTotal struct {
 }
 
 // Simulate evaluates plan at at with spec's demand and solves every
-// interface. Errors name the interface.
-func Simulate(plan *config.Plan, spec *Spec, at time.Time) (*Report, error) {
+// interface with o (its Flows are ignored: every interface gets its own).
+// Errors name the interface.
+func Simulate(plan *config.Plan, spec *Spec, at time.Time, o sim.Options) (*Report, error) {
 	if err := spec.check(plan); err != nil {
 		return nil, err
 	}
@@ -73,7 +74,7 @@ func Simulate(plan *config.Plan, spec *Spec, at time.Time) (*Report, error) {
 		if tree.Root.Kind == model.ShaperTBF {
 			err = rep.addTBF(plan, spec, cfg, &tree)
 		} else {
-			err = rep.addHTB(spec, ir, &tree)
+			err = rep.addHTB(spec, ir, &tree, o)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: interface %s %s: %w", cfg.Source, cfg.Name, cfg.Direction, err)
@@ -82,7 +83,7 @@ func Simulate(plan *config.Plan, spec *Spec, at time.Time) (*Report, error) {
 	return rep, nil
 }
 
-func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tree) error {
+func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tree, o sim.Options) error {
 	spec0 := ir.Targets.Interface
 	dir := spec0.Direction
 	if dir == "" {
@@ -100,7 +101,7 @@ func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tr
 			return spec.unclassified(spec0.Name, dir)
 		}
 		return 0
-	}, nil)
+	}, sim.Options{PacketSize: o.PacketSize})
 	if err != nil {
 		return err
 	}
@@ -192,7 +193,7 @@ func (rep *Report) addTBF(plan *config.Plan, spec *Spec, cfg *config.Interface, 
 		flows = append(flows, sim.Flow{Name: Unclassified, Demand: d})
 		tiers = append(tiers, "")
 	}
-	out, err := sim.Solve(tree, nil, flows)
+	out, err := sim.Solve(tree, nil, sim.Options{Flows: flows})
 	if err != nil {
 		return err
 	}

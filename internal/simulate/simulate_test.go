@@ -35,7 +35,7 @@ func simulateAt(t *testing.T, spec, at string) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Simulate(plan, sp, when)
+	rep, err := Simulate(plan, sp, when, sim.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,6 +247,9 @@ func TestMainExitCodes(t *testing.T) {
 	}
 	if code, _, errOut := run(Flags{Demand: DefaultSpec, At: "noon"}, "testdata/shaperd.toml"); code != 2 || !strings.Contains(errOut, "--at") {
 		t.Errorf("bad --at: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := run(Flags{Demand: DefaultSpec, PacketSize: "huge"}, "testdata/shaperd.toml"); code != 2 || !strings.Contains(errOut, "--packet-size") {
+		t.Errorf("bad --packet-size: exit %d, %q", code, errOut)
 	}
 	if code, _, errOut := run(Flags{Demand: DefaultSpec}, "testdata/missing.toml"); code != 1 || errOut == "" {
 		t.Errorf("missing config: exit %d, %q", code, errOut)

@@ -54,7 +54,7 @@ func BenchmarkSolve(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Solve(tree, demand, nil); err != nil {
+				if _, err := Solve(tree, demand, Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -5,28 +5,50 @@ import (
 	"math"
 
 	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // DemandFunc returns the demand of a leaf class of an HTB tree (a user's
 // class, the default class). It is not called for inner classes.
 type DemandFunc func(c *model.Class) Demand
 
+// Options tune Solve; the zero value is the default.
+type Options struct {
+	// Flows share a TBF root (one per user); HTB ignores them.
+	Flows []Flow
+	// PacketSize is the typical size in bytes of the packets HTB dequeues;
+	// a GSO/GRO aggregate counts as one packet (up to 64 KiB on a router
+	// that forwards with GRO, or from a local sender with TSO). HTB's DRR
+	// ends a class's turn only after the packet that overdraws its
+	// deficit, so a class whose quantum is below the packet size sends one
+	// packet per round: its share weight is max(quantum, PacketSize).
+	// 0 means DefaultPacketSize.
+	PacketSize tbf.Size
+}
+
+// DefaultPacketSize is one full Ethernet frame without FCS (no GSO).
+const DefaultPacketSize tbf.Size = 1514
+
 // Solve predicts the steady state of t: for HTB, every class's rate with
-// demand (nil: every class 0); for TBF, the share of each of flows (HTB
-// ignores flows). It does not change t.
+// demand (nil: every class 0); for TBF, the share of each of o.Flows. It
+// does not change t.
 //
 // Errors name the device and class: a tree without a root qdisc, an
 // unknown kind, a class whose parent is missing, a hierarchy deeper than
 // HTB's 8 levels.
-func Solve(t *model.Tree, demand DemandFunc, flows []Flow) (*Result, error) {
+func Solve(t *model.Tree, demand DemandFunc, o Options) (*Result, error) {
 	if t.Root == nil {
 		return nil, fmt.Errorf("simulate %s: no shaper qdisc", t.Device)
 	}
 	switch t.Root.Kind {
 	case model.ShaperHTB:
-		return solveHTB(t, demand)
+		pkt := o.PacketSize
+		if pkt == 0 {
+			pkt = DefaultPacketSize
+		}
+		return solveHTB(t, demand, float64(pkt))
 	case model.ShaperTBF:
-		return solveTBF(t, flows)
+		return solveTBF(t, o.Flows)
 	}
 	return nil, fmt.Errorf("simulate %s: unknown shaper %q", t.Device, t.Root.Kind)
 }
@@ -57,10 +79,11 @@ type htb struct {
 	t     *model.Tree
 	nodes []node
 	eps   float64
+	pkt   float64 // bytes per dequeued packet
 }
 
-func solveHTB(t *model.Tree, demand DemandFunc) (*Result, error) {
-	s := &htb{t: t, nodes: make([]node, len(t.Classes))}
+func solveHTB(t *model.Tree, demand DemandFunc, pkt float64) (*Result, error) {
+	s := &htb{t: t, nodes: make([]node, len(t.Classes)), pkt: pkt}
 	if err := s.link(); err != nil {
 		return nil, fmt.Errorf("simulate %s: %w", t.Device, err)
 	}
@@ -132,7 +155,7 @@ func (s *htb) link() error {
 		if q == 0 {
 			q = kernelQuantum(c)
 		}
-		n.quantum = float64(q)
+		n.quantum = max(float64(q), s.pkt) // DRR bytes per round
 		n.prio = int(min(c.Prio, htbMaxDepth-1))
 		if c.Parent == s.t.Root.Handle || c.Parent.Minor() == 0 {
 			continue

@@ -58,7 +58,7 @@ type want struct {
 
 func solve(t *testing.T, tree *model.Tree, d DemandFunc) *Result {
 	t.Helper()
-	res, err := Solve(tree, d, nil)
+	res, err := Solve(tree, d, Options{})
 	if err != nil {
 		t.Fatalf("Solve: %v", err)
 	}
@@ -94,12 +94,13 @@ func check(t *testing.T, res *Result, total float64, ws ...want) {
 }
 
 // Two backlogged classes of the same prio share the spare 80mbit in
-// proportion to their quanta (1000:3000), on top of their rates.
+// proportion to their quanta (2000:6000, both above one 1514-byte frame),
+// on top of their rates.
 func TestShareByQuantum(t *testing.T) {
 	tree := htbTree(
 		cls{minor: 1, rate: 100, ceil: 100},
-		cls{minor: 0x10, parent: 1, rate: 10, ceil: 100, quantum: 1000, user: "a"},
-		cls{minor: 0x11, parent: 1, rate: 10, ceil: 100, quantum: 3000, user: "b"},
+		cls{minor: 0x10, parent: 1, rate: 10, ceil: 100, quantum: 2000, user: "a"},
+		cls{minor: 0x11, parent: 1, rate: 10, ceil: 100, quantum: 6000, user: "b"},
 	)
 	res := solve(t, tree, demands(nil))
 	check(t, res, 100, want{"a", 30, ByShare, 1}, want{"b", 70, ByShare, 1})
@@ -253,10 +254,10 @@ func TestBuiltTree(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	tree := htbTree(cls{minor: 0x10, parent: 1, rate: 10, ceil: 10, user: "a"})
-	if _, err := Solve(tree, nil, nil); err == nil || !strings.Contains(err.Error(), "1:10: parent 1:1 not in the tree") {
+	if _, err := Solve(tree, nil, Options{}); err == nil || !strings.Contains(err.Error(), "1:10: parent 1:1 not in the tree") {
 		t.Errorf("missing parent: %v", err)
 	}
-	if _, err := Solve(&model.Tree{Device: "eth9"}, nil, nil); err == nil || !strings.Contains(err.Error(), "eth9") {
+	if _, err := Solve(&model.Tree{Device: "eth9"}, nil, Options{}); err == nil || !strings.Contains(err.Error(), "eth9") {
 		t.Errorf("no root: %v", err)
 	}
 }
@@ -265,7 +266,7 @@ func TestErrors(t *testing.T) {
 func TestTBF(t *testing.T) {
 	tree := &model.Tree{Device: "wan0", Root: &model.Qdisc{Kind: model.ShaperTBF, Handle: model.RootQdisc,
 		TBF: &model.TBFParams{Rate: 10 * tbf.Mbit, Burst: 20000}}}
-	res, err := Solve(tree, nil, []Flow{{"a", Demand(2 * mbit)}, {"b", Max}, {"c", Max}})
+	res, err := Solve(tree, nil, Options{Flows: []Flow{{"a", Demand(2 * mbit)}, {"b", Max}, {"c", Max}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +279,7 @@ func TestTBF(t *testing.T) {
 	if math.Abs(res.Total-10*mbit) > 1 {
 		t.Errorf("total %.2f mbit, want 10", res.Total/mbit)
 	}
-	res, _ = Solve(tree, nil, []Flow{{"a", Demand(2 * mbit)}, {"b", Max}})
+	res, _ = Solve(tree, nil, Options{Flows: []Flow{{"a", Demand(2 * mbit)}, {"b", Max}}})
 	if g := res.Flows[1]; math.Abs(g.Rate-8*mbit) > 1 || g.LimitedBy != ByBandwidth {
 		t.Errorf("one limited flow: %.2f mbit by %s, want 8 by bandwidth", g.Rate/mbit, g.LimitedBy)
 	}
@@ -327,5 +328,27 @@ func TestInvariants(t *testing.T) {
 	}
 	if math.Abs(res.Total-res.Bandwidth) > 1 {
 		t.Errorf("total %.3f mbit, want the bandwidth %.3f", res.Total/mbit, res.Bandwidth/mbit)
+	}
+}
+
+// HTB ends a DRR turn only after the packet that overdraws the deficit:
+// with 64 KiB GSO packets two classes with quanta 1000 and 3000 send one
+// packet per round and share the spare equally; with 2000-byte packets
+// the weights are 2000:3000; with the default 1514-byte frames 1514:3000.
+func TestPacketSizeWeighsDRR(t *testing.T) {
+	tree := htbTree(
+		cls{minor: 1, rate: 100, ceil: 100},
+		cls{minor: 0x10, parent: 1, rate: 10, ceil: 100, quantum: 1000, user: "a"},
+		cls{minor: 0x11, parent: 1, rate: 10, ceil: 100, quantum: 3000, user: "b"},
+	)
+	for _, tc := range []struct {
+		pkt  tbf.Size
+		a, b float64
+	}{{64 * tbf.Kibibyte, 50, 50}, {2000, 10 + 80*2.0/5, 10 + 80*3.0/5}, {0, 10 + 80*1514.0/4514, 10 + 80*3000.0/4514}} {
+		res, err := Solve(tree, demands(nil), Options{PacketSize: tc.pkt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, res, 100, want{"a", tc.a, ByShare, 1}, want{"b", tc.b, ByShare, 1})
 	}
 }

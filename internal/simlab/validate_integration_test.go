@@ -1,0 +1,186 @@
+package simlab
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/sim"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// gsoPacket is the packet size the simulator is told when the senders
+// use TSO: HTB dequeues aggregates of up to 64 KiB.
+const gsoPacket = 64 * tbf.Kibibyte
+
+// gsoBurst is the burst and cburst of the plans run with TSO: at least one
+// 64 KiB aggregate, so that a class can reach its ceil (see
+// docs/simulator.md).
+const gsoBurst = 64 * tbf.Kibibyte
+
+// user is a UserTarget with one IPv4 address; rates in mbit.
+func user(name, tier string, prio uint32, addr netip.Addr, rate, ceil tbf.Rate) model.UserTarget {
+	return model.UserTarget{Name: name, Tier: tier, Prio: prio, Prefixes: []netip.Prefix{netip.PrefixFrom(addr, 32)},
+		Rate: rate * tbf.Mbit, Ceil: ceil * tbf.Mbit}
+}
+
+// withBurst sets every user's burst and cburst to b.
+func withBurst(tg model.Targets, b tbf.Size) model.Targets {
+	for i := range tg.Users {
+		tg.Users[i].Burst, tg.Users[i].CBurst = b, b
+	}
+	return tg
+}
+
+// smallQuanta is a 60mbit download in three tiers of prio 0, 3 and 7,
+// ceilings adding up to 132mbit and guarantees to 26mbit, with quanta
+// below a GSO packet. Everyone saturated, single frames: gold (prio 0)
+// borrows first and g1, g2 stop at their 16mbit ceil; silver shares the
+// 14mbit left by quantum 3:1 (6mbit -> 75000 B, 2mbit -> 25000 B): s1
+// 16.5, s2 5.5; bronze keeps its rate.
+func smallQuanta(l *lab) model.Targets {
+	u := l.Users4
+	return model.Targets{
+		Interface: model.InterfaceSpec{Name: netnslab.RouterLANDev, Bandwidth: 60 * tbf.Mbit},
+		Users: []model.UserTarget{
+			user("g1", "gold", 0, u[0], 8, 16), user("g2", "gold", 0, u[1], 4, 16),
+			user("s1", "silver", 3, u[2], 6, 30), user("s2", "silver", 3, u[3], 2, 30),
+			user("b1", "bronze", 7, u[4], 3, 20), user("b2", "bronze", 7, u[5], 3, 20),
+		},
+	}
+}
+
+// bigQuanta is a 100mbit download in three tiers of prio 0, 3 and 7 whose
+// quanta (rate/10: 75000 and 150000 B) and bursts (64 KiB) hold a whole
+// GSO packet. Guarantees 48mbit, ceilings 260mbit. Everyone saturated:
+// gold shares 2:1 until g1 stops at its 30mbit ceil, then g2 borrows on to
+// its ceil too (42mbit of the 52 spare); silver shares the last 10mbit
+// 2:1: s1 18.67, s2 9.33; bronze keeps its rate.
+func bigQuanta(l *lab) model.Targets {
+	u := l.Users4
+	return withBurst(model.Targets{
+		Interface: model.InterfaceSpec{Name: netnslab.RouterLANDev, Bandwidth: 100 * tbf.Mbit},
+		Users: []model.UserTarget{
+			user("g1", "gold", 0, u[0], 12, 30), user("g2", "gold", 0, u[1], 6, 30),
+			user("s1", "silver", 3, u[2], 12, 60), user("s2", "silver", 3, u[3], 6, 60),
+			user("b1", "bronze", 7, u[4], 6, 40), user("b2", "bronze", 7, u[5], 6, 40),
+		},
+	}, gsoBurst)
+}
+
+func saturate(users []netip.Addr, dir netnslab.Direction) []load {
+	out := make([]load, len(users))
+	for i, a := range users {
+		out[i] = load{User: a, Dir: dir, Streams: 4}
+	}
+	return out
+}
+
+func allMax(tg model.Targets) map[string]sim.Demand {
+	d := map[string]sim.Demand{}
+	for _, u := range tg.Users {
+		d[u.Name] = sim.Max
+	}
+	return d
+}
+
+// Six saturated users (iperf3 -P 4 each, TSO on) in three tiers on an HTB
+// download whose bandwidth is below the sum of ceilings: the kernel's
+// per-class byte rates match the simulator.
+func TestValidateSaturatedDownload(t *testing.T) {
+	l := newLab(t, 6)
+	tg := bigQuanta(l)
+	tree := l.apply(t, tg)
+	res := predict(t, &tree, allMax(tg), gsoPacket)
+	got := l.run(t, tree.Device, saturate(l.Users4, netnslab.Download)...)
+	compareHTB(t, "saturated download", res, got)
+}
+
+// Quanta below the packet size: with single frames (no GSO) the spare is
+// shared by quantum as the simulator predicts for 1514-byte packets.
+func TestValidateSmallQuantaFrames(t *testing.T) {
+	l := newLab(t, 6)
+	l.noGSO(t)
+	tg := smallQuanta(l)
+	tree := l.apply(t, tg)
+	res := predict(t, &tree, allMax(tg), sim.DefaultPacketSize)
+	got := l.run(t, tree.Device, saturate(l.Users4, netnslab.Download)...)
+	compareHTB(t, "small quanta, single frames", res, got)
+}
+
+// A mix on the bigQuanta plan: g2 and b1 paced well below their rates, s2
+// idle, the others saturated. Prediction: guarantees 12+2.09+12+1.05+6;
+// g1 30 (ceil), s1 takes 36.86 of what is left, then b2.
+func TestValidateMixedDownload(t *testing.T) {
+	l := newLab(t, 6)
+	tg := bigQuanta(l)
+	tree := l.apply(t, tg)
+	u := l.Users4
+	demand := allMax(tg)
+	demand["g2"], demand["s2"], demand["b1"] = paced(2e6), 0, paced(1e6)
+	res := predict(t, &tree, demand, gsoPacket)
+	got := l.run(t, tree.Device,
+		load{User: u[0], Dir: netnslab.Download, Streams: 4},
+		load{User: u[1], Dir: netnslab.Download, Streams: 1, Bitrate: "2M"},
+		load{User: u[2], Dir: netnslab.Download, Streams: 4},
+		load{User: u[4], Dir: netnslab.Download, Streams: 1, Bitrate: "1M"},
+		load{User: u[5], Dir: netnslab.Download, Streams: 4},
+	)
+	compareHTB(t, "mixed download", res, got)
+}
+
+// Guarantees that add up to more than the interface are all granted: three
+// users with 10+10+8mbit through a 20mbit HTB get 28mbit together.
+func TestValidateOversubscribed(t *testing.T) {
+	l := newLab(t, 3)
+	u := l.Users4
+	tg := model.Targets{
+		Interface: model.InterfaceSpec{Name: netnslab.RouterLANDev, Bandwidth: 20 * tbf.Mbit},
+		Users: []model.UserTarget{
+			user("a", "gold", 0, u[0], 10, 30), user("b", "silver", 3, u[1], 10, 30), user("c", "bronze", 7, u[2], 8, 30),
+		},
+	}
+	tree := l.apply(t, tg)
+	res := predict(t, &tree, allMax(tg), gsoPacket)
+	if res.Total <= res.Bandwidth {
+		t.Fatalf("predicted %.1f Mbit/s, want more than the %.1f Mbit/s bandwidth", res.Total/1e6, res.Bandwidth/1e6)
+	}
+	got := l.run(t, tree.Device, saturate(u, netnslab.Download)...)
+	compareHTB(t, "oversubscribed download", res, got)
+}
+
+// Five saturated uploads shaped on the IFB device (40mbit): guarantees
+// 30mbit; gold (prio 0) borrows to its 12mbit ceil (+4 of the 10 spare),
+// silver shares the last 6mbit equally, bronze keeps its rate.
+func TestValidateUploadIFB(t *testing.T) {
+	l := newLab(t, 5)
+	u := l.Users4
+	tg := withBurst(model.Targets{
+		Interface: model.InterfaceSpec{Name: netnslab.RouterLANDev, Direction: model.Ingress, IFB: netnslab.RouterIFB,
+			Bandwidth: 40 * tbf.Mbit},
+		Users: []model.UserTarget{
+			user("u1", "gold", 0, u[0], 10, 12), user("u2", "gold", 0, u[1], 6, 12),
+			user("u3", "silver", 2, u[2], 6, 20), user("u4", "silver", 2, u[3], 6, 20),
+			user("u5", "bronze", 5, u[4], 2, 30),
+		},
+	}, gsoBurst)
+	tree := l.apply(t, tg)
+	res := predict(t, &tree, allMax(tg), gsoPacket)
+	got := l.run(t, tree.Device, saturate(u, netnslab.Upload)...)
+	compareHTB(t, "saturated upload (IFB)", res, got)
+}
+
+// A TBF shapes the whole link: the total through its qdisc matches.
+func TestValidateTBF(t *testing.T) {
+	l := newLab(t, 3)
+	tg := model.Targets{Interface: model.InterfaceSpec{Name: netnslab.RouterLANDev, Shaper: model.ShaperTBF, Bandwidth: 30 * tbf.Mbit}}
+	tree := l.apply(t, tg)
+	flows := []sim.Flow{{Name: "a", Demand: sim.Max}, {Name: "b", Demand: sim.Max}, {Name: "c", Demand: sim.Max}}
+	res, err := sim.Solve(&tree, nil, sim.Options{Flows: flows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := l.run(t, tree.Device, saturate(l.Users4, netnslab.Download)...)
+	report(t, "TBF download", []errRow{newErrRow("TOTAL", res.Total, got.root, "", totalFrac, 0)})
+}

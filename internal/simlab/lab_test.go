@@ -271,5 +271,5 @@ func compareHTB(t *testing.T, scenario string, res *sim.Result, got rates) {
 }
 
 // paced is the class rate (frames on the wire) of an IPv4 TCP sender paced
-// at payload bits/s.
+// at payload bits/s (iperf3 -b reads "2M" as 2*2^20 bits/s).
 func paced(payload float64) sim.Demand { return sim.Demand(payload * frameBytes / payloadV4) }

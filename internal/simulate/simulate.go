@@ -28,9 +28,9 @@ type UserRow struct {
 	Direction  model.Direction
 	Demand     sim.Demand
 	Rate       float64
-	// LimitedBy is the reason (sim's reasons, "quota" for a ceil that is
-	// the over-quota ceil); Detail names the limiting class ("interface",
-	// "tier gold") or the rule that set the ceil ("schedule gold#0 ...").
+	// LimitedBy is sim's reason; Detail names the limiting class
+	// ("interface", "tier gold") or, for "ceil", the policy rule that set
+	// the ceil ("tier gold", "schedule gold#0 ...", "user config").
 	LimitedBy, Detail string
 }
 
@@ -136,10 +136,7 @@ func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tr
 			continue
 		}
 		if x := expl[c.Labels.User]; x != nil && c.LimitedBy == sim.ByCeil {
-			u.Detail = x.Reason
-			if x.Source == policy.SourceQuota {
-				u.LimitedBy = "quota"
-			}
+			u.Detail = x.Reason // the rule that set the ceil
 		}
 		users[u.User] = u
 		if _, ok := tiers[u.Tier]; !ok {

@@ -11,6 +11,7 @@ import (
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/sim"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 const mbit = 1e6
@@ -118,6 +119,32 @@ func TestSimulatePeakWithDemands(t *testing.T) {
 		expect{"b1", "wan0", model.Egress, 2, "demand", ""},
 		expect{"b2", "wan0", model.Egress, 12, "share", ""},
 	)
+}
+
+// The packet size reaches the solver: with 64 KiB packets the quanta of
+// a1 (gold, 20mbit: 200000 B) and of a2 at 4mbit (50000 B) weigh
+// 200000:65536 instead of 200000:50000.
+func TestPacketSize(t *testing.T) {
+	plan := loadPlan(t)
+	plan.Users[1].Rate = 4_000_000 // a2: 4mbit, ceil stays 60mbit
+	sp, _ := ParseSpec(DefaultSpec)
+	at, _ := ParseAt("2026-12-04 18:30", time.Time{}, plan.Policy.Location)
+	share := func(pkt uint64) float64 {
+		rep, err := Simulate(plan, sp, at, sim.Options{PacketSize: tbf.Size(pkt)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return row(t, rep, "a2", "lan0", model.Egress).Rate
+	}
+	// Guarantees 20+4+10+10+5 = 49, spare 51 to gold by weight. 1514-byte
+	// packets: 200000:50000 would give a1 40.8 > its 40 of headroom, so a1
+	// stops at its ceil and a2 gets 11. 64 KiB: 200000:65536, a1 38.41.
+	if got, want := share(0), 15*mbit; math.Abs(got-want) > 1 {
+		t.Errorf("1514-byte packets: a2 %.3f mbit, want %.3f", got/mbit, want/mbit)
+	}
+	if got, want := share(65536), 4*mbit+51*mbit*65536/265536; math.Abs(got-want) > 1 {
+		t.Errorf("64 KiB packets: a2 %.3f mbit, want %.3f", got/mbit, want/mbit)
+	}
 }
 
 func TestParseSpec(t *testing.T) {

@@ -121,10 +121,12 @@ func (l *lab) read(device string) (counters, error) {
 	return c, nil
 }
 
-// rates are bits/s per class and of the root qdisc over a window.
+// rates are bits/s per class and of the root qdisc over a window, and
+// each load's TCP goodput as its iperf3 receiver saw it over the whole run.
 type rates struct {
 	classes map[model.Handle]float64
 	root    float64
+	goodput []float64
 }
 
 // run starts every load, reads device's counters after warmup and again
@@ -161,10 +163,14 @@ func (l *lab) run(t *testing.T, device string, loads ...load) rates {
 		clients[i] = c
 	}
 	errs := make(chan error, len(clients))
-	for _, c := range clients {
+	goodput := make([]float64, len(clients))
+	for i, c := range clients {
 		cmd := c.ns.Command(c.argv...)
 		go func() {
-			out, err := cmd.CombinedOutput()
+			out, err := cmd.Output()
+			if err == nil {
+				goodput[i], err = netnslab.ParseIperf3(string(out))
+			}
 			if err != nil {
 				err = fmt.Errorf("%s: %w: %.300s", strings.Join(c.argv, " "), err, out)
 			}
@@ -188,7 +194,7 @@ func (l *lab) run(t *testing.T, device string, loads ...load) rates {
 		t.Fatalf("read counters of %s: %v %v", device, errA, errB)
 	}
 	dt := b.at.Sub(a.at).Seconds()
-	r := rates{classes: map[model.Handle]float64{}, root: float64(b.root-a.root) * 8 / dt}
+	r := rates{classes: map[model.Handle]float64{}, root: float64(b.root-a.root) * 8 / dt, goodput: goodput}
 	for h, v := range b.classes {
 		r.classes[h] = float64(v-a.classes[h]) * 8 / dt
 	}

@@ -86,7 +86,7 @@ func TestSimulateOffPeak(t *testing.T) {
 		expect{"b1", "lan0", model.Egress, 10, "prio", "interface"},
 		expect{"c1", "lan0", model.Egress, 5, "prio", "interface"},
 		expect{"a1", "lan0", model.Ingress, 20, "rate", "interface"},
-		expect{"c1", "wan0", model.Egress, 10, "share", ""},
+		expect{"c1", "wan0", model.Egress, 10, "fifo", ""},
 	)
 	up := rep.Interfaces[1]
 	if !up.Oversubscribed || math.Abs(up.Rate-65*mbit) > 1 || up.Bandwidth != 20*mbit {
@@ -117,7 +117,7 @@ func TestSimulatePeakWithDemands(t *testing.T) {
 		expect{Unclassified, "lan0", model.Egress, 1, "ceil", ""},
 		expect{"b1", "lan0", model.Ingress, 0, "demand", ""},
 		expect{"b1", "wan0", model.Egress, 2, "demand", ""},
-		expect{"b2", "wan0", model.Egress, 12, "share", ""},
+		expect{"b2", "wan0", model.Egress, 12, "fifo", ""},
 	)
 }
 

@@ -24,10 +24,16 @@
 //     per round, so the share is flat over leaves, not divided per subtree.
 //   - A class without an explicit quantum gets the kernel default
 //     rate/r2q (r2q 10) clamped to 1000..200000 bytes (tbf.Quantum).
+//   - DRR ends a class's turn only after the packet that overdraws its
+//     deficit, so a class sends max(quantum, packet) bytes per round;
+//     Options.PacketSize says how big the dequeued packets are (GSO/GRO
+//     aggregates count as one).
 //
-// A TBF root shares its rate among the flows given with the demand, max-min
-// fair (equal shares for the backlogged flows): a FIFO behind a token bucket
-// has no classes, so this is an approximation that holds when the flows
-// are alike. Bursts, peak rates and transients are not modelled; the
-// physical link is assumed to be faster than the shaper.
+// A TBF root's total is min(demand, rate). Its split among the flows given
+// is the max-min fair one (ByFIFO): a FIFO behind a token bucket has no
+// classes and guarantees no split. Bursts, peak rates and transients are
+// not modelled; the physical link is assumed to be faster than the shaper.
+// The steady state holds when bursts and cbursts are several packets
+// long: a class whose cburst is about one (GSO) packet falls short of its
+// ceil (see docs/simulator.md for measurements).
 package sim

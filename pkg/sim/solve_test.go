@@ -270,7 +270,7 @@ func TestTBF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wants := []FlowResult{{"a", Demand(2 * mbit), 2 * mbit, ByDemand}, {"b", Max, 4 * mbit, ByShare}, {"c", Max, 4 * mbit, ByShare}}
+	wants := []FlowResult{{"a", Demand(2 * mbit), 2 * mbit, ByDemand}, {"b", Max, 4 * mbit, ByFIFO}, {"c", Max, 4 * mbit, ByFIFO}}
 	for i, w := range wants {
 		if g := res.Flows[i]; math.Abs(g.Rate-w.Rate) > 1 || g.LimitedBy != w.LimitedBy {
 			t.Errorf("flow %s: %.2f mbit by %s, want %.2f by %s", w.Name, g.Rate/mbit, g.LimitedBy, w.Rate/mbit, w.LimitedBy)

@@ -9,7 +9,7 @@ import (
 
 // solveTBF shares a TBF's rate among flows, max-min fair: the flows that
 // ask for less than an equal share get their demand, the others split the
-// rest equally.
+// rest equally (ByFIFO: the fair case, not a guarantee).
 func solveTBF(t *model.Tree, flows []Flow) (*Result, error) {
 	p := t.Root.TBF
 	res := &Result{Device: t.Device, Kind: model.ShaperTBF, Flows: make([]FlowResult, len(flows))}
@@ -42,7 +42,7 @@ func solveTBF(t *model.Tree, flows []Flow) (*Result, error) {
 		if d <= share+eps {
 			f.Rate, f.LimitedBy = d, ByDemand
 		} else {
-			f.Rate, f.LimitedBy = share, ByShare
+			f.Rate, f.LimitedBy = share, ByFIFO
 			if k == len(order)-1 && !limitedBefore(res.Flows, order[:k]) {
 				f.LimitedBy = ByBandwidth
 			}

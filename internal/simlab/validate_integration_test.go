@@ -195,3 +195,43 @@ func TestValidateTBF(t *testing.T) {
 	}
 	report(t, "TBF download", []errRow{newErrRow("TOTAL", res.Total, got.root, "", totalFrac, 0)})
 }
+
+// tierPlan is a 60mbit download where gold has an aggregate class (rate
+// 20mbit, ceil ceil) over three users; s1 (same prio) and b1 (prio 5)
+// hang from the root. Quanta are equal (6mbit: 75000 B), bursts 256 KiB.
+// Level 0: 6mbit each (30); gold lends 20-18 = 2 (+0.67 each); the root
+// lends the 28 left.
+func tierPlan(l *lab, ceil tbf.Rate) model.Targets {
+	u := l.Users4
+	return withBurst(model.Targets{
+		Interface: model.InterfaceSpec{Name: netnslab.RouterLANDev, Bandwidth: 60 * tbf.Mbit},
+		Tiers:     []model.TierTarget{{Name: "gold", Rate: 20 * tbf.Mbit, Ceil: ceil * tbf.Mbit, Burst: gsoBurst}},
+		Users: []model.UserTarget{
+			user("g1", "gold", 1, u[0], 6, 40), user("g2", "gold", 1, u[1], 6, 40), user("g3", "gold", 1, u[2], 6, 40),
+			user("s1", "silver", 1, u[3], 6, 40), user("b1", "bronze", 5, u[4], 6, 40),
+		},
+	}, gsoBurst)
+}
+
+// HTB's round robin is flat over the borrowing leaves, not per subtree:
+// with gold's aggregate ceil at 50mbit the root's 28mbit go 7 to each of
+// g1, g2, g3 and s1 (a per-subtree split would give s1 14).
+func TestValidateTierAggregateFlatShare(t *testing.T) {
+	l := newLab(t, 5)
+	tg := tierPlan(l, 50)
+	tree := l.apply(t, tg)
+	res := predict(t, &tree, allMax(tg), gsoPacket)
+	got := l.run(t, tree.Device, saturate(l.Users4, netnslab.Download)...)
+	compareHTB(t, "tier aggregate, flat share", res, got)
+}
+
+// With gold's aggregate ceil at 35mbit the aggregate stops borrowing at
+// +15 (5 each) and s1 takes the rest of the root's spare (13).
+func TestValidateTierAggregateCeil(t *testing.T) {
+	l := newLab(t, 5)
+	tg := tierPlan(l, 35)
+	tree := l.apply(t, tg)
+	res := predict(t, &tree, allMax(tg), gsoPacket)
+	got := l.run(t, tree.Device, saturate(l.Users4, netnslab.Download)...)
+	compareHTB(t, "tier aggregate at its ceil", res, got)
+}

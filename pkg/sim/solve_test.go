@@ -352,3 +352,23 @@ func TestPacketSizeWeighsDRR(t *testing.T) {
 		check(t, res, 100, want{"a", tc.a, ByShare, 1}, want{"b", tc.b, ByShare, 1})
 	}
 }
+
+// The root's spare is shared flat over the borrowing leaves (one quantum
+// per leaf per round), not per subtree: three users under a tier aggregate
+// and one user beside it split 28mbit 7/7/7/7 (the kernel agrees, see
+// internal/simlab).
+func TestFlatShareAcrossSubtrees(t *testing.T) {
+	tree := htbTree(
+		cls{minor: 1, rate: 60, ceil: 60},
+		cls{minor: 0x10, parent: 1, rate: 20, ceil: 50},
+		cls{minor: 0x100, parent: 0x10, rate: 6, ceil: 40, quantum: 75000, prio: 1, user: "g1"},
+		cls{minor: 0x101, parent: 0x10, rate: 6, ceil: 40, quantum: 75000, prio: 1, user: "g2"},
+		cls{minor: 0x102, parent: 0x10, rate: 6, ceil: 40, quantum: 75000, prio: 1, user: "g3"},
+		cls{minor: 0x103, parent: 1, rate: 6, ceil: 40, quantum: 75000, prio: 1, user: "s1"},
+		cls{minor: 0x104, parent: 1, rate: 6, ceil: 40, quantum: 75000, prio: 5, user: "b1"},
+	)
+	g := 6 + 2.0/3 + 7
+	check(t, solve(t, tree, demands(nil)), 60,
+		want{"g1", g, ByShare, 1}, want{"g2", g, ByShare, 1}, want{"g3", g, ByShare, 1},
+		want{"s1", 13, ByShare, 1}, want{"b1", 6, ByPrio, 1})
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/shaperd/shaperd/pkg/sim"
 )
 
 // WriteTable prints the users and then the interfaces' totals as aligned
@@ -17,13 +19,21 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "simulated at %s\n\n", rep.At.Format("2006-01-02 15:04 MST"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "USER\tTIER\tINTERFACE\tDIRECTION\tDEMAND\tRATE\tLIMITED_BY")
+	short := false
 	for _, u := range rep.Users {
 		limited := u.LimitedBy
 		if u.Detail != "" {
 			limited += " (" + u.Detail + ")"
 		}
+		if u.ShortBurst {
+			limited += " *"
+			short = true
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.User, dash(u.Tier), u.Interface, u.Direction,
 			u.Demand, FormatRate(u.Rate), limited)
+	}
+	if short {
+		fmt.Fprintf(tw, "* borrows with a cburst below %d packets: the kernel may give less\n", sim.BurstPackets)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "INTERFACE\tDIRECTION\tSHAPER\tBANDWIDTH\tDEMAND\tRATE\tTIERS")
@@ -86,6 +96,7 @@ type jsonUser struct {
 	Bits       uint64  `json:"bits_per_second"`
 	LimitedBy  string  `json:"limited_by"`
 	Detail     string  `json:"detail,omitempty"`
+	ShortBurst bool    `json:"short_burst,omitempty"`
 }
 
 type jsonIface struct {
@@ -121,7 +132,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	for _, u := range rep.Users {
 		out.Users = append(out.Users, jsonUser{User: u.User, Tier: u.Tier, Interface: u.Interface,
 			Direction: string(u.Direction), Demand: u.Demand.String(), DemandBits: bits(float64(u.Demand)),
-			Bits: *bits(u.Rate), LimitedBy: u.LimitedBy, Detail: u.Detail})
+			Bits: *bits(u.Rate), LimitedBy: u.LimitedBy, Detail: u.Detail, ShortBurst: u.ShortBurst})
 	}
 	for _, in := range rep.Interfaces {
 		j := jsonIface{Interface: in.Interface, Device: in.Device, Direction: string(in.Direction), Shaper: string(in.Shaper),

@@ -32,6 +32,9 @@ type UserRow struct {
 	// ("interface", "tier gold") or, for "ceil", the policy rule that set
 	// the ceil ("tier gold", "schedule gold#0 ...", "user config").
 	LimitedBy, Detail string
+	// ShortBurst: the user borrows with a cburst below sim.BurstPackets
+	// packets, so the kernel may give less (see sim.ClassResult).
+	ShortBurst bool
 }
 
 // IfaceRow is one interface's totals. Rates are bits/s.
@@ -120,7 +123,7 @@ func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tr
 			continue
 		}
 		u := UserRow{User: c.Labels.User, Tier: c.Labels.Tier, Interface: spec0.Name, Direction: dir,
-			Demand: c.Demand, Rate: c.Rate, LimitedBy: string(c.LimitedBy)}
+			Demand: c.Demand, Rate: c.Rate, LimitedBy: string(c.LimitedBy), ShortBurst: c.ShortBurst}
 		if c.By != 0 {
 			u.Detail = describe(byHandle[c.By], c.By)
 		}

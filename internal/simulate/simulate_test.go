@@ -145,6 +145,24 @@ func TestPacketSize(t *testing.T) {
 	if got, want := share(65536), 4*mbit+51*mbit*65536/265536; math.Abs(got-want) > 1 {
 		t.Errorf("64 KiB packets: a2 %.3f mbit, want %.3f", got/mbit, want/mbit)
 	}
+	// The default bursts (15140 B) are short for 64 KiB packets: the
+	// borrowing users are marked in the table and the JSON.
+	rep, err := Simulate(plan, sp, at, sim.Options{PacketSize: 65536})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := row(t, rep, "a2", "lan0", model.Egress); !u.ShortBurst {
+		t.Errorf("a2 borrows with a 15140-byte cburst and 64 KiB packets: not marked")
+	}
+	var tb, js bytes.Buffer
+	_ = rep.WriteTable(&tb)
+	_ = rep.WriteJSON(&js)
+	if !strings.Contains(tb.String(), "share (interface) *") || !strings.Contains(tb.String(), "* borrows with a cburst below 4 packets") {
+		t.Errorf("table does not mark short bursts:\n%s", tb.String())
+	}
+	if !strings.Contains(js.String(), `"short_burst": true`) {
+		t.Errorf("JSON does not mark short bursts")
+	}
 }
 
 func TestParseSpec(t *testing.T) {

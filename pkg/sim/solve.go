@@ -306,6 +306,9 @@ func (s *htb) result(i int) ClassResult {
 		}
 		return r
 	}
+	if r.Borrowed > 0 || n.ceil-n.total <= s.eps {
+		r.ShortBurst = float64(cburst(c)) < BurstPackets*s.pkt
+	}
 	r.Demand = Demand(n.want * 8)
 	if math.IsInf(n.want, 1) {
 		r.Demand = Max
@@ -324,4 +327,17 @@ func (s *htb) result(i int) ClassResult {
 		r.LimitedBy = ByRate
 	}
 	return r
+}
+
+// BurstPackets is how many packets a borrowing class's cburst should hold
+// for the steady state to apply; see ClassResult.ShortBurst.
+const BurstPackets = 4
+
+// cburst is c's ceil bucket in bytes: CBurst, else from the ticks the
+// kernel holds (dumped trees).
+func cburst(c *model.Class) tbf.Size {
+	if c.CBurst != 0 || c.CBuffer == 0 {
+		return c.CBurst
+	}
+	return tbf.BurstFromTicks(c.Ceil, c.CBuffer)
 }

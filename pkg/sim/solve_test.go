@@ -372,3 +372,34 @@ func TestFlatShareAcrossSubtrees(t *testing.T) {
 		want{"g1", g, ByShare, 1}, want{"g2", g, ByShare, 1}, want{"g3", g, ByShare, 1},
 		want{"s1", 13, ByShare, 1}, want{"b1", 6, ByPrio, 1})
 }
+
+// A borrowing class whose cburst is below four packets is flagged; one
+// that only uses its rate, or has room for four packets, is not.
+func TestShortBurst(t *testing.T) {
+	tree := htbTree(
+		cls{minor: 1, rate: 100, ceil: 100},
+		cls{minor: 0x10, parent: 1, rate: 10, ceil: 100, user: "a"},
+		cls{minor: 0x11, parent: 1, rate: 10, ceil: 100, user: "b"},
+		cls{minor: 0x12, parent: 1, rate: 10, ceil: 100, user: "idle"},
+	)
+	tree.Classes[1].CBurst = 15140
+	tree.Classes[2].CBurst = 256 * tbf.Kibibyte
+	tree.Classes[3].CBurst = 1514
+	for _, tc := range []struct {
+		pkt  tbf.Size
+		want map[string]bool
+	}{
+		{0, map[string]bool{"a": false, "b": false, "idle": false}},
+		{64 * tbf.Kibibyte, map[string]bool{"a": true, "b": false, "idle": false}},
+	} {
+		res, err := Solve(tree, demands(map[string]float64{"idle": 5}), Options{PacketSize: tc.pkt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range res.Classes {
+			if w, ok := tc.want[c.Labels.User]; ok && c.ShortBurst != w {
+				t.Errorf("packet %d: %s ShortBurst %v, want %v", tc.pkt, c.Labels.User, c.ShortBurst, w)
+			}
+		}
+	}
+}

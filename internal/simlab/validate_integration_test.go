@@ -235,3 +235,30 @@ func TestValidateTierAggregateCeil(t *testing.T) {
 	got := l.run(t, tree.Device, saturate(l.Users4, netnslab.Download)...)
 	compareHTB(t, "tier aggregate at its ceil", res, got)
 }
+
+// Tier aggregates lend on their own rates without asking the root either:
+// two aggregates of 20mbit (ceil 20) under a 30mbit root, two users of
+// 2mbit each in each, all saturated: each aggregate lends 16, so 40mbit
+// pass a 30mbit root.
+func TestValidateAggregatesOversubscribed(t *testing.T) {
+	l := newLab(t, 4)
+	u := l.Users4
+	tg := withBurst(model.Targets{
+		Interface: model.InterfaceSpec{Name: netnslab.RouterLANDev, Bandwidth: 30 * tbf.Mbit},
+		Tiers: []model.TierTarget{
+			{Name: "gold", Rate: 20 * tbf.Mbit, Ceil: 20 * tbf.Mbit, Burst: gsoBurst},
+			{Name: "silver", Rate: 20 * tbf.Mbit, Ceil: 20 * tbf.Mbit, Burst: gsoBurst},
+		},
+		Users: []model.UserTarget{
+			user("g1", "gold", 0, u[0], 2, 20), user("g2", "gold", 0, u[1], 2, 20),
+			user("s1", "silver", 3, u[2], 2, 20), user("s2", "silver", 3, u[3], 2, 20),
+		},
+	}, gsoBurst)
+	tree := l.apply(t, tg)
+	res := predict(t, &tree, allMax(tg), gsoPacket)
+	if res.Total <= res.Bandwidth {
+		t.Fatalf("predicted %.1f Mbit/s, want more than the %.1f Mbit/s bandwidth", res.Total/1e6, res.Bandwidth/1e6)
+	}
+	got := l.run(t, tree.Device, saturate(u, netnslab.Download)...)
+	compareHTB(t, "aggregates oversubscribed", res, got)
+}

@@ -147,9 +147,9 @@ func (s *htb) link() error {
 		n := &s.nodes[i]
 		n.parent, n.by, n.group = -1, -1, -1
 		n.rate = float64(c.Rate.BytesPerSecond())
-		n.ceil = max(float64(c.Ceil.BytesPerSecond()), n.rate)
-		if c.Ceil != 0 && c.Ceil < c.Rate {
-			n.ceil = float64(c.Ceil.BytesPerSecond())
+		n.ceil = float64(c.Ceil.BytesPerSecond())
+		if c.Ceil == 0 { // model.Build's convention: ceil = rate
+			n.ceil = n.rate
 		}
 		q := c.Quantum
 		if q == 0 {

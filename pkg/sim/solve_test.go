@@ -403,3 +403,20 @@ func TestShortBurst(t *testing.T) {
 		}
 	}
 }
+
+// Aggregates lend on their own rates without asking the root: two 20mbit
+// aggregates under a 30mbit root pass 40mbit (the kernel agrees, see
+// internal/simlab).
+func TestAggregatesOversubscribed(t *testing.T) {
+	tree := htbTree(
+		cls{minor: 1, rate: 30, ceil: 30},
+		cls{minor: 0x10, parent: 1, rate: 20, ceil: 20},
+		cls{minor: 0x11, parent: 1, rate: 20, ceil: 20},
+		cls{minor: 0x100, parent: 0x10, rate: 2, ceil: 20, user: "g1"},
+		cls{minor: 0x101, parent: 0x10, rate: 2, ceil: 20, user: "g2"},
+		cls{minor: 0x102, parent: 0x11, rate: 2, ceil: 20, user: "s1"},
+		cls{minor: 0x103, parent: 0x11, rate: 2, ceil: 20, user: "s2"},
+	)
+	check(t, solve(t, tree, demands(nil)), 40,
+		want{"g1", 10, ByShare, 0x10}, want{"g2", 10, ByShare, 0x10}, want{"s1", 10, ByShare, 0x11}, want{"s2", 10, ByShare, 0x11})
+}

@@ -107,7 +107,7 @@ func solveHTB(t *model.Tree, demand DemandFunc, pkt float64) (*Result, error) {
 			d = demand(&t.Classes[i])
 		}
 		n.want = max(float64(d)/8, 0)
-		res.Demand += float64(d)
+		res.Demand += n.want * 8
 		g := min(n.want, n.rate, n.ceil)
 		n.guar = g
 		res.Guaranteed += g * 8

@@ -29,7 +29,7 @@ func AddFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.Demand, "demand", DefaultSpec, "with --simulate: comma list of `SPEC` USER=DEMAND, tier:NAME=DEMAND, default:IFACE=DEMAND or *=DEMAND; DEMAND is max, 0, a rate (10mbit) or DOWN/UP")
 	fs.StringVar(&f.At, "at", "", "with --simulate: the local `time` \"2006-01-02 15:04\" in the policy's timezone (default now)")
 	fs.BoolVar(&f.JSON, "json", false, "with --simulate: print JSON")
-	fs.StringVar(&f.PacketSize, "packet-size", "", "with --simulate: the `size` of the packets HTB dequeues (GRO/GSO aggregates count as one, e.g. 64kb; default 1514b)")
+	fs.StringVar(&f.PacketSize, "packet-size", "", "with --simulate: the mean `size` of the packets HTB dequeues (a GRO/TSO aggregate counts as one: about 40kb; default 1514b)")
 	return f
 }
 

@@ -185,10 +185,14 @@ func (l *lab) run(t *testing.T, device string, loads ...load) rates {
 		out, _ := l.Router.Run("tc", "-s", "class", "show", "dev", device)
 		t.Logf("tc -s class show dev %s:\n%s", device, out)
 	}
-	for range clients {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
+	var failed error
+	for range clients { // wait for every client before failing
+		if err := <-errs; err != nil && failed == nil {
+			failed = err
 		}
+	}
+	if failed != nil {
+		t.Fatal(failed)
 	}
 	if errA != nil || errB != nil {
 		t.Fatalf("read counters of %s: %v %v", device, errA, errB)

@@ -238,8 +238,10 @@ func TestValidateTierAggregateCeil(t *testing.T) {
 
 // Tier aggregates lend on their own rates without asking the root either:
 // two aggregates of 20mbit (ceil 20) under a 30mbit root, two users of
-// 2mbit each in each, all saturated: each aggregate lends 16, so 40mbit
-// pass a 30mbit root.
+// 6mbit each in each (quanta 75000 B, above a GSO packet), all saturated:
+// each aggregate lends 8, so 40mbit pass a 30mbit root. (With 2mbit users,
+// quanta 25000 B, the split inside a tier followed each class's packet
+// sizes and missed by up to 10 %; the total was right.)
 func TestValidateAggregatesOversubscribed(t *testing.T) {
 	l := newLab(t, 4)
 	u := l.Users4
@@ -250,8 +252,8 @@ func TestValidateAggregatesOversubscribed(t *testing.T) {
 			{Name: "silver", Rate: 20 * tbf.Mbit, Ceil: 20 * tbf.Mbit, Burst: gsoBurst},
 		},
 		Users: []model.UserTarget{
-			user("g1", "gold", 0, u[0], 2, 20), user("g2", "gold", 0, u[1], 2, 20),
-			user("s1", "silver", 3, u[2], 2, 20), user("s2", "silver", 3, u[3], 2, 20),
+			user("g1", "gold", 0, u[0], 6, 20), user("g2", "gold", 0, u[1], 6, 20),
+			user("s1", "silver", 3, u[2], 6, 20), user("s2", "silver", 3, u[3], 6, 20),
 		},
 	}, gsoBurst)
 	tree := l.apply(t, tg)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/daemon"
+	"github.com/shaperd/shaperd/internal/simulate"
 	"github.com/shaperd/shaperd/pkg/config"
 )
 
@@ -34,11 +35,12 @@ type flags struct {
 	config, logLevel, logFormat, netns string
 	check, once, teardown, version     bool
 	force, takeover                    bool
+	sim                                *simulate.Flags
 }
 
 // usage prints the synopsis and every flag as --name.
 func usage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, "usage: shaperd [--config FILE] [--check | --once | --teardown] [--netns NAME] [--force] [--log-level L] [--log-format text|json]\n\n")
+	fmt.Fprintf(w, "usage: shaperd [--config FILE] [--check | --once | --teardown | --simulate] [--netns NAME] [--force] [--takeover] [--log-level L] [--log-format text|json]\n\n")
 	fmt.Fprintf(w, "Without a mode flag shaperd runs as the daemon (see systemd/shaperd.service).\n\nFlags:\n")
 	fs.VisitAll(func(f *flag.Flag) {
 		name, text := flag.UnquoteUsage(f)
@@ -66,6 +68,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.netns, "netns", "", "shape in the named network `namespace` (as 'ip netns' knows it) instead of this one")
 	fs.BoolVar(&f.force, "force", false, "go on even when another shaperd process manages one of the interfaces (two managers undo each other's changes)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	f.sim = simulate.AddFlags(fs)
 	fs.BoolVar(&f.takeover, "takeover", false, "replace root qdiscs of other tools on every configured interface (as takeover = true on each); each takeover is logged")
 	fs.Usage = func() { usage(fs, stderr) }
 	for _, a := range args {
@@ -84,13 +87,13 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	n := 0
-	for _, b := range []bool{f.check, f.once, f.teardown} {
+	for _, b := range []bool{f.check, f.once, f.teardown, f.sim.Simulate} {
 		if b {
 			n++
 		}
 	}
 	if n > 1 {
-		return nil, errors.New("--check, --once and --teardown exclude each other")
+		return nil, errors.New("--check, --once, --teardown and --simulate exclude each other")
 	}
 	if f.logFormat != "text" && f.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format %q: want text or json", f.logFormat)
@@ -110,6 +113,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if f.version {
 		fmt.Fprintln(stdout, "shaperd", version)
 		return 0
+	}
+	if f.sim.Simulate {
+		return simulate.Main(f.config, f.sim, time.Now(), stdout, stderr)
 	}
 	if f.check {
 		errs := daemon.Check(f.config)

@@ -1,0 +1,217 @@
+package simulate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/policy"
+	"github.com/shaperd/shaperd/pkg/sim"
+)
+
+// Unclassified is the user name of the rows for an interface's default
+// class (traffic no user's address matches).
+const Unclassified = "(unclassified)"
+
+// Report is a simulated plan at one time.
+type Report struct {
+	At         time.Time
+	Users      []UserRow
+	Interfaces []IfaceRow
+}
+
+// UserRow is one user on one interface. Rates are bits/s.
+type UserRow struct {
+	User, Tier string
+	Interface  string
+	Direction  model.Direction
+	Demand     sim.Demand
+	Rate       float64
+	// LimitedBy is sim's reason; Detail names the limiting class
+	// ("interface", "tier gold") or, for "ceil", the policy rule that set
+	// the ceil ("tier gold", "schedule gold#0 ...", "user config").
+	LimitedBy, Detail string
+	// ShortBurst: the user borrows with a cburst below sim.BurstPackets
+	// packets, so the kernel may give less (see sim.ClassResult).
+	ShortBurst bool
+}
+
+// IfaceRow is one interface's totals. Rates are bits/s.
+type IfaceRow struct {
+	Interface, Device string
+	Direction         model.Direction
+	Shaper            model.ShaperKind
+	Bandwidth         float64
+	Demand            float64 // +Inf when someone asks for max
+	Rate              float64
+	// Guaranteed is the sum of min(demand, rate) of the users (HTB);
+	// above Bandwidth, HTB lets Rate exceed Bandwidth too.
+	Guaranteed     float64
+	Oversubscribed bool
+	Tiers          []TierTotal
+}
+
+// TierTotal is what a tier's users get together on one interface.
+type TierTotal struct {
+	Tier string
+	Rate float64
+}
+
+// Simulate evaluates plan at at with spec's demand and solves every
+// interface with o (its Flows are ignored: every interface gets its own).
+// Errors name the interface.
+func Simulate(plan *config.Plan, spec *Spec, at time.Time, o sim.Options) (*Report, error) {
+	if err := spec.check(plan); err != nil {
+		return nil, err
+	}
+	res := policy.Evaluate(plan, policy.Overrides{}, nil, at)
+	rep := &Report{At: at}
+	for i := range res.Interfaces {
+		ir := &res.Interfaces[i]
+		cfg := &plan.Interfaces[i]
+		tree, err := model.Build(ir.Targets, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: interface %s %s: %w", cfg.Source, cfg.Name, cfg.Direction, err)
+		}
+		if tree.Root.Kind == model.ShaperTBF {
+			err = rep.addTBF(plan, spec, cfg, &tree)
+		} else {
+			err = rep.addHTB(spec, ir, &tree, o)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: interface %s %s: %w", cfg.Source, cfg.Name, cfg.Direction, err)
+		}
+	}
+	return rep, nil
+}
+
+func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tree, o sim.Options) error {
+	spec0 := ir.Targets.Interface
+	dir := spec0.Direction
+	if dir == "" {
+		dir = model.Egress
+	}
+	expl := make(map[string]*policy.Explanation, len(ir.Users))
+	for i := range ir.Users {
+		expl[ir.Users[i].User] = &ir.Users[i]
+	}
+	out, err := sim.Solve(tree, func(c *model.Class) sim.Demand {
+		switch c.Labels.Kind {
+		case "user":
+			return spec.user(c.Labels.User, c.Labels.Tier, dir)
+		case "default":
+			return spec.unclassified(spec0.Name, dir)
+		}
+		return 0
+	}, sim.Options{PacketSize: o.PacketSize})
+	if err != nil {
+		return err
+	}
+	byHandle := make(map[model.Handle]*model.Class, len(tree.Classes))
+	for i := range tree.Classes {
+		byHandle[tree.Classes[i].Handle] = &tree.Classes[i]
+	}
+	row := IfaceRow{Interface: spec0.Name, Device: tree.Device, Direction: dir, Shaper: model.ShaperHTB,
+		Bandwidth: out.Bandwidth, Demand: out.Demand, Rate: out.Total, Guaranteed: out.Guaranteed,
+		Oversubscribed: out.Guaranteed > out.Bandwidth}
+	tiers := map[string]int{}
+	users := make(map[string]UserRow, len(ir.Users))
+	var unclassified *UserRow
+	for _, c := range out.Classes {
+		if !c.Leaf {
+			continue
+		}
+		u := UserRow{User: c.Labels.User, Tier: c.Labels.Tier, Interface: spec0.Name, Direction: dir,
+			Demand: c.Demand, Rate: c.Rate, LimitedBy: string(c.LimitedBy), ShortBurst: c.ShortBurst}
+		if c.By != 0 {
+			u.Detail = describe(byHandle[c.By], c.By)
+		}
+		switch c.Labels.Kind {
+		case "default":
+			if c.Demand > 0 {
+				u.User = Unclassified
+				unclassified = &u
+			}
+			continue
+		case "user":
+		default:
+			continue
+		}
+		if x := expl[c.Labels.User]; x != nil && c.LimitedBy == sim.ByCeil {
+			u.Detail = x.Reason // the rule that set the ceil
+		}
+		users[u.User] = u
+		if _, ok := tiers[u.Tier]; !ok {
+			tiers[u.Tier] = len(row.Tiers)
+			row.Tiers = append(row.Tiers, TierTotal{Tier: u.Tier})
+		}
+		row.Tiers[tiers[u.Tier]].Rate += c.Rate
+	}
+	for _, x := range ir.Users { // plan order
+		rep.Users = append(rep.Users, users[x.User])
+	}
+	if unclassified != nil {
+		rep.Users = append(rep.Users, *unclassified)
+	}
+	rep.Interfaces = append(rep.Interfaces, row)
+	return nil
+}
+
+// describe names class c for a limited_by detail.
+func describe(c *model.Class, h model.Handle) string {
+	if c == nil {
+		return "class " + h.String()
+	}
+	switch c.Labels.Kind {
+	case "root":
+		return "interface"
+	case "tier":
+		return "tier " + c.Labels.Tier
+	case "default":
+		return "default class"
+	case "user":
+		return "user " + c.Labels.User
+	}
+	return "class " + h.String()
+}
+
+// addTBF shares a TBF interface among every user (and unclassified
+// traffic when it has a demand).
+func (rep *Report) addTBF(plan *config.Plan, spec *Spec, cfg *config.Interface, tree *model.Tree) error {
+	dir := model.Direction(cfg.Direction)
+	if dir == "" {
+		dir = model.Egress
+	}
+	var flows []sim.Flow
+	var tiers []string
+	for _, u := range plan.Users {
+		flows = append(flows, sim.Flow{Name: u.Name, Demand: spec.user(u.Name, u.Tier, dir)})
+		tiers = append(tiers, u.Tier)
+	}
+	if d := spec.unclassified(cfg.Name, dir); d > 0 {
+		flows = append(flows, sim.Flow{Name: Unclassified, Demand: d})
+		tiers = append(tiers, "")
+	}
+	out, err := sim.Solve(tree, nil, sim.Options{Flows: flows})
+	if err != nil {
+		return err
+	}
+	row := IfaceRow{Interface: cfg.Name, Device: tree.Device, Direction: dir, Shaper: model.ShaperTBF,
+		Bandwidth: out.Bandwidth, Demand: out.Demand, Rate: out.Total}
+	idx := map[string]int{}
+	for i, f := range out.Flows {
+		rep.Users = append(rep.Users, UserRow{User: f.Name, Tier: tiers[i], Interface: cfg.Name, Direction: dir,
+			Demand: f.Demand, Rate: f.Rate, LimitedBy: string(f.LimitedBy)})
+		if tiers[i] == "" {
+			continue
+		}
+		if _, ok := idx[tiers[i]]; !ok {
+			idx[tiers[i]] = len(row.Tiers)
+			row.Tiers = append(row.Tiers, TierTotal{Tier: tiers[i]})
+		}
+		row.Tiers[idx[tiers[i]]].Rate += f.Rate
+	}
+	rep.Interfaces = append(rep.Interfaces, row)
+	return nil
+}

@@ -70,8 +70,8 @@ func (s *Service) Start() {
 	s.cmd = s.command(argv)
 	s.cmd.Stdout, s.cmd.Stderr = s.Logs, s.Logs
 	s.cmd.Env = append(s.cmd.Env, "NOTIFY_SOCKET="+s.Notify.Path)
-	if s.Unit.WatchdogSec > 0 {
-		s.cmd.Env = append(s.cmd.Env, "WATCHDOG_USEC="+strconv.FormatInt(s.Unit.WatchdogSec.Microseconds(), 10))
+	if s.Unit.Watchdog > 0 {
+		s.cmd.Env = append(s.cmd.Env, "WATCHDOG_USEC="+strconv.FormatInt(s.Unit.Watchdog.Microseconds(), 10))
 	}
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("ExecStart %s: %v", strings.Join(argv, " "), err)
@@ -135,8 +135,8 @@ func (s *Service) Stop() error {
 // sets none). It fails the test when the daemon exits first.
 func (s *Service) WaitReady(d time.Duration) {
 	s.t.Helper()
-	if s.Unit.TimeoutStartSec > 0 {
-		d = s.Unit.TimeoutStartSec
+	if s.Unit.StartTimeout > 0 {
+		d = s.Unit.StartTimeout
 	}
 	s.WaitNotify("READY=1", d)
 }

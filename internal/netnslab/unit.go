@@ -20,9 +20,9 @@ type Unit struct {
 	// split into words, in the order the file lists them. systemd's
 	// prefixes ("-", "@", "+", "!", ":") are removed.
 	ExecStartPre, ExecStart, ExecReload [][]string
-	// WatchdogSec and TimeoutStartSec are the durations the unit sets (0
+	// Watchdog and StartTimeout are WatchdogSec= and TimeoutStartSec= (0
 	// when absent).
-	WatchdogSec, TimeoutStartSec time.Duration
+	Watchdog, StartTimeout time.Duration
 	// Environment holds the Environment= assignments (KEY=VALUE).
 	Environment []string
 }
@@ -78,9 +78,9 @@ func ReadUnit(path string) (*Unit, error) {
 				return nil, fmt.Errorf("%s:%d: %s: %w", path, n, key, err)
 			}
 			if key == "WatchdogSec" {
-				u.WatchdogSec = d
+				u.Watchdog = d
 			} else {
-				u.TimeoutStartSec = d
+				u.StartTimeout = d
 			}
 		case "Environment":
 			u.Environment = append(u.Environment, strings.Fields(value)...)

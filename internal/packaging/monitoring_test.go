@@ -319,10 +319,11 @@ func parseScrape(t *testing.T, scrape string) map[string]map[string]bool {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		name, rest, _ := strings.Cut(line, " ")
+		name, _, _ := strings.Cut(line, " ")
 		var labels string
 		if i := strings.IndexByte(line, '{'); i >= 0 && i < len(name)+1 {
-			name, rest = line[:i], line[i:]
+			name = line[:i]
+			rest := line[i:]
 			labels = rest[:strings.IndexByte(rest, '}')+1]
 		}
 		if out[name] == nil {

@@ -1,17 +1,10 @@
 package control_test
 
 import (
-	"bytes"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,66 +14,7 @@ import (
 )
 
 // nobody is the unprivileged uid the helper processes run as.
-const nobody = 65534
-
-// tempGroup creates a group with groupadd for the test and deletes it when
-// the test ends (also when it fails). It returns the name and gid.
-func tempGroup(t *testing.T, prefix string) (string, uint32) {
-	t.Helper()
-	b := make([]byte, 4)
-	rand.Read(b)
-	name := prefix + hex.EncodeToString(b)
-	if out, err := exec.Command("groupadd", name).CombinedOutput(); err != nil {
-		t.Fatalf("groupadd %s: %v\n%s", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("groupdel", name).CombinedOutput(); err != nil {
-			t.Errorf("groupdel %s: %v\n%s", name, err, out)
-		}
-	})
-	g, err := user.LookupGroup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gid, err := strconv.ParseUint(g.Gid, 10, 32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return name, uint32(gid)
-}
-
-// buildShaperctl builds cmd/shaperctl into dir (readable by nobody).
-func buildShaperctl(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "shaperctl")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/shaperd/shaperd/cmd/shaperctl")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build shaperctl: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// asUser runs the shaperctl binary as uid/gid with the given supplementary
-// groups and returns its exit code, stdout and stderr.
-func asUser(t *testing.T, bin, sock string, gid uint32, groups []uint32, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"--socket", sock}, args...)...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: gid, Groups: groups}}
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, out.String(), errOut.String()
-	case errors.As(err, &ee):
-		return ee.ExitCode(), out.String(), errOut.String()
-	}
-	t.Fatalf("run shaperctl as uid %d: %v", nobody, err)
-	return 0, "", ""
-}
+const nobody = controltest.Nobody
 
 // TestRoles runs the built shaperctl as nobody with real groups against a
 // server whose Access has a socket group (read) and an admin group
@@ -90,8 +24,8 @@ func TestRoles(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create groups and run shaperctl as nobody")
 	}
-	readName, readGID := tempGroup(t, "shrd-r-")
-	adminName, adminGID := tempGroup(t, "shrd-a-")
+	readName, readGID := controltest.TempGroup(t, "shrd-r-")
+	adminName, adminGID := controltest.TempGroup(t, "shrd-a-")
 
 	dir, err := os.MkdirTemp("", "shaperd-roles-")
 	if err != nil {
@@ -101,7 +35,7 @@ func TestRoles(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildShaperctl(t, dir)
+	bin := controltest.BuildShaperctl(t, dir)
 
 	access, err := control.NewAccess(readName, adminName)
 	if err != nil {
@@ -162,7 +96,7 @@ func TestRoles(t *testing.T) {
 		{"admin group only, status", nogroup, []uint32{adminGID}, []string{"status"}, 1, "alice", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out, errOut := asUser(t, bin, sock, tc.gid, tc.groups, tc.args...)
+			code, out, errOut := controltest.RunAs(t, bin, sock, tc.gid, tc.groups, tc.args...)
 			if code != tc.code || !strings.Contains(out, tc.stdout) || (tc.stderr != "" && errOut != tc.stderr) {
 				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant exit %d, stdout with %q, stderr %q", code, out, errOut, tc.code, tc.stdout, tc.stderr)
 			}
@@ -179,7 +113,7 @@ func TestRoles(t *testing.T) {
 	if err := os.Chmod(sock, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut := asUser(t, bin, sock, nogroup, []uint32{}, "status")
+	code, _, errOut := controltest.RunAs(t, bin, sock, nogroup, []uint32{}, "status")
 	want := "shaperctl: permission denied: status needs the socket group '" + readName + "' or the admin group '" + adminName + "' (or root); the caller is uid 65534\n"
 	if code != 1 || errOut != want {
 		t.Errorf("nobody on an open socket: exit %d, stderr %q; want 1, %q", code, errOut, want)
@@ -192,7 +126,7 @@ func TestAdminGroupOnly(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create groups and run shaperctl as nobody")
 	}
-	adminName, adminGID := tempGroup(t, "shrd-a-")
+	adminName, adminGID := controltest.TempGroup(t, "shrd-a-")
 	dir, err := os.MkdirTemp("", "shaperd-roles-")
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +135,7 @@ func TestAdminGroupOnly(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildShaperctl(t, dir)
+	bin := controltest.BuildShaperctl(t, dir)
 	access, err := control.NewAccess("", adminName)
 	if err != nil {
 		t.Fatal(err)
@@ -219,13 +153,13 @@ func TestAdminGroupOnly(t *testing.T) {
 		t.Errorf("socket gid %d mode %v; want %d (%s), 0660", gid, fi.Mode().Perm(), adminGID, adminName)
 	}
 	controltest.ServeAccess(t, &controltest.Fake{State: controltest.Sample()}, l, access)
-	if code, out, errOut := asUser(t, bin, sock, nobody, []uint32{adminGID}, "set-rate", "alice", "3mbit"); code != 0 {
+	if code, out, errOut := controltest.RunAs(t, bin, sock, nobody, []uint32{adminGID}, "set-rate", "alice", "3mbit"); code != 0 {
 		t.Errorf("admin: exit %d %q %q", code, out, errOut)
 	}
 	if err := os.Chmod(sock, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut := asUser(t, bin, sock, nobody, []uint32{}, "status")
+	code, _, errOut := controltest.RunAs(t, bin, sock, nobody, []uint32{}, "status")
 	want := "shaperctl: permission denied: status needs the admin group '" + adminName + "' (or root); the caller is uid 65534\n"
 	if code != 1 || errOut != want {
 		t.Errorf("nobody: exit %d, stderr %q; want 1, %q", code, errOut, want)

@@ -1,21 +1,16 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"log/slog"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shaperd/shaperd/internal/control/controltest"
 )
 
 // TestRunControlRoles runs the daemon with socket_group and admin_group
@@ -27,20 +22,10 @@ func TestRunControlRoles(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create groups and run shaperctl as nobody")
 	}
-	readName, readGID := testGroup(t, "shrd-r-")
-	adminName, adminGID := testGroup(t, "shrd-a-")
-	dir, err := os.MkdirTemp("", "shaperd-roles-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "shaperctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/shaperd/shaperd/cmd/shaperctl").CombinedOutput(); err != nil {
-		t.Fatalf("build shaperctl: %v\n%s", err, out)
-	}
+	readName, readGID := controltest.TempGroup(t, "shrd-r-")
+	adminName, adminGID := controltest.TempGroup(t, "shrd-a-")
+	dir := controltest.OpenDir(t)
+	bin := controltest.BuildShaperctl(t, dir)
 	cfg := strings.Replace(testConfig, "[daemon]\n", "[daemon]\nsocket_group = \""+readName+"\"\nadmin_group = \""+adminName+"\"\n", 1)
 	writeConfig(t, dir, cfg, testUsers)
 
@@ -63,17 +48,8 @@ func TestRunControlRoles(t *testing.T) {
 	})
 	sock := filepath.Join(dir, "shaperd.sock")
 	run := func(groups []uint32, args ...string) (int, string) {
-		cmd := exec.Command(bin, append([]string{"--socket", sock}, args...)...)
-		cmd.Dir = "/"
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: groups}}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatal(err)
-		}
-		return cmd.ProcessState.ExitCode(), out.String()
+		code, out, errOut := controltest.RunAs(t, bin, sock, controltest.Nobody, groups, args...)
+		return code, out + errOut
 	}
 	// READY=1 comes after the socket is listening and the first apply.
 	select {
@@ -108,28 +84,6 @@ func TestRunControlRoles(t *testing.T) {
 	if !strings.Contains(logs.String(), "control request refused") {
 		t.Errorf("the refusal is not logged:\n%s", logs)
 	}
-}
-
-// testGroup creates a temporary group (groupadd) removed when the test ends.
-func testGroup(t *testing.T, prefix string) (string, uint32) {
-	t.Helper()
-	b := make([]byte, 4)
-	rand.Read(b)
-	name := prefix + hex.EncodeToString(b)
-	if out, err := exec.Command("groupadd", name).CombinedOutput(); err != nil {
-		t.Fatalf("groupadd %s: %v\n%s", name, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("groupdel", name).CombinedOutput(); err != nil {
-			t.Errorf("groupdel %s: %v\n%s", name, err, out)
-		}
-	})
-	g, err := user.LookupGroup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gid, _ := strconv.ParseUint(g.Gid, 10, 32)
-	return name, uint32(gid)
 }
 
 // readyNotifier closes ready at the first READY=1.

@@ -34,7 +34,7 @@ func main() {
 type flags struct {
 	config, logLevel, logFormat, netns string
 	check, once, teardown, version     bool
-	force, takeover                    bool
+	force, takeover, diff, verbose     bool
 	sim                                *simulate.Flags
 }
 
@@ -67,6 +67,8 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&f.netns, "netns", "", "shape in the named network `namespace` (as 'ip netns' knows it) instead of this one")
 	fs.BoolVar(&f.force, "force", false, "go on even when another shaperd process manages one of the interfaces (two managers undo each other's changes)")
+	fs.BoolVar(&f.diff, "diff", false, "with --check: also compare the plan (with the overrides and quota usage in state_dir) with what the kernel holds and print what applying it would change, writing nothing")
+	fs.BoolVar(&f.verbose, "v", false, "with --check --diff: list every kernel change")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	f.sim = simulate.AddFlags(fs)
 	fs.BoolVar(&f.takeover, "takeover", false, "replace root qdiscs of other tools on every configured interface (as takeover = true on each); each takeover is logged")
@@ -91,6 +93,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 		if b {
 			n++
 		}
+	}
+	if f.diff && !f.check {
+		return nil, errors.New("--diff goes with --check")
 	}
 	if n > 1 {
 		return nil, errors.New("--check, --once, --teardown and --simulate exclude each other")
@@ -129,6 +134,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s: note: %s\n", f.config, n)
 		}
 		fmt.Fprintf(stdout, "%s: ok\n", f.config)
+		if f.diff {
+			return planDiff(f, stdout, stderr)
+		}
 		return 0
 	}
 
@@ -207,5 +215,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logger.Error("daemon failed", "err", err)
 		return 1
 	}
+	return 0
+}
+
+// planDiff prints what applying the configuration would change (see
+// daemon.PlanDiff); it reads the kernel and state_dir and writes nothing.
+func planDiff(f *flags, stdout, stderr io.Writer) int {
+	d, err := daemon.New(daemon.Options{ConfigPath: f.config, NetNS: f.netns, ReadOnly: true})
+	if err != nil {
+		fmt.Fprintln(stderr, "shaperd: --diff:", err)
+		return 1
+	}
+	defer d.Close()
+	daemon.WritePlanDiff(stdout, d.PlanDiff(time.Now()), f.verbose)
 	return 0
 }

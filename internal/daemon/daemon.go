@@ -65,6 +65,10 @@ type Options struct {
 	// Force goes on when another shaperd holds an interface's lock (with
 	// a warning) instead of failing.
 	Force bool
+	// ReadOnly makes a Daemon that only looks (PlanDiff): it takes no
+	// interface locks and leaves unreadable state files where they are. Run,
+	// Once and Teardown must not be called on it.
+	ReadOnly bool
 	// Takeover lets shaperd replace root qdiscs of other tools on every
 	// managed interface (shaperd --takeover), as takeover = true on each
 	// interface does; each takeover is logged and counted.
@@ -176,8 +180,10 @@ func New(opts Options) (*Daemon, error) {
 	d.setLogLevel(plan)
 	d.k = opts.Kernel
 	if d.k == nil {
-		if err := d.lock(plan); err != nil {
-			return nil, err
+		if !opts.ReadOnly {
+			if err := d.lock(plan); err != nil {
+				return nil, err
+			}
 		}
 		k, err := kernel.Open(kernel.Options{NetNS: opts.NetNS, Progress: d.applyProgress})
 		if err != nil {

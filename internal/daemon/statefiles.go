@@ -103,11 +103,13 @@ func (d *Daemon) readStateFile(dir, name, effect string, decode func([]byte) err
 	if err := decode(b); err != nil {
 		p := control.StateProblem{File: name, Kind: StateCorrupt, Since: now, Effect: effect,
 			Error: fmt.Sprintf("state file %s (%d bytes): %v", path, len(b), err)}
-		moved, merr := moveAside(path, now)
-		if merr != nil {
-			p.Effect += "; " + merr.Error()
+		if !d.opts.ReadOnly {
+			moved, merr := moveAside(path, now)
+			if merr != nil {
+				p.Effect += "; " + merr.Error()
+			}
+			p.MovedTo = moved
 		}
-		p.MovedTo = moved
 		d.stateProblem(p)
 		return false
 	}

@@ -227,6 +227,6 @@ func planDiff(f *flags, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer d.Close()
-	daemon.WritePlanDiff(stdout, d.PlanDiff(time.Now()), f.verbose)
+	daemon.WritePlanDiff(stdout, d.DiffPlan(time.Now()), f.verbose)
 	return 0
 }

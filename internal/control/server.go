@@ -48,13 +48,15 @@ func NewServer(svc Service, logger *slog.Logger) *Server {
 	// Exact paths, no ServeMux: it would answer unclean paths with
 	// redirects that are not JSON.
 	s.routes = map[string]route{
-		"/v1/status":      {"status", RoleRead, s.endpoint(http.MethodGet, s.handleStatus)},
-		"/v1/rate":        {"set-rate", RoleAdmin, s.endpoint(http.MethodPost, s.handleSetRate)},
-		"/v1/clear":       {"clear", RoleAdmin, s.endpoint(http.MethodPost, s.handleClear)},
-		"/v1/reload":      {"reload", RoleAdmin, s.endpoint(http.MethodPost, s.handleReload)},
-		"/v1/overrides":   {"overrides", RoleRead, s.endpoint(http.MethodGet, s.handleOverrides)},
-		"/v1/top":         {"top", RoleRead, s.endpoint(http.MethodGet, s.handleTop)},
-		"/v1/quota/reset": {"quota reset", RoleAdmin, s.endpoint(http.MethodPost, s.handleQuotaReset)},
+		"/v1/status":         {"status", RoleRead, s.endpoint(http.MethodGet, s.handleStatus)},
+		"/v1/rate":           {"set-rate", RoleAdmin, s.endpoint(http.MethodPost, s.handleSetRate)},
+		"/v1/clear":          {"clear", RoleAdmin, s.endpoint(http.MethodPost, s.handleClear)},
+		"/v1/reload":         {"reload", RoleAdmin, s.endpoint(http.MethodPost, s.handleReload)},
+		"/v1/overrides":      {"overrides", RoleRead, s.endpoint(http.MethodGet, s.handleOverrides)},
+		"/v1/top":            {"top", RoleRead, s.endpoint(http.MethodGet, s.handleTop)},
+		"/v1/quota/reset":    {"quota reset", RoleAdmin, s.endpoint(http.MethodPost, s.handleQuotaReset)},
+		"/v1/simulate":       {"simulate", RoleRead, s.endpoint(http.MethodPost, s.handleSimulate)},
+		"/v1/reload/dry-run": {"reload --dry-run", RoleRead, s.endpoint(http.MethodGet, s.handlePlanDiff)},
 	}
 	s.http = &http.Server{
 		Handler:           s,

@@ -38,4 +38,10 @@ type Service interface {
 	Overrides(ctx context.Context) (*OverridesResponse, error)
 	// ResetQuota sets a user's quota usage of the current period to zero.
 	ResetQuota(ctx context.Context, req QuotaResetRequest) (*QuotaResetResponse, error)
+	// Simulate predicts what every user gets (see SimulateRequest); a bad
+	// demand spec or what-if is a *BadRequestError.
+	Simulate(ctx context.Context, req SimulateRequest) (*SimulateResponse, error)
+	// PlanDiff reads the configuration file and says what reloading it
+	// would change, changing nothing; an invalid file is a *ValidationError.
+	PlanDiff(ctx context.Context) (*PlanDiffResponse, error)
 }

@@ -146,6 +146,9 @@ type UserStatus struct {
 	// Device carries the user's class: the interface, or its IFB device
 	// for uploads.
 	Device string `json:"device,omitempty"`
+	// LimitedBy is what keeps the user from more now, from the simulator
+	// on measured demand (shaperctl status --explain); empty otherwise.
+	LimitedBy string `json:"limited_by,omitempty"`
 }
 
 // RampStatus is a smooth change in progress: the effective ceiling goes from

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"
@@ -41,15 +42,20 @@ type UserDiff struct {
 	BeforePredicted, AfterPredicted              float64
 }
 
-// PlanDiff evaluates the plan at now as the daemon would apply it (the
+// DiffPlan evaluates the plan at now as the daemon would apply it (the
 // overrides and quota usage in state_dir, class ids from the state file or
 // the kernel, no ramps) and compares it with each device's tree in the
 // kernel. It writes nothing: `shaperd --check --diff` runs it on a Daemon
 // made with Options.ReadOnly, beside a running daemon.
-func (d *Daemon) PlanDiff(now time.Time) []PlanDiff {
-	targets := policy.Evaluate(d.plan, d.overrides, d.usage, now).Targets()
-	out := make([]PlanDiff, 0, len(d.ifaces))
-	for i, st := range d.ifaces {
+func (d *Daemon) DiffPlan(now time.Time) []PlanDiff {
+	return d.planDiff(d.plan, d.ifaces, d.overrides, now)
+}
+
+// planDiff is DiffPlan for plan on ifaces with the overrides ov.
+func (d *Daemon) planDiff(plan *config.Plan, ifaces []*iface, ov policy.Overrides, now time.Time) []PlanDiff {
+	targets := policy.Evaluate(plan, ov, d.usage, now).Targets()
+	out := make([]PlanDiff, 0, len(ifaces))
+	for i, st := range ifaces {
 		pd := PlanDiff{Interface: st.key, Device: st.device}
 		desired, err := model.Build(targets[i], st.ids)
 		if err != nil {

@@ -62,10 +62,16 @@ type TierTotal struct {
 // interface with o (its Flows are ignored: every interface gets its own).
 // Errors name the interface.
 func Simulate(plan *config.Plan, spec *Spec, at time.Time, o sim.Options) (*Report, error) {
+	return SimulateState(plan, policy.Overrides{}, nil, spec, at, o)
+}
+
+// SimulateState is Simulate with a running daemon's overrides and quota
+// usage (nil: nobody used anything), as policy.Evaluate takes them.
+func SimulateState(plan *config.Plan, ov policy.Overrides, usage *policy.Usage, spec *Spec, at time.Time, o sim.Options) (*Report, error) {
 	if err := spec.check(plan); err != nil {
 		return nil, err
 	}
-	res := policy.Evaluate(plan, policy.Overrides{}, nil, at)
+	res := policy.Evaluate(plan, ov, usage, at)
 	rep := &Report{At: at}
 	for i := range res.Interfaces {
 		ir := &res.Interfaces[i]
@@ -99,7 +105,7 @@ func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tr
 	out, err := sim.Solve(tree, func(c *model.Class) sim.Demand {
 		switch c.Labels.Kind {
 		case "user":
-			return spec.user(c.Labels.User, c.Labels.Tier, dir)
+			return spec.demand(c.Labels.User, c.Labels.Tier, spec0.Name, dir)
 		case "default":
 			return spec.unclassified(spec0.Name, dir)
 		}
@@ -186,7 +192,7 @@ func (rep *Report) addTBF(plan *config.Plan, spec *Spec, cfg *config.Interface, 
 	var flows []sim.Flow
 	var tiers []string
 	for _, u := range plan.Users {
-		flows = append(flows, sim.Flow{Name: u.Name, Demand: spec.user(u.Name, u.Tier, dir)})
+		flows = append(flows, sim.Flow{Name: u.Name, Demand: spec.demand(u.Name, u.Tier, cfg.Name, dir)})
 		tiers = append(tiers, u.Tier)
 	}
 	if d := spec.unclassified(cfg.Name, dir); d > 0 {

@@ -77,20 +77,24 @@ func checkRows(t *testing.T, rep *Report, es ...expect) {
 // Friday 18:30 in Berlin (the plan's timezone; 17:30 UTC) is before
 // gold's peak schedule: on the 100mbit download 65mbit are guaranteed and
 // gold (prio 0) takes the 35mbit spare, equal quanta: 37.5 each. The
-// upload's guarantees (65mbit) oversubscribe its 20mbit and are all
-// granted. The TBF splits 50mbit five ways.
+// upload's guarantees (65mbit and the default class) oversubscribe its
+// 20mbit: the policy scales them to fit (the bandwidth stays a cap), so
+// the upload passes 20mbit, a1 at least its scaled 20*20/65.2mbit. The TBF
+// splits 50mbit five ways.
 func TestSimulateOffPeak(t *testing.T) {
 	rep := simulateAt(t, DefaultSpec, "2026-12-04 18:30")
 	checkRows(t, rep,
 		expect{"a1", "lan0", model.Egress, 37.5, "share", "interface"},
 		expect{"b1", "lan0", model.Egress, 10, "prio", "interface"},
 		expect{"c1", "lan0", model.Egress, 5, "prio", "interface"},
-		expect{"a1", "lan0", model.Ingress, 20, "rate", "interface"},
 		expect{"c1", "wan0", model.Egress, 10, "fifo", ""},
 	)
 	up := rep.Interfaces[1]
-	if !up.Oversubscribed || math.Abs(up.Rate-65*mbit) > 1 || up.Bandwidth != 20*mbit {
-		t.Errorf("upload: %+v, want 65mbit through 20mbit, oversubscribed", up)
+	if up.Oversubscribed || math.Abs(up.Rate-20*mbit) > 1 || up.Bandwidth != 20*mbit {
+		t.Errorf("upload: %+v, want 20mbit through 20mbit (guarantees scaled to fit)", up)
+	}
+	if a1 := row(t, rep, "a1", "lan0", model.Ingress); a1.Rate < 20*mbit*20/65.2 {
+		t.Errorf("a1's upload %.3f mbit, below its scaled guarantee", a1.Rate/mbit)
 	}
 	down := rep.Interfaces[0]
 	want := []TierTotal{{"gold", 75 * mbit}, {"silver", 20 * mbit}, {"bronze", 5 * mbit}}
@@ -254,8 +258,8 @@ func TestJSON(t *testing.T) {
 	if b1 := out.Users[2]; b1["demand_bits_per_second"] != 2e6 || b1["bits_per_second"] != 2e6 || b1["limited_by"] != "demand" {
 		t.Errorf("b1: %v", b1)
 	}
-	if up := out.Ifs[1]; up["oversubscribed"] != true || up["bits_per_second"] != 57e6 {
-		t.Errorf("upload interface: %v", up)
+	if up := out.Ifs[1]; up["oversubscribed"] != false || up["bits_per_second"] != 20e6 {
+		t.Errorf("upload interface: %v, want 20mbit through 20mbit (the policy scales guarantees to fit)", up)
 	}
 }
 
@@ -270,11 +274,13 @@ func TestTable(t *testing.T) {
 		"simulated at 2026-12-04 18:30 CET",
 		"USER  TIER    INTERFACE  DIRECTION  DEMAND  RATE      LIMITED_BY",
 		"a1    gold    lan0       egress     max     37.5mbit  share (interface)",
-		"65mbit (guarantees 65mbit > bandwidth)",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("table lacks %q:\n%s", s, out)
 		}
+	}
+	if strings.Contains(out, "> bandwidth") {
+		t.Errorf("an interface of a plan is oversubscribed (the policy scales guarantees to fit):\n%s", out)
 	}
 }
 

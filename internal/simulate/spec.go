@@ -15,11 +15,36 @@ type Spec struct {
 	users    map[string]pair
 	tiers    map[string]pair
 	defaults map[string]pair // by interface name; "*" for every interface
+	// measured, when set, gives every user's demand per interface and
+	// direction (MeasuredSpec) instead of the entries above.
+	measured map[MeasuredKey]sim.Demand
 }
 
 // pair is a demand for each direction: Down on egress interfaces, Up on
 // ingress ones.
 type pair struct{ Down, Up sim.Demand }
+
+// MeasuredKey names one user's class: on interface Interface (the
+// configured name) in Direction.
+type MeasuredKey struct {
+	User, Interface string
+	Direction       model.Direction
+}
+
+// MeasuredSpec is a demand of each user's own rate on each interface, as
+// measured. Classes not in m, and unclassified traffic, ask for nothing.
+func MeasuredSpec(m map[MeasuredKey]sim.Demand) *Spec {
+	return &Spec{users: map[string]pair{}, tiers: map[string]pair{}, defaults: map[string]pair{}, measured: m}
+}
+
+// demand is the demand of user (of tier) on interface iface in direction
+// d: the measured one for a MeasuredSpec, else as user says.
+func (sp *Spec) demand(user, tier, iface string, d model.Direction) sim.Demand {
+	if sp.measured != nil {
+		return sp.measured[MeasuredKey{user, iface, d}]
+	}
+	return sp.user(user, tier, d)
+}
 
 // DefaultSpec is the --demand default: every user always backlogged.
 const DefaultSpec = "*=max"

@@ -19,13 +19,14 @@ Commands:
   reload     reread the configuration (refused, old one kept, when invalid)
   top        live per-user throughput, heaviest first
   quota      quota reset USER: start the user's quota period count again
+  simulate   predict what every user gets (live plan, what-if changes), change nothing
   help       show help for a command: shaperctl help set-rate
 
 Global flags:
   --socket PATH   the control socket (default $SHAPERD_SOCKET, else /run/shaperd/shaperd.sock)
 
 Who may do what (shaperd checks the caller's uid and groups on the socket):
-  read     status, top, overrides: root, daemon.socket_group and daemon.admin_group
+  read     status, top, overrides, simulate, reload --dry-run: root, daemon.socket_group and daemon.admin_group
   change   set-rate, clear, reload, quota reset: root and daemon.admin_group
 Others get "permission denied: set-rate needs the admin group '...'".
 The socket file belongs to socket_group (mode 0660) with an ACL entry for
@@ -40,7 +41,7 @@ degraded after it: scripts and monitoring can rely on it.
 
 // commandHelp is each command's help.
 var commandHelp = map[string]string{
-	"status": `Usage: shaperctl status [--json]
+	"status": `Usage: shaperctl status [--json] [--explain]
 
 Show every managed interface and every user: the configured rate and
 ceiling, the effective ones in force now (after schedules, overrides, quotas
@@ -60,7 +61,24 @@ interfaces that are not ok are named on stderr. Scripts and monitoring
 rely on it.
 
 Flags:
-  --json   print the status as JSON (rates as tc strings, "10mbit")
+  --json      print the status as JSON (rates as tc strings, "10mbit")
+  --explain   add to each user's reason what limits them now ("limited by
+              ceil (tier gold)", "parent (interface)", "demand"): the
+              simulator on each user's measured rate (see simulate)
+`,
+	"simulate": `Usage: shaperctl simulate [--demand SPEC] [--set TARGET=RATE[:CEIL]]... [--json]
+
+Predict what every user gets with the daemon's live plan, overrides and
+quota usage, the way HTB shares the bandwidth (the same model as
+shaperd --simulate; see docs/simulator.md). Nothing changes.
+
+--demand SPEC is a comma list of TARGET=DEMAND, TARGET a user, tier:NAME,
+default:IFACE or *, DEMAND max, 0, a rate, or DOWN/UP ("*=max,carol=2mbit").
+Without it each user asks for what it got at the last reconcile (max when it
+was at its ceiling: it would take more).
+--set TARGET=RATE[:CEIL] tries a change without making it ("what if"):
+"--set tier:gold=30mbit:40mbit --set alice=5mbit". Repeatable.
+--json prints the prediction with rates in bits per second.
 `,
 	"set-rate": `Usage: shaperctl set-rate TARGET RATE [--ceil RATE] [--direction download|upload] [--ramp DUR] [--for DUR] [--json]
 
@@ -132,7 +150,7 @@ gets the plan back at once (logged as a quota_restored event). Only bytes
 after the reset count. Needs root or daemon.admin_group.
 Each user's usage is also in the metrics: shaperd_quota_used_bytes.
 `,
-	"reload": `Usage: shaperctl reload [--json]
+	"reload": `Usage: shaperctl reload [--dry-run] [--json]
 
 Reread shaperd.toml and users.toml. An invalid configuration is refused and
 its errors listed (file:line:col: message); the old one stays in force
@@ -141,6 +159,12 @@ the result and each interface that is not ok after it. Exit 1 also when an
 interface is then failed or degraded (missing ones are waited for and do not
 count). Like SIGHUP to shaperd, which answers nobody. status shows the last
 reload's time and result. Needs root or daemon.admin_group.
+
+--dry-run changes nothing: it validates the configuration files and prints
+what reloading them would do with the overrides and quota usage in force:
+the kernel changes (each one) and every user whose class changes, before ->
+after, with the rate the simulator predicts when every class is busy
+(like shaperd --check --diff). The read role may ask.
 `,
 	"top": `Usage: shaperctl top [--interval DUR] [--iterations N]
 

@@ -51,6 +51,7 @@ var commands = map[string]command{
 	"top":       runTop,
 	"overrides": runOverrides,
 	"quota":     runQuota,
+	"simulate":  runSimulate,
 }
 
 // Run runs shaperctl with args (without the program name), writing results

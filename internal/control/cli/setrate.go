@@ -154,12 +154,16 @@ func describeClear(target string, r *control.ClearResponse) string {
 func runReload(ctx context.Context, c *control.Client, args []string, out io.Writer, _ Env) error {
 	fs := newFlagSet("reload")
 	asJSON := fs.Bool("json", false, "")
+	dryRun := fs.Bool("dry-run", false, "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagError("reload", err)
 	}
 	if len(pos) > 0 {
 		return usagef("reload", "unexpected argument %q", pos[0])
+	}
+	if *dryRun {
+		return runReloadDryRun(ctx, c, out, *asJSON)
 	}
 	res, err := c.Reload(ctx)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 func runStatus(ctx context.Context, c *control.Client, args []string, out io.Writer, _ Env) error {
 	fs := newFlagSet("status")
 	asJSON := fs.Bool("json", false, "")
+	explainFlag := fs.Bool("explain", false, "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagError("status", err)
@@ -27,6 +28,11 @@ func runStatus(ctx context.Context, c *control.Client, args []string, out io.Wri
 	st, err := c.Status(ctx)
 	if err != nil {
 		return err
+	}
+	if *explainFlag {
+		if err := explain(ctx, c, st); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		err = writeJSON(out, st)
@@ -166,6 +172,9 @@ func reason(u control.UserStatus) string {
 	}
 	if q := u.Quota; q != nil {
 		parts = append(parts, fmt.Sprintf("quota %s of %s until %s", formatBytes(q.Used), formatBytes(q.Limit), q.PeriodEnd.Format("2006-01-02 15:04")))
+	}
+	if u.LimitedBy != "" {
+		parts = append(parts, "limited by "+u.LimitedBy)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -189,6 +189,27 @@ func (f *Fake) ResetQuota(ctx context.Context, req control.QuotaResetRequest) (*
 	return &control.QuotaResetResponse{User: req.User, Was: was}, nil
 }
 
+// Simulate answers with one row per user at its rate, limited by demand.
+func (f *Fake) Simulate(ctx context.Context, req control.SimulateRequest) (*control.SimulateResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, "simulate "+req.Demand)
+	resp := &control.SimulateResponse{Text: "simulated\n", Report: []byte(`{"users":[]}`)}
+	for _, u := range f.State.Users {
+		resp.Users = append(resp.Users, control.SimulatedUser{User: u.Name, Interface: u.Interface,
+			Direction: u.Direction, BitsPerSecond: float64(u.EffectiveRate), LimitedBy: "demand"})
+	}
+	return resp, nil
+}
+
+// PlanDiff answers that nothing would change.
+func (f *Fake) PlanDiff(ctx context.Context) (*control.PlanDiffResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, "reload --dry-run")
+	return &control.PlanDiffResponse{Text: "nothing to change\n"}, nil
+}
+
 // CallLog returns a copy of Calls.
 func (f *Fake) CallLog() []string {
 	f.mu.Lock()

@@ -123,6 +123,9 @@ type UserStatus struct {
 	// something it needs was), or that an old setting is still in force
 	// (a change the kernel refused); empty when it does.
 	Error string `json:"error,omitempty"`
+	// Addresses are the user's configured prefixes ("198.18.1.10/32"), for
+	// shaperctl export.
+	Addresses []string `json:"addresses,omitempty"`
 }
 
 // RampStatus is a smooth change in progress: the effective ceiling goes from

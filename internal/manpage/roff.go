@@ -57,3 +57,6 @@ func line(s string) string {
 	trimmed := strings.TrimLeft(s, " ")
 	return s[:len(s)-len(trimmed)] + escape(trimmed)
 }
+
+// Escape makes s literal roff text (see escape).
+func Escape(s string) string { return escape(s) }

@@ -101,7 +101,7 @@ func shaperctlPage() manpage.Page {
 	for _, name := range cli.HelpTopics() {
 		// The global flags are in the description once.
 		text, _, _ := strings.Cut(help(name), "\nGlobal flags:\n")
-		fmt.Fprintf(&cmds, ".SS %s\n%s", name, manpage.Text(text))
+		fmt.Fprintf(&cmds, ".SS %s\n%s", manpage.Escape(name), manpage.Text(text))
 	}
 	return manpage.Page{
 		Name: "shaperctl", Section: "8", Manual: "System Administration",

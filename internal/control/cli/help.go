@@ -17,13 +17,16 @@ Commands:
   clear      remove run-time changes; the target returns to its plan
   reload     reread the configuration (refused, old one kept, when invalid)
   top        live per-user throughput, heaviest first
+  export     write the plan in force as users.toml or CSV
+  import     write users.toml from LibreQoS's ShapedDevices.csv or a CSV
+  completion print the bash, zsh or fish completion script
   help       show help for a command: shaperctl help set-rate
 
 Global flags:
   --socket PATH   the control socket (default $SHAPERD_SOCKET, else /run/shaperd/shaperd.sock)
 
 Who may do what (shaperd checks the caller's uid and groups on the socket):
-  read     status, top: root, daemon.socket_group and daemon.admin_group
+  read     status, top, export: root, daemon.socket_group and daemon.admin_group
   change   set-rate, clear, reload: root and daemon.admin_group
 Others get "permission denied: set-rate needs the admin group '...'".
 The socket file belongs to socket_group (mode 0660) with an ACL entry for

@@ -39,11 +39,13 @@ Exit status: 0 ok, 1 error (also permission denied), 2 usage error.
 
 // commandHelp is each command's help.
 var commandHelp = map[string]string{
-	"status": `Usage: shaperctl status [--json]
+	"status": `Usage: shaperctl status [USER | tier:NAME | iface:NAME] [--json]
 
 Show every managed interface and every user: the configured rate and
 ceiling, the effective ones in force now (after schedules, overrides, quotas
 and ramps) with the reason, the measured throughput, bytes and drops.
+With a user name, tier:NAME or iface:NAME show only that user, the tier's
+users or the interface's users (and the interfaces they are on).
 
 Flags:
   --json   print the status as JSON (rates as tc strings, "10mbit")
@@ -74,19 +76,25 @@ Examples:
   shaperctl set-rate tier:gold 20mbit --ceil 50mbit --for 2h
   shaperctl set-rate iface:lan0 100mbit --ramp 0s
 `,
-	"clear": `Usage: shaperctl clear TARGET
+	"clear": `Usage: shaperctl clear TARGET [--json]
 
 Remove the run-time changes (set-rate) of TARGET: a user name, tier:NAME or
 iface:NAME. The target returns to its plan, smoothly (the policy's ramp).
 Needs root or daemon.admin_group.
+
+Flags:
+  --json   print the result as JSON: {"target": ..., "cleared": true}
 `,
-	"reload": `Usage: shaperctl reload
+	"reload": `Usage: shaperctl reload [--json]
 
 Reread shaperd.toml and users.toml. An invalid configuration is refused and
 its errors listed (file:line:col: message); the old one stays in force.
 Same as sending SIGHUP to shaperd. Needs root or daemon.admin_group.
+
+Flags:
+  --json   print the result as JSON: {"reloaded": true}
 `,
-	"top": `Usage: shaperctl top [--interval DUR] [--iterations N]
+	"top": `Usage: shaperctl top [--interval DUR] [--iterations N] [--once] [--json]
 
 Show per-user throughput, heaviest first, refreshed every second, like top.
 Press q or Ctrl-C to quit. When the output is not a terminal, print one
@@ -95,6 +103,11 @@ plain snapshot per refresh instead.
 Flags:
   --interval DUR    time between refreshes (default 1s)
   --iterations N    stop after N refreshes (default 0: until quit)
+  --once            print one plain snapshot and exit (same as
+                    --iterations 1, never redrawing the terminal)
+  --json            print each snapshot as one line of JSON: generated,
+                    total and the users, heaviest first (rates as tc
+                    strings, as in status --json)
 `,
 	"help": `Usage: shaperctl help [COMMAND]
 

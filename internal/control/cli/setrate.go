@@ -85,6 +85,7 @@ func describeSetRate(r *control.SetRateResponse) string {
 
 func runClear(ctx context.Context, c *control.Client, args []string, out io.Writer, _ Env) error {
 	fs := newFlagSet("clear")
+	asJSON := fs.Bool("json", false, "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagError("clear", err)
@@ -98,12 +99,19 @@ func runClear(ctx context.Context, c *control.Client, args []string, out io.Writ
 	if err := c.Clear(ctx, pos[0]); err != nil {
 		return err
 	}
+	if *asJSON {
+		return writeJSON(out, struct {
+			Target  string `json:"target"`
+			Cleared bool   `json:"cleared"`
+		}{pos[0], true})
+	}
 	fmt.Fprintf(out, "%s: run-time changes cleared; back to its plan\n", pos[0])
 	return nil
 }
 
 func runReload(ctx context.Context, c *control.Client, args []string, out io.Writer, _ Env) error {
 	fs := newFlagSet("reload")
+	asJSON := fs.Bool("json", false, "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagError("reload", err)
@@ -113,6 +121,11 @@ func runReload(ctx context.Context, c *control.Client, args []string, out io.Wri
 	}
 	if err := c.Reload(ctx); err != nil {
 		return err
+	}
+	if *asJSON {
+		return writeJSON(out, struct {
+			Reloaded bool `json:"reloaded"`
+		}{true})
 	}
 	fmt.Fprintln(out, "configuration reloaded")
 	return nil

@@ -116,3 +116,66 @@ func TestZshFishCompletionSyntax(t *testing.T) {
 		t.Skip("neither zsh nor fish is installed")
 	}
 }
+
+// TestFishCompletion completes in a real fish (complete -C asks for the
+// completions of a command line) against the fake daemon.
+func TestFishCompletion(t *testing.T) {
+	if _, err := exec.LookPath("fish"); err != nil {
+		t.Skip("fish is not installed")
+	}
+	dir := buildShaperctl(t)
+	sock := controltest.Serve(t, &controltest.Fake{State: controltest.Sample()})
+	for line, want := range map[string]string{
+		"shaperctl se":                "set-rate",
+		"shaperctl status tier:g":     "tier:gold",
+		"shaperctl clear ca":          "carol",
+		"shaperctl top --on":          "--once",
+		"shaperctl import ":           "csv\nlibreqos",
+		"shaperctl completion z":      "zsh",
+		"shaperctl export --format c": "csv",
+	} {
+		cmd := exec.Command("fish", "--no-config", "-c", `shaperctl completion fish | source; complete -C "$argv[1]"`, line)
+		cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "SHAPERD_SOCKET="+sock)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("fish %q: %v\n%s", line, err, out)
+		}
+		if got := strings.TrimSpace(string(out)); got != want {
+			t.Errorf("fish %q: %q, want %q", line, got, want)
+		}
+	}
+}
+
+// TestZshCompletion runs the zsh function with zsh's completion builtins
+// replaced by ones that print what they are given.
+func TestZshCompletion(t *testing.T) {
+	if _, err := exec.LookPath("zsh"); err != nil {
+		t.Skip("zsh is not installed")
+	}
+	dir := buildShaperctl(t)
+	sock := controltest.Serve(t, &controltest.Fake{State: controltest.Sample()})
+	script := `compdef() { :; }
+compadd() { [[ $1 == -- ]] && shift; print -l -- "$@"; }
+_files() { print FILES; }
+source <(shaperctl completion zsh)
+words=("$@"); CURRENT=$#
+_shaperctl`
+	for _, tc := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"shaperctl", "status", "tier:"}, "tier:bronze\ntier:gold\ntier:silver"},
+		{[]string{"shaperctl", "set-rate", "b"}, "bob"},
+		{[]string{"shaperctl", "import", "csv", "x"}, "FILES"},
+	} {
+		cmd := exec.Command("zsh", append([]string{"-f", "-c", script, "zsh"}, tc.words...)...)
+		cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "SHAPERD_SOCKET="+sock)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("zsh %q: %v\n%s", tc.words, err, out)
+		}
+		if got := strings.TrimSpace(string(out)); got != tc.want {
+			t.Errorf("zsh %q: %q, want %q", tc.words, got, tc.want)
+		}
+	}
+}

@@ -225,3 +225,12 @@ func TestSanitizeAndUniqueNames(t *testing.T) {
 		t.Errorf("names %q %q %q", a, b, c)
 	}
 }
+
+func TestValidateAbsoluteUsersFile(t *testing.T) {
+	main := []byte("[daemon]\nusers_file = \"/etc/shaperd/users.toml\"\n" + MinimalMain + "[tiers.a]\nrate = \"1mbit\"\n")
+	users := []User{{Name: "x", Tier: "b", Addresses: []string{"198.18.0.1/32"}, Line: 7}}
+	_, errs := Validate("/etc/shaperd/shaperd.toml", main, UsersTOML("", users), "in.csv", users, nil)
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "in.csv:7: user x: tier:") {
+		t.Errorf("errors %v: want the unknown tier at in.csv:7", errs)
+	}
+}

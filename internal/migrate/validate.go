@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"testing/fstest"
 
 	"github.com/BurntSushi/toml"
 	"github.com/shaperd/shaperd/pkg/config"
@@ -46,7 +45,7 @@ func Validate(mainName string, main []byte, usersText string, src string, users 
 	if path.IsAbs(uf) {
 		usersPath = path.Clean(uf[1:])
 	}
-	fsys := fstest.MapFS{name: {Data: main}, usersPath: {Data: []byte(usersText)}}
+	fsys := memFS{name: main, usersPath: []byte(usersText)}
 	plan, err := config.LoadFS(fsys, name)
 	if err == nil {
 		plan.Path = mainName

@@ -75,6 +75,10 @@ func TestBashCompletion(t *testing.T) {
 	if got := bashComplete(t, dir, []string{"SHAPERD_SOCKET=/nonexistent"}, "shaperctl", "--socket", sock, "status", "a"); got != "alice" {
 		t.Errorf("with --socket: %q, want alice", got)
 	}
+	// bash splits --socket=PATH at the '='.
+	if got := bashComplete(t, dir, []string{"SHAPERD_SOCKET=/nonexistent"}, "shaperctl", "--socket", "=", sock, "clear", "c"); got != "carol" {
+		t.Errorf("with --socket=: %q, want carol", got)
+	}
 	// No daemon: no names, no noise, no failure.
 	if got := bashComplete(t, dir, []string{"SHAPERD_SOCKET=" + filepath.Join(t.TempDir(), "none.sock")}, "shaperctl", "status", ""); got != "" {
 		t.Errorf("without a daemon: %q, want nothing", got)

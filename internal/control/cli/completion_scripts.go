@@ -8,12 +8,15 @@ var completionScripts = map[string]string{
 	"bash": `# bash completion for shaperctl (shaperctl completion bash)
 _shaperctl() {
     local -a words=() out=()
-    local i w cword=0 colon=0
+    local i w cword=0 colon=0 equals=0
     [[ $COMP_WORDBREAKS == *:* ]] && colon=1
-    # Bash splits tier:gold at the colon; put such words together again.
+    [[ $COMP_WORDBREAKS == *=* ]] && equals=1
+    # Bash splits tier:gold at the colon and --socket=PATH at the equals
+    # sign; put such words together again.
     for ((i = 0; i < ${#COMP_WORDS[@]}; i++)); do
         w=${COMP_WORDS[i]}
-        if ((colon && i > 0)) && [[ $w == : || ${COMP_WORDS[i-1]} == : ]]; then
+        if ((i > 0)) && { { ((colon)) && [[ $w == : || ${COMP_WORDS[i-1]} == : ]]; } ||
+            { ((equals)) && [[ $w == = || ${COMP_WORDS[i-1]} == = ]]; }; }; then
             words[${#words[@]}-1]+=$w
         else
             words+=("$w")

@@ -170,16 +170,18 @@ func runImport(_ context.Context, _ *control.Client, args []string, out io.Write
 		files = append(files, struct{ path, text string }{p, tiersText})
 	}
 	files = append(files, struct{ path, text string }{*output, usersText})
-	if !*force {
-		for _, f := range files {
-			if f.path == "-" {
-				continue
-			}
-			if _, err := os.Stat(f.path); err == nil {
-				return fmt.Errorf("%s exists; nothing written (--force replaces it)", f.path)
-			} else if !errors.Is(err, iofs.ErrNotExist) {
-				return err
-			}
+	// Check every destination before writing any.
+	for _, f := range files {
+		if f.path == "-" {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Dir(f.path)); err != nil || !fi.IsDir() {
+			return fmt.Errorf("cannot write %s: %s is not a directory; nothing written", f.path, filepath.Dir(f.path))
+		}
+		if _, err := os.Stat(f.path); err == nil && !*force {
+			return fmt.Errorf("%s exists; nothing written (--force replaces it)", f.path)
+		} else if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			return err
 		}
 	}
 	res := importResult{Users: len(users), Files: []string{}}

@@ -70,6 +70,11 @@ func TestImportLibreQoSAutoTiers(t *testing.T) {
 	if code != cli.ExitError || !strings.Contains(stderr, "exists; nothing written (--force replaces it)") {
 		t.Errorf("second import: exit %d, %q", code, stderr)
 	}
+	// A missing directory: checked before the tiers file is written.
+	code, _, stderr = run(t, cli.Env{}, "import", "libreqos", libreqosSample, "-o", filepath.Join(dir, "nodir", "users.toml"), "--tiers-out", filepath.Join(dir, "t2.toml"))
+	if _, err := os.Stat(filepath.Join(dir, "t2.toml")); code != cli.ExitError || err == nil || !strings.Contains(stderr, "is not a directory; nothing written") {
+		t.Errorf("missing directory: exit %d, %q, tiers written: %v", code, stderr, err == nil)
+	}
 	if code, _, stderr := run(t, cli.Env{}, "import", "libreqos", libreqosSample, "-o", out, "--force", "--json"); code != cli.ExitOK {
 		t.Errorf("--force: exit %d, %s", code, stderr)
 	}

@@ -15,6 +15,12 @@
 #   /usr/share/doc/shaperd                copyright, changelog, README,
 #                                         examples/: contrib's Grafana
 #                                         dashboard and Prometheus alerts
+#   /usr/share/man/man8/shaperd.8.gz, shaperctl.8.gz,
+#   /usr/share/man/man5/shaperd.toml.5.gz docs/man (internal/cmd/genman; the
+#                                         build stops when they are stale)
+#   /usr/share/bash-completion/completions/shaperctl, /usr/share/zsh/
+#   vendor-completions/_shaperctl, /usr/share/fish/vendor_completions.d/
+#   shaperctl.fish                       shaperctl completion bash|zsh|fish
 # postinst creates the system group "shaperd" (the control socket's read
 # group) and reloads systemd's units; it never enables or starts shaperd.
 # Needs go, git and dpkg-deb.
@@ -55,6 +61,19 @@ export SOURCE_DATE_EPOCH
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# The man pages ship as committed; they must say what --help says.
+go run ./internal/cmd/genman -check || {
+	echo "package.sh: docs/man is out of date: run go run ./internal/cmd/genman and commit" >&2
+	exit 1
+}
+# The completion scripts, from a shaperctl for this machine (the packaged
+# ones may be for another architecture; the scripts are the same).
+install -d "$work/completions"
+go build -o "$work/shaperctl-host" ./cmd/shaperctl
+for sh in bash zsh fish; do
+	"$work/shaperctl-host" completion "$sh" >"$work/completions/$sh"
+done
 
 for arch in "$@"; do
 	case $arch in
@@ -102,6 +121,19 @@ for arch in "$@"; do
 	fi
 	install -m 0644 configs/users.toml "$root/etc/shaperd/users.toml"
 	chmod 0644 "$root/etc/shaperd/shaperd.toml"
+
+	# Man pages, compressed as Debian policy asks (-n: no name or time,
+	# so the same commit gives the same package).
+	install -d -m 0755 "$root/usr/share/man/man8" "$root/usr/share/man/man5"
+	for page in shaperd.8:man8 shaperctl.8:man8 shaperd.toml.5:man5; do
+		gzip -9n -c "docs/man/${page%%:*}" >"$root/usr/share/man/${page#*:}/${page%%:*}.gz"
+		chmod 0644 "$root/usr/share/man/${page#*:}/${page%%:*}.gz"
+	done
+	install -d -m 0755 "$root/usr/share/bash-completion/completions" \
+		"$root/usr/share/zsh/vendor-completions" "$root/usr/share/fish/vendor_completions.d"
+	install -m 0644 "$work/completions/bash" "$root/usr/share/bash-completion/completions/shaperctl"
+	install -m 0644 "$work/completions/zsh" "$root/usr/share/zsh/vendor-completions/_shaperctl"
+	install -m 0644 "$work/completions/fish" "$root/usr/share/fish/vendor_completions.d/shaperctl.fish"
 
 	doc=$root/usr/share/doc/shaperd
 	install -m 0644 README.md "$doc/README.md"

@@ -149,6 +149,9 @@ type UserStatus struct {
 	// LimitedBy is what keeps the user from more now, from the simulator
 	// on measured demand (shaperctl status --explain); empty otherwise.
 	LimitedBy string `json:"limited_by,omitempty"`
+	// Addresses are the user's configured prefixes ("198.18.1.10/32"), for
+	// shaperctl export.
+	Addresses []string `json:"addresses,omitempty"`
 }
 
 // RampStatus is a smooth change in progress: the effective ceiling goes from

@@ -17,6 +17,14 @@ func (d *Daemon) status() *control.Status {
 	res := policy.Evaluate(d.plan, d.overrides, d.usage, d.clock.Now())
 	out := &control.Status{Generated: d.clock.Now(), Interfaces: []control.InterfaceStatus{}, Users: []control.UserStatus{}}
 	out.StateProblems = d.stateProblemList()
+	addrs := make(map[string][]string, len(d.plan.Users))
+	for _, u := range d.plan.Users {
+		a := make([]string, len(u.Prefixes))
+		for k, p := range u.Prefixes {
+			a[k] = p.String()
+		}
+		addrs[u.Name] = a
+	}
 	for i, st := range d.ifaces {
 		in := &st.cfg
 		is := control.InterfaceStatus{Name: in.Name, Device: st.device, Shaper: string(in.Shaper),
@@ -54,6 +62,7 @@ func (d *Daemon) status() *control.Status {
 		for _, x := range res.Interfaces[i].Users {
 			us := d.userStatus(st, x, inForce[x.User])
 			us.Error = errs[x.User]
+			us.Addresses = addrs[x.User]
 			out.Users = append(out.Users, us)
 		}
 	}

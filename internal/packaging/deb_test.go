@@ -41,6 +41,21 @@ var wantFiles = map[string]debEntry{
 	"./usr/share/doc/shaperd/examples/":    {"drwxr-xr-x", "root/root"},
 	"./usr/share/doc/shaperd/examples/grafana-shaperd.json":  {"-rw-r--r--", "root/root"},
 	"./usr/share/doc/shaperd/examples/prometheus-alerts.yml": {"-rw-r--r--", "root/root"},
+	"./usr/share/man/":                                     {"drwxr-xr-x", "root/root"},
+	"./usr/share/man/man5/":                                {"drwxr-xr-x", "root/root"},
+	"./usr/share/man/man5/shaperd.toml.5.gz":               {"-rw-r--r--", "root/root"},
+	"./usr/share/man/man8/":                                {"drwxr-xr-x", "root/root"},
+	"./usr/share/man/man8/shaperctl.8.gz":                  {"-rw-r--r--", "root/root"},
+	"./usr/share/man/man8/shaperd.8.gz":                    {"-rw-r--r--", "root/root"},
+	"./usr/share/bash-completion/":                         {"drwxr-xr-x", "root/root"},
+	"./usr/share/bash-completion/completions/":             {"drwxr-xr-x", "root/root"},
+	"./usr/share/bash-completion/completions/shaperctl":    {"-rw-r--r--", "root/root"},
+	"./usr/share/zsh/":                                     {"drwxr-xr-x", "root/root"},
+	"./usr/share/zsh/vendor-completions/":                  {"drwxr-xr-x", "root/root"},
+	"./usr/share/zsh/vendor-completions/_shaperctl":        {"-rw-r--r--", "root/root"},
+	"./usr/share/fish/":                                    {"drwxr-xr-x", "root/root"},
+	"./usr/share/fish/vendor_completions.d/":               {"drwxr-xr-x", "root/root"},
+	"./usr/share/fish/vendor_completions.d/shaperctl.fish": {"-rw-r--r--", "root/root"},
 	"./var/":             {"drwxr-xr-x", "root/root"},
 	"./var/lib/":         {"drwxr-xr-x", "root/root"},
 	"./var/lib/shaperd/": {"drwxr-x---", "root/root"},
@@ -156,6 +171,16 @@ func TestDebianPackage(t *testing.T) {
 		if strings.Count(unit, "\n") != strings.Count(src, "\n") {
 			t.Errorf("the packaged unit has %d lines, systemd/shaperd.service %d", strings.Count(unit, "\n"), strings.Count(src, "\n"))
 		}
+		// The man pages are docs/man's, compressed.
+		for page, dir := range map[string]string{"shaperd.8": "man8", "shaperctl.8": "man8", "shaperd.toml.5": "man5"} {
+			got := run(t, out, "gzip", "-dc", filepath.Join(x, "usr/share/man", dir, page+".gz"))
+			if got != readFile(t, filepath.Join(root, "docs/man", page)) {
+				t.Errorf("the packaged %s is not docs/man/%s", page, page)
+			}
+		}
+		if bash := readFile(t, filepath.Join(x, "usr/share/bash-completion/completions/shaperctl")); !strings.Contains(bash, "complete -F _shaperctl shaperctl") {
+			t.Errorf("the bash completion is not shaperctl's:\n%s", bash)
+		}
 		cfg := readFile(t, filepath.Join(x, "etc/shaperd/shaperd.toml"))
 		if !strings.Contains(cfg, "\nsocket_group = \"shaperd\"\n") {
 			t.Error("the packaged shaperd.toml does not give the socket to group shaperd")
@@ -168,6 +193,10 @@ func TestDebianPackage(t *testing.T) {
 		for _, line := range strings.Split(string(o), "\n") {
 			switch {
 			case strings.HasPrefix(line, "E: "):
+				t.Errorf("lintian: %s", line)
+			case strings.Contains(line, "no-manual-page"), strings.Contains(line, "manpage"), strings.Contains(line, "groff-message"),
+				strings.Contains(line, "completion"):
+				// The man pages and completions ship and are clean.
 				t.Errorf("lintian: %s", line)
 			case strings.HasPrefix(line, "W: "), strings.HasPrefix(line, "I: "):
 				t.Logf("lintian: %s", line)

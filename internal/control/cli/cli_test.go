@@ -42,7 +42,7 @@ func TestUsageErrors(t *testing.T) {
 		{nil, "shaperctl: no command given\nRun 'shaperctl help' for usage."},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"--bogus", "status"}, "flag provided but not defined: -bogus"},
-		{[]string{"status", "extra"}, `shaperctl status: unexpected argument "extra"`},
+		{[]string{"status", "alice", "extra"}, `shaperctl status: unexpected argument "extra"`},
 		{[]string{"status", "--yaml"}, "flag provided but not defined: -yaml"},
 		{[]string{"set-rate", "alice"}, "expected TARGET and RATE, got 1 argument\nRun 'shaperctl help set-rate' for usage."},
 		{[]string{"set-rate", "alice", "3mbit", "4mbit"}, "expected TARGET and RATE, got 3 arguments"},

@@ -20,13 +20,16 @@ Commands:
   top        live per-user throughput, heaviest first
   quota      quota reset USER: start the user's quota period count again
   simulate   predict what every user gets (live plan, what-if changes), change nothing
+  export     write the plan in force as users.toml or CSV
+  import     write users.toml from LibreQoS's ShapedDevices.csv or a CSV
+  completion print the bash, zsh or fish completion script
   help       show help for a command: shaperctl help set-rate
 
 Global flags:
   --socket PATH   the control socket (default $SHAPERD_SOCKET, else /run/shaperd/shaperd.sock)
 
 Who may do what (shaperd checks the caller's uid and groups on the socket):
-  read     status, top, overrides, simulate, reload --dry-run: root, daemon.socket_group and daemon.admin_group
+  read     status, top, overrides, simulate, reload --dry-run, export: root, daemon.socket_group and daemon.admin_group
   change   set-rate, clear, reload, quota reset: root and daemon.admin_group
 Others get "permission denied: set-rate needs the admin group '...'".
 The socket file belongs to socket_group (mode 0660) with an ACL entry for
@@ -41,11 +44,13 @@ degraded after it: scripts and monitoring can rely on it.
 
 // commandHelp is each command's help.
 var commandHelp = map[string]string{
-	"status": `Usage: shaperctl status [--json] [--explain]
+	"status": `Usage: shaperctl status [USER | tier:NAME | iface:NAME] [--json] [--explain]
 
 Show every managed interface and every user: the configured rate and
 ceiling, the effective ones in force now (after schedules, overrides, quotas
 and ramps) with the reason, the measured throughput, bytes and drops.
+With a user name, tier:NAME or iface:NAME show only that user, the tier's
+users or the interface's users (and the interfaces they are on).
 
 Each user has one row per direction: DIRECTION is download (an egress
 interface) or upload (ingress), DEVICE the device carrying the class (the
@@ -134,6 +139,9 @@ the target goes; with it only the change set for that direction (a change
 set for both directions stays: clear it without --direction).
 A target with nothing set is not an error: clear says so and exits 0.
 Needs root or daemon.admin_group.
+
+Flags:
+  --json   print the result as JSON: {"target": ..., "cleared": true}
 `,
 	"overrides": `Usage: shaperctl overrides [--json]
 
@@ -166,7 +174,7 @@ the kernel changes (each one) and every user whose class changes, before ->
 after, with the rate the simulator predicts when every class is busy
 (like shaperd --check --diff). The read role may ask.
 `,
-	"top": `Usage: shaperctl top [--interval DUR] [--iterations N]
+	"top": `Usage: shaperctl top [--interval DUR] [--iterations N] [--once] [--json]
 
 Show per-user throughput, heaviest first, refreshed every second, like top,
 one row per user and direction (DIRECTION, DEVICE). Press q or Ctrl-C to
@@ -181,6 +189,11 @@ since the previous read.
 Flags:
   --interval DUR    time between refreshes (default 1s)
   --iterations N    stop after N refreshes (default 0: until quit)
+  --once            print one plain snapshot and exit (same as
+                    --iterations 1, never redrawing the terminal)
+  --json            print each snapshot as one line of JSON: generated,
+                    total and the users, heaviest first (rates as tc
+                    strings, as in status --json)
 `,
 	"help": `Usage: shaperctl help [COMMAND]
 

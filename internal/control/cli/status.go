@@ -22,12 +22,17 @@ func runStatus(ctx context.Context, c *control.Client, args []string, out io.Wri
 	if err != nil {
 		return flagError("status", err)
 	}
-	if len(pos) > 0 {
-		return usagef("status", "unexpected argument %q", pos[0])
+	if len(pos) > 1 {
+		return usagef("status", "unexpected argument %q", pos[1])
 	}
 	st, err := c.Status(ctx)
 	if err != nil {
 		return err
+	}
+	if len(pos) == 1 {
+		if st, err = filterStatus(st, pos[0]); err != nil {
+			return err
+		}
 	}
 	if *explainFlag {
 		if err := explain(ctx, c, st); err != nil {

@@ -23,6 +23,8 @@ func runTop(ctx context.Context, c *control.Client, args []string, out io.Writer
 	fs := newFlagSet("top")
 	interval := fs.Duration("interval", time.Second, "")
 	iterations := fs.Int("iterations", 0, "")
+	once := fs.Bool("once", false, "")
+	asJSON := fs.Bool("json", false, "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagError("top", err)
@@ -34,6 +36,13 @@ func runTop(ctx context.Context, c *control.Client, args []string, out io.Writer
 		return usagef("top", "--interval must be positive")
 	case *iterations < 0:
 		return usagef("top", "--iterations must not be negative")
+	}
+	if *once {
+		*iterations = 1
+		env.Terminal = false // one plain snapshot, no screen
+	}
+	if *asJSON {
+		env.Terminal = false
 	}
 	after := env.After
 	if after == nil {
@@ -59,6 +68,10 @@ func runTop(ctx context.Context, c *control.Client, args []string, out io.Writer
 			return nil // Ctrl-C: quit quietly
 		case err != nil && !env.Terminal:
 			return err
+		case *asJSON:
+			if err := writeTopJSON(out, st); err != nil {
+				return err
+			}
 		case err != nil:
 			// Keep going on a terminal: the daemon may be restarting.
 			fmt.Fprintf(out, "%sshaperctl top: %v\n", clearScreen, err)

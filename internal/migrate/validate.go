@@ -1,0 +1,90 @@
+package migrate
+
+import (
+	"errors"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"github.com/shaperd/shaperd/pkg/config"
+)
+
+// MinimalMain is the main configuration Validate uses when the operator
+// gives none: one shaped interface each way, wide enough for any tier.
+const MinimalMain = `[[interface]]
+name = "lan0"
+bandwidth = "1tbit"
+
+[[interface]]
+name = "lan0"
+direction = "ingress"
+bandwidth = "1tbit"
+`
+
+// Validate loads main (the text of shaperd.toml, named mainName in
+// errors) with users as the text of its users file, exactly as `shaperd
+// --check` would, and returns the plan or every problem. Problems in the
+// users file are reported at the source line of the user concerned (src
+// names the source file; users[i].Line is user i's line) and problems of a
+// tier at the line of the tier's first user.
+func Validate(mainName string, main []byte, usersText string, src string, users []User, tiers []Tier) (*config.Plan, []error) {
+	var d struct {
+		Daemon struct {
+			UsersFile string `toml:"users_file"`
+		} `toml:"daemon"`
+	}
+	_, _ = toml.Decode(string(main), &d) // a syntax error is Load's to report
+	uf := d.Daemon.UsersFile
+	if uf == "" {
+		uf = "users.toml"
+	}
+	name := path.Base(mainName)
+	usersPath := path.Join(path.Dir(name), uf)
+	if path.IsAbs(uf) {
+		usersPath = path.Clean(uf[1:])
+	}
+	fsys := memFS{name: main, usersPath: []byte(usersText)}
+	plan, err := config.LoadFS(fsys, name)
+	if err == nil {
+		plan.Path = mainName
+		return plan, nil
+	}
+	var ce *config.Errors
+	if !errors.As(err, &ce) {
+		return nil, []error{err}
+	}
+	var out []error
+	for _, e := range ce.List {
+		out = append(out, sourceError(e, mainName, usersPath, src, users, tiers))
+	}
+	return nil, out
+}
+
+var (
+	userKey = regexp.MustCompile(`^user\[(\d+)\]`)
+	tierKey = regexp.MustCompile(`^tiers\.([a-z0-9_-]+)`)
+)
+
+// sourceError points a configuration error at the source line it comes from.
+func sourceError(e config.Error, mainName, usersPath, src string, users []User, tiers []Tier) error {
+	if e.File == usersPath {
+		if m := userKey.FindStringSubmatch(e.Key); m != nil {
+			if i, _ := strconv.Atoi(m[1]); i < len(users) {
+				return lineErr(src, users[i].Line, "user %s: %s: %s", users[i].Name, strings.TrimPrefix(e.Key, m[0]+"."), e.Msg)
+			}
+		}
+		e.File = "the generated users file"
+		return e
+	}
+	if m := tierKey.FindStringSubmatch(e.Key); m != nil {
+		for _, t := range tiers {
+			if t.Name == m[1] {
+				return lineErr(src, t.Line, "generated tier %s: %s: %s", t.Name, e.Key, e.Msg)
+			}
+		}
+	}
+	e.File = mainName
+	return e
+}

@@ -1,0 +1,80 @@
+package migrate
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// UsersTOML writes users as users.toml, header being its first comment
+// lines.
+func UsersTOML(header string, users []User) string {
+	var b strings.Builder
+	writeComment(&b, header)
+	for _, u := range users {
+		b.WriteString("\n")
+		writeComment(&b, u.Comment)
+		fmt.Fprintf(&b, "[[user]]\nname = %s\ntier = %s\naddresses = [", tomlString(u.Name), tomlString(u.Tier))
+		for i, a := range u.Addresses {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(tomlString(a))
+		}
+		b.WriteString("]\n")
+		writeRates(&b, []string{"rate", "ceil", "upload_rate", "upload_ceil"}, u.Rate, u.Ceil, u.UploadRate, u.UploadCeil)
+	}
+	return b.String()
+}
+
+// TiersTOML writes tiers as [tiers.NAME] tables for shaperd.toml.
+func TiersTOML(header string, tiers []Tier) string {
+	var b strings.Builder
+	writeComment(&b, header)
+	for _, t := range tiers {
+		fmt.Fprintf(&b, "\n[tiers.%s]\n", t.Name)
+		writeRates(&b, []string{"rate", "ceil", "upload_rate", "upload_ceil"}, t.Rate, t.Ceil, t.UploadRate, t.UploadCeil)
+	}
+	return b.String()
+}
+
+func writeRates(b *strings.Builder, keys []string, rs ...tbf.Rate) {
+	for i, r := range rs {
+		if r != 0 {
+			fmt.Fprintf(b, "%s = %s\n", keys[i], tomlString(r.String()))
+		}
+	}
+}
+
+func writeComment(b *strings.Builder, text string) {
+	for _, l := range strings.Split(text, "\n") {
+		if l != "" {
+			b.WriteString("# " + l + "\n")
+		}
+	}
+}
+
+// tomlString quotes s as a TOML basic string.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func quoteName(s string) string { return strconv.Quote(s) }

@@ -75,7 +75,10 @@ func (d *Daemon) reload() error {
 	d.setLogLevel(plan)
 	d.ramper.SetPolicy(rampPolicy(plan.Policy))
 	d.ifaces = ifaces
-	d.usage.Configure(plan)
+	if changed := d.usage.Configure(plan); len(changed) > 0 {
+		d.log.Warn("quota_period changed: used bytes carry into the new period when the old one began inside it (e.g. day -> month), else the new period starts from zero (e.g. month -> day)",
+			"users", describe(changed, 10))
+	}
 	if len(pruned) > 0 {
 		for _, o := range pruned {
 			d.log.Warn("dropping override of a target the new configuration no longer has", "target", o.Target.String())

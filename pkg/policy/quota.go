@@ -60,9 +60,13 @@ func NewUsage(loc *time.Location) *Usage {
 
 // Configure takes the time zone and each user's quota period from plan
 // (users of tiers without a quota count monthly). Call it after every
-// (re)load. Users no longer in the plan are forgotten. A user whose
-// period kind changed starts a new period at its next Observe.
-func (u *Usage) Configure(plan *config.Plan) {
+// (re)load. Users no longer in the plan are forgotten. When a user's
+// period kind changes, the bytes counted so far carry into the new
+// period when the old period began inside it (day -> month: today's
+// bytes are this month's too), else the new period starts from zero
+// (month -> day: the month's bytes are not all today's); it returns the
+// users whose kind changed, for the log.
+func (u *Usage) Configure(plan *config.Plan) (changed []string) {
 	if plan.Policy.Location != nil {
 		u.loc = plan.Policy.Location
 	}
@@ -74,12 +78,25 @@ func (u *Usage) Configure(plan *config.Plan) {
 		}
 		u.periods[usr.Name] = p
 	}
-	for name := range u.users {
-		if _, ok := u.periods[name]; !ok {
+	for name, uu := range u.users {
+		p, ok := u.periods[name]
+		switch {
+		case !ok:
 			delete(u.users, name)
 			u.touch(time.Time{})
+		case uu.Period != p:
+			changed = append(changed, name)
 		}
 	}
+	slices.Sort(changed)
+	return changed
+}
+
+// carries reports whether uu's count carries into period kind p, whose
+// period containing the time in question starts at start: the old period
+// began inside the new one.
+func (uu *userUsage) carries(p config.Period, start time.Time) bool {
+	return uu.Period != p && !uu.Start.Before(start)
 }
 
 func (u *Usage) period(user string) config.Period {
@@ -112,6 +129,8 @@ func (u *Usage) Observe(user, key string, counterBytes uint64, now time.Time) {
 	if uu == nil {
 		uu = &userUsage{Period: p, Start: start, Counters: map[string]uint64{}}
 		u.users[user] = uu
+	} else if uu.carries(p, start) {
+		uu.Period, uu.Start = p, start
 	} else if uu.Period != p || start.After(uu.Start) {
 		uu.Period, uu.Start, uu.Used = p, start, 0
 	}
@@ -171,6 +190,9 @@ func (u *Usage) touch(now time.Time) {
 // does not change u.
 func (u *Usage) Used(user string, p config.Period, now time.Time) (used uint64, start, end time.Time) {
 	start, end = PeriodBounds(p, now, u.loc)
+	if uu := u.users[user]; uu != nil && uu.carries(p, start) {
+		return uu.Used, start, end
+	}
 	if uu := u.users[user]; uu != nil && uu.Period == p && !start.After(uu.Start) {
 		if !start.Equal(uu.Start) {
 			start, end = PeriodBounds(p, uu.Start, u.loc)

@@ -200,3 +200,33 @@ func TestUsageUnmarshalRejectsBadPeriods(t *testing.T) {
 		}
 	}
 }
+
+// Changing a tier's quota_period carries the count into the new period
+// when the old period began inside it (day -> month), and starts afresh
+// when it did not (month -> day); Configure names the users it concerns.
+func TestUsagePeriodKindChange(t *testing.T) {
+	main := func(period string) string {
+		return "[policy]\ntimezone = \"UTC\"\n\n[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"\n\n" +
+			"[tiers.t]\nrate = \"1mbit\"\nquota = \"1gb\"\nquota_period = \"" + period + "\"\nover_quota_rate = \"8kbit\"\n"
+	}
+	users := "[[user]]\nname = \"a\"\ntier = \"t\"\naddresses = [\"198.18.0.1\"]\n"
+	now := time.Date(2026, 12, 15, 10, 0, 0, 0, time.UTC)
+	u := NewUsage(time.UTC)
+	u.Configure(loadPlan(t, main("day"), users))
+	u.Observe("a", "k", 0, now)
+	u.Observe("a", "k", 5000, now.Add(time.Minute))
+	if changed := u.Configure(loadPlan(t, main("month"), users)); len(changed) != 1 || changed[0] != "a" {
+		t.Fatalf("Configure day -> month: changed %v, want [a]", changed)
+	}
+	if used, start, _ := u.Used("a", config.PeriodMonth, now.Add(2*time.Minute)); used != 5000 || start.Day() != 1 {
+		t.Errorf("day -> month: used %d from %v, want today's 5000 carried into the month", used, start)
+	}
+	u.Observe("a", "k", 6000, now.Add(3*time.Minute))
+	if used, _, _ := u.Used("a", config.PeriodMonth, now.Add(3*time.Minute)); used != 6000 {
+		t.Errorf("day -> month, after a reading: used %d, want 6000", used)
+	}
+	u.Configure(loadPlan(t, main("day"), users))
+	if used, _, _ := u.Used("a", config.PeriodDay, now.Add(4*time.Minute)); used != 0 {
+		t.Errorf("month -> day: used %d, want 0 (the month's bytes are not all today's)", used)
+	}
+}

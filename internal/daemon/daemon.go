@@ -113,6 +113,9 @@ type Daemon struct {
 	lastPing, lastExtend time.Time
 	// lastStatus is the last STATUS= sent (see serviceStatus).
 	lastStatus string
+	// tcLive: traffic-control events arrive (WatchTC), so ticks may read
+	// counters only (see tick).
+	tcLive bool
 	// loadedIDs are the assignments read from the state file, by iface
 	// key, until makeIfaces takes them; savedIDs is the file's contents as
 	// last written or read.

@@ -112,6 +112,8 @@ type fakeKernel struct {
 	events chan kernel.LinkEvent
 	// tc carries the fake's traffic-control events (WatchTC).
 	tc chan kernel.TCEvent
+	// counterReads counts Counters calls.
+	counterReads int
 	// refuse, when set, fails every Apply with it.
 	refuse error
 	// refuseObj, when set, is asked about every change; an error refuses
@@ -205,6 +207,22 @@ func (k *fakeKernel) LinkExists(name string) (bool, error) {
 
 func (k *fakeKernel) WatchLinks(ctx context.Context) (<-chan kernel.LinkEvent, error) {
 	return k.events, nil
+}
+
+func (k *fakeKernel) Counters(device string) (model.Tree, error) {
+	t, err := k.Dump(device)
+	t.Filters = nil
+	k.mu.Lock()
+	k.counterReads++
+	k.mu.Unlock()
+	return t, err
+}
+
+// counterReadCount is the number of Counters calls so far.
+func (k *fakeKernel) counterReadCount() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.counterReads
 }
 
 func (k *fakeKernel) WatchTC(ctx context.Context) (<-chan kernel.TCEvent, error) {

@@ -59,6 +59,9 @@ type iface struct {
 	// tierSums are the tiers' counters summed from the user classes'
 	// changes between dumps (see addTierCounts).
 	tierSums map[string]*tierCounts
+	// lastFull is when the interface was last reconciled (dumped, diffed,
+	// repaired); see Daemon.tick.
+	lastFull time.Time
 }
 
 // health is the interface's state for status: the last failure first,

@@ -18,6 +18,10 @@ type Kernel interface {
 	// Dump returns the actual tree of device; a missing device wraps
 	// kernel.ErrNoDevice.
 	Dump(device string) (model.Tree, error)
+	// Counters returns device's root qdisc and classes with their
+	// counters, without filters (cheaper than Dump); a missing device
+	// wraps kernel.ErrNoDevice.
+	Counters(device string) (model.Tree, error)
 	// Apply performs changes in order; Result counts the kernel writes
 	// done, also when it fails (a *kernel.Error names the refusal).
 	Apply(changes []model.Change) (kernel.Result, error)

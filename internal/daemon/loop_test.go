@@ -152,12 +152,21 @@ func TestRunRepairsDriftOnTickAndPingsWatchdog(t *testing.T) {
 	if len(st.Users) != 4 {
 		t.Fatalf("status has %d user entries, want 4 (2 users x 2 interfaces)", len(st.Users))
 	}
+	// A change the kernel did not report (a lost notification): the 5 s
+	// ticks only read counters while events arrive; the full reconcile
+	// (full_reconcile_interval, 5 min) repairs it. TestTCEventRepairsBeforeTheTick
+	// covers the reported changes.
 	k.mutate("lan0", func(tr *model.Tree) { tr.Classes = tr.Classes[:len(tr.Classes)-1]; tr.Filters = nil })
-	w := k.writeCount()
+	w, reads := k.writeCount(), k.counterReadCount()
 	clk.Advance(t, 5*time.Second)
 	syncLoop(t, c)
+	if k.writeCount() != w || k.counterReadCount() == reads {
+		t.Fatalf("a 5 s tick with events: %d writes, %d counter reads; want counters only", k.writeCount()-w, k.counterReadCount()-reads)
+	}
+	clk.Advance(t, 5*time.Minute)
+	syncLoop(t, c)
 	if k.writeCount() == w {
-		t.Fatal("the reconcile tick did not repair the drift")
+		t.Fatal("the full reconcile did not repair the drift")
 	}
 	var desired model.Tree
 	ctx := context.Background()

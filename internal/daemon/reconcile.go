@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
@@ -24,6 +25,7 @@ var ErrMissing = errors.New("interface does not exist")
 // It returns nil when the kernel holds desired afterwards.
 func (d *Daemon) reconcile(st *iface, why string) (err error) {
 	start := d.clock.Now()
+	st.lastFull = start
 	defer func() {
 		if r := recover(); r != nil {
 			err = d.recovered(st, r)
@@ -161,6 +163,40 @@ func (d *Daemon) markMissing(st *iface) error {
 
 // reconcileAll reconciles every interface and returns the errors joined
 // (missing interfaces included, wrapping ErrMissing).
+// tick is the reconcile ticker's work on every interface. While
+// traffic-control events report other programs' changes (they reconcile
+// the interface at once), an interface that is in sync only has its
+// counters read (kernel.Counters: no filter dump), and is dumped, diffed
+// and repaired when its last full reconcile is full_reconcile_interval
+// old. Without events, or for an interface that is not in sync (missing,
+// pending, degraded, failed: retried every tick), every tick reconciles.
+func (d *Daemon) tick() error {
+	now := d.clock.Now()
+	var errs []error
+	for _, st := range d.ifaces {
+		if d.tcLive && st.inSync && st.lastErr == nil && len(st.refused) == 0 && !st.missing &&
+			now.Sub(st.lastFull) < d.plan.Daemon.FullReconcileInterval && d.readCounters(st, now) {
+			continue
+		}
+		if err := d.reconcile(st, "tick"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readCounters samples st's counters with kernel.Counters; it reports
+// false (the caller reconciles instead) when they cannot be read or the
+// root is gone.
+func (d *Daemon) readCounters(st *iface, now time.Time) bool {
+	actual, err := d.k.Counters(st.desired.Device)
+	if err != nil || actual.Root == nil {
+		return false
+	}
+	d.sample(st, actual, now)
+	return true
+}
+
 func (d *Daemon) reconcileAll(why string) error {
 	var errs []error
 	for _, st := range d.ifaces {

@@ -97,6 +97,7 @@ func shutdown(f func(context.Context) error) {
 
 // loop is the goroutine that owns the daemon's state.
 func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-chan kernel.TCEvent) {
+	d.tcLive = tc != nil
 	err := d.policyStep(d.clock.Now())
 	d.saveAssignments()
 	d.afterReconcile(err)
@@ -130,7 +131,7 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-c
 				d.saveUsage(now) // while writes fail, retryState retries
 			}
 		case <-reconcileT.C():
-			d.afterReconcile(d.reconcileAll("tick"))
+			d.afterReconcile(d.tick())
 			d.retryState(d.clock.Now())
 			d.returnMemory(false)
 			d.pingWatchdog(true)
@@ -151,7 +152,7 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-c
 			}
 		case ev, ok := <-tc:
 			if !ok {
-				tc = nil
+				tc, d.tcLive = nil, false
 				d.log.Warn("traffic-control events ended; changes made by others are found by the reconcile tick only")
 				continue
 			}

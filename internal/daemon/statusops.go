@@ -148,11 +148,8 @@ func (d *Daemon) refreshCounters(now time.Time) {
 		if !st.built || st.missing || st.buildErr != nil || now.Sub(st.dumpAt) < MinCounterAge {
 			continue
 		}
-		actual, err := d.k.Actual(st.desired)
-		if err != nil {
-			d.log.Debug("top: reading counters", "interface", st.key, "err", err)
-			continue
+		if !d.readCounters(st, now) {
+			d.log.Debug("top: counters unreadable", "interface", st.key)
 		}
-		d.sample(st, actual, now)
 	}
 }

@@ -16,9 +16,11 @@ const (
 	DefaultStateDir          = "/var/lib/shaperd"
 	DefaultUsersFile         = "users.toml"
 	DefaultReconcileInterval = 5 * time.Second
-	DefaultPolicyInterval    = 1 * time.Second
-	DefaultRamp              = 2 * time.Second
-	DefaultSmoothWindow      = 1 * time.Second
+	// DefaultFullReconcileInterval is daemon.full_reconcile_interval's default.
+	DefaultFullReconcileInterval = 5 * time.Minute
+	DefaultPolicyInterval        = 1 * time.Second
+	DefaultRamp                  = 2 * time.Second
+	DefaultSmoothWindow          = 1 * time.Second
 )
 
 // MaxSocketPath is the longest unix socket path: sockaddr_un's sun_path
@@ -32,11 +34,12 @@ var logLevels = map[string]slog.Level{
 // decodeDaemon reads [daemon].
 func decodeDaemon(rt *table) Daemon {
 	d := Daemon{
-		Socket:            DefaultSocket,
-		StateDir:          DefaultStateDir,
-		ReconcileInterval: DefaultReconcileInterval,
-		UsersFile:         DefaultUsersFile,
-		LogLevel:          slog.LevelInfo,
+		Socket:                DefaultSocket,
+		StateDir:              DefaultStateDir,
+		ReconcileInterval:     DefaultReconcileInterval,
+		FullReconcileInterval: DefaultFullReconcileInterval,
+		UsersFile:             DefaultUsersFile,
+		LogLevel:              slog.LevelInfo,
 	}
 	t, ok := rt.sub("daemon")
 	if !ok {
@@ -90,6 +93,9 @@ func decodeDaemon(rt *table) Daemon {
 	}
 	if v, ok := t.duration("reconcile_interval", 100*time.Millisecond); ok {
 		d.ReconcileInterval = v
+	}
+	if v, ok := t.duration("full_reconcile_interval", 100*time.Millisecond); ok {
+		d.FullReconcileInterval = v
 	}
 	if s, ok := t.str("users_file"); ok {
 		if s == "" {

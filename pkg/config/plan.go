@@ -44,9 +44,15 @@ type Daemon struct {
 	// MetricsPerUser is daemon.metrics_per_user: per-user series for every
 	// user (true, the default), none (false) or the "top:N" heaviest.
 	MetricsPerUser UserMetrics
-	// ReconcileInterval is how often the kernel is dumped, diffed and
-	// repaired. Default 5s; at least 100ms.
+	// ReconcileInterval is how often the counters are read (status,
+	// quotas, metrics) and, without traffic-control events, the kernel
+	// dumped, diffed and repaired. Default 5s; at least 100ms.
 	ReconcileInterval time.Duration
+	// FullReconcileInterval is how often, while traffic-control events
+	// report other programs' changes, an interface in sync is dumped,
+	// diffed and repaired all the same (a safety net). Default 5m; at
+	// least 100ms.
+	FullReconcileInterval time.Duration
 	// UsersFile is daemon.users_file as written (default "users.toml");
 	// Plan.UsersPath is the resolved path.
 	UsersFile string

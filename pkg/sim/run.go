@@ -132,7 +132,10 @@ func (c *ClassSeries) BitsBetween(window, from, to time.Duration) float64 {
 // Errors name the device and class: a tree without a root qdisc, an event
 // naming a class the tree does not have, a bucket that does not fit the
 // kernel's tick field.
-func Run(t *model.Tree, o RunOptions) (*Series, error) {
+func Run(t *model.Tree, o RunOptions) (*Series, error) { return run(t, o, nil) }
+
+// run is Run with the HTB engine newHTB gives (nil: newHTBEngine).
+func run(t *model.Tree, o RunOptions, newHTB func(*model.Tree) (engine, error)) (*Series, error) {
 	if t.Root == nil {
 		return nil, fmt.Errorf("simulate %s: no shaper qdisc", t.Device)
 	}
@@ -161,7 +164,11 @@ func Run(t *model.Tree, o RunOptions) (*Series, error) {
 	)
 	switch t.Root.Kind {
 	case model.ShaperHTB:
-		e, err = newHTBEngine(t)
+		if newHTB != nil {
+			e, err = newHTB(t)
+		} else {
+			e, err = newHTBEngine(t)
+		}
 	case model.ShaperTBF:
 		e, err = newTBFEngine(t)
 	default:
@@ -181,12 +188,12 @@ func Run(t *model.Tree, o RunOptions) (*Series, error) {
 	for i := range r.srcs {
 		r.srcs[i].next = -1
 	}
-	if err := r.setDemand(o.Demand, 0); err != nil {
-		return nil, fmt.Errorf("simulate %s: %w", t.Device, err)
-	}
 	r.bytes = make([][]uint64, e.counters())
 	for i := range r.bytes {
 		r.bytes[i] = make([]uint64, r.nwin)
+	}
+	if err := r.setDemand(o.Demand, 0); err != nil {
+		return nil, fmt.Errorf("simulate %s: %w", t.Device, err)
 	}
 	if err := r.run(evs); err != nil {
 		return nil, fmt.Errorf("simulate %s: %w", t.Device, err)
@@ -204,12 +211,14 @@ type engine interface {
 	counters() int
 	// source returns the queue index of handle h.
 	source(h model.Handle) (int, bool)
+	// backlogged says queue q became non-empty (on) or empty at now.
+	backlogged(q int, on bool, now int64)
 	// dequeue tries to send one packet of pkt bytes at now from the
-	// backlogged queues (backlog[i] > 0). It returns the queue sent from
-	// and the counters to charge, or -1 and the earliest time after now
-	// at which a packet may be sent (math.MaxInt64: never, until
-	// something else changes).
-	dequeue(now, pkt int64, backlog []int64) (q int, charged []int, wake int64)
+	// backlogged queues. It returns the queue sent from and the counters
+	// to charge, or -1 and a time after now at which a packet may be sent
+	// (math.MaxInt64: never, until something else changes). An engine may
+	// wake early: a dequeue that sends nothing changes nothing.
+	dequeue(now, pkt int64) (q int, charged []int, wake int64)
 	// change applies a new tree at now.
 	change(t *model.Tree, now int64) error
 	// series labels the counters.
@@ -218,10 +227,11 @@ type engine interface {
 
 // source is one queue and what fills it.
 type source struct {
-	backlog  int64   // packets queued; math.MaxInt64/2 for Max
+	backlog  int64   // packets queued; infBacklog for Max
 	interval float64 // ns between arrivals of a paced source
-	next     int64   // next arrival (ns), -1 none
+	next     int64   // next arrival (ns) of a paced source, -1 none
 	carry    float64 // fractional ns of the arrival clock
+	gen      int     // bumped on every demand change: older arrivals are stale
 }
 
 const infBacklog = math.MaxInt64 / 2
@@ -230,7 +240,7 @@ const infBacklog = math.MaxInt64 / 2
 type runner struct {
 	e       engine
 	srcs    []source
-	backlog []int64
+	arrive  arrivals // paced sources by next arrival
 	pkt     int64
 	window  int64
 	end     int64
@@ -240,34 +250,53 @@ type runner struct {
 	packets int64
 }
 
+// setBacklog sets queue i's backlog and tells the engine when it becomes
+// empty or non-empty.
+func (r *runner) setBacklog(i int, b int64, now int64) {
+	s := &r.srcs[i]
+	was := s.backlog > 0
+	s.backlog = b
+	if is := b > 0; is != was {
+		r.e.backlogged(i, is, now)
+	}
+}
+
 func (r *runner) setDemand(d map[model.Handle]Demand, now int64) error {
-	for h, v := range d {
+	// Apply in a fixed order: engines see backlog changes in handle order.
+	hs := make([]model.Handle, 0, len(d))
+	for h := range d {
+		hs = append(hs, h)
+	}
+	slices.Sort(hs)
+	for _, h := range hs {
+		v := d[h]
 		i, ok := r.e.source(h)
 		if !ok {
 			return fmt.Errorf("demand for %s: no such leaf class", h)
 		}
 		s := &r.srcs[i]
+		s.next = -1
+		s.gen++
 		switch {
 		case v.IsMax():
-			s.backlog, s.next = infBacklog, -1
+			r.setBacklog(i, infBacklog, now)
 		case v <= 0:
 			if s.backlog >= infBacklog {
-				s.backlog = 0
+				r.setBacklog(i, 0, now)
 			}
-			s.next = -1
 		default:
 			if s.backlog >= infBacklog {
-				s.backlog = 0
+				r.setBacklog(i, 0, now)
 			}
 			s.interval = float64(r.pkt) * 8 / float64(v) * 1e9
 			s.next, s.carry = now, 0
+			r.arrive.push(arrival{at: now, src: i, gen: s.gen})
 		}
 	}
 	return nil
 }
 
 func (r *runner) run(evs []Event) error {
-	r.backlog = make([]int64, len(r.srcs))
 	now, ei := int64(0), 0
 	linkFree := int64(0)
 	for now < r.end {
@@ -283,35 +312,37 @@ func (r *runner) run(evs []Event) error {
 				return fmt.Errorf("event at %v: %w", ev.At, err)
 			}
 		}
+		for len(r.arrive) > 0 && r.arrive[0].at <= now {
+			a := r.arrive.pop()
+			s := &r.srcs[a.src]
+			if a.gen != s.gen { // stale: the demand changed since
+				continue
+			}
+			r.setBacklog(a.src, s.backlog+1, now)
+			s.carry += s.interval
+			step := int64(s.carry)
+			s.carry -= float64(step)
+			s.next += max(step, 1)
+			r.arrive.push(arrival{at: s.next, src: a.src, gen: s.gen})
+		}
 		next := r.end
 		if ei < len(evs) {
 			next = min(next, int64(evs[ei].At))
 		}
-		for i := range r.srcs {
-			s := &r.srcs[i]
-			for s.next >= 0 && s.next <= now {
-				s.backlog++
-				s.carry += s.interval
-				step := int64(s.carry)
-				s.carry -= float64(step)
-				s.next += max(step, 1)
-			}
-			if s.next >= 0 {
-				next = min(next, s.next)
-			}
-			r.backlog[i] = s.backlog
+		if len(r.arrive) > 0 {
+			next = min(next, r.arrive[0].at)
 		}
 		if now < linkFree {
 			now = min(next, linkFree)
 			continue
 		}
-		q, charged, wake := r.e.dequeue(now, r.pkt, r.backlog)
+		q, charged, wake := r.e.dequeue(now, r.pkt)
 		if q < 0 {
 			now = min(next, max(wake, now+1))
 			continue
 		}
-		if r.srcs[q].backlog < infBacklog {
-			r.srcs[q].backlog--
+		if b := r.srcs[q].backlog; b < infBacklog {
+			r.setBacklog(q, b-1, now)
 		}
 		r.packets++
 		w := int(now / r.window)
@@ -321,4 +352,54 @@ func (r *runner) run(evs []Event) error {
 		linkFree = now + r.linkNS
 	}
 	return nil
+}
+
+// arrival is a paced source's next packet.
+type arrival struct {
+	at       int64
+	src, gen int
+}
+
+// arrivals is a min-heap of arrivals by time (then source).
+type arrivals []arrival
+
+func (h arrivals) less(i, j int) bool {
+	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].src < h[j].src
+}
+
+func (h *arrivals) push(a arrival) {
+	*h = append(*h, a)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *arrivals) pop() arrival {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && s.less(l, m) {
+			m = l
+		}
+		if l+1 < n && s.less(l+1, m) {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
 }

@@ -20,6 +20,7 @@ type tbfEngine struct {
 	tokens  int64
 	ptokens int64
 	tc      int64
+	busy    bool // the queue is backlogged
 }
 
 func newTBFEngine(t *model.Tree) (*tbfEngine, error) {
@@ -34,6 +35,8 @@ func (e *tbfEngine) sources() int  { return 1 }
 func (e *tbfEngine) counters() int { return 1 }
 
 func (e *tbfEngine) source(h model.Handle) (int, bool) { return 0, h == e.root.Handle }
+
+func (e *tbfEngine) backlogged(_ int, on bool, _ int64) { e.busy = on }
 
 // change is tbf_change with TCA_TBF_BURST (what shaperd sends): new
 // parameters, and both buckets refilled to full.
@@ -63,8 +66,8 @@ func (e *tbfEngine) change(t *model.Tree, _ int64) error {
 // dequeue is tbf_dequeue: the packet leaves when both buckets stay
 // non-negative; otherwise the watchdog fires when the deeper deficit is
 // paid off.
-func (e *tbfEngine) dequeue(now, pkt int64, backlog []int64) (int, []int, int64) {
-	if backlog[0] <= 0 {
+func (e *tbfEngine) dequeue(now, pkt int64) (int, []int, int64) {
+	if !e.busy {
 		return -1, nil, math.MaxInt64
 	}
 	elapsed := now - e.tc

@@ -37,7 +37,7 @@ func tbfTree(rate tbf.Rate, burst tbf.Size) *model.Tree {
 		TBF: &model.TBFParams{Rate: rate, Burst: burst, Limit: 1 << 20}}}
 }
 
-func run(t *testing.T, tree *model.Tree, o RunOptions) *Series {
+func runT(t *testing.T, tree *model.Tree, o RunOptions) *Series {
 	t.Helper()
 	if o.PacketSize == 0 {
 		o.PacketSize = pktBytes
@@ -69,7 +69,7 @@ func packets(t *testing.T, s *Series, hd model.Handle) []int {
 // window, 125 (10 Mbit/s) in each later one. Its tokens grew while it was
 // idle (lazily, capped at the buffer).
 func TestRunBurstAfterIdle(t *testing.T) {
-	s := run(t, oneLeaf(10*tbf.Mbit, 10*tbf.Mbit, bucket10), RunOptions{
+	s := runT(t, oneLeaf(10*tbf.Mbit, 10*tbf.Mbit, bucket10), RunOptions{
 		Duration: 2 * time.Second,
 		Events:   []Event{{At: time.Second, Demand: map[model.Handle]Demand{h(10): Max}}},
 	})
@@ -100,7 +100,7 @@ func TestRunBurstAfterIdle(t *testing.T) {
 func TestRunChangeRefillsTBFNotHTB(t *testing.T) {
 	max := map[model.Handle]Demand{model.RootQdisc: Max}
 	tt := tbfTree(10*tbf.Mbit, bucket10)
-	s := run(t, tt, RunOptions{Duration: 3 * time.Second, Demand: max,
+	s := runT(t, tt, RunOptions{Duration: 3 * time.Second, Demand: max,
 		Events: []Event{{At: time.Second, Tree: tt}, {At: 2 * time.Second, Tree: tt}}})
 	p := packets(t, s, model.RootQdisc)
 	for i, n := range p {
@@ -114,7 +114,7 @@ func TestRunChangeRefillsTBFNotHTB(t *testing.T) {
 	}
 
 	ht := oneLeaf(10*tbf.Mbit, 10*tbf.Mbit, bucket10)
-	s = run(t, ht, RunOptions{Duration: 3 * time.Second, Demand: map[model.Handle]Demand{h(10): Max},
+	s = runT(t, ht, RunOptions{Duration: 3 * time.Second, Demand: map[model.Handle]Demand{h(10): Max},
 		Events: []Event{{At: time.Second, Tree: ht}, {At: 2 * time.Second, Tree: ht}}})
 	p = packets(t, s, h(10))
 	for i, n := range p {
@@ -144,7 +144,7 @@ func TestRunShareByQuantumMatchesSolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := run(t, tree, RunOptions{Duration: 6 * time.Second, Demand: map[model.Handle]Demand{h(10): Max, h(11): Max}})
+	s := runT(t, tree, RunOptions{Duration: 6 * time.Second, Demand: map[model.Handle]Demand{h(10): Max, h(11): Max}})
 	for _, c := range res.Classes {
 		cs, _ := s.Class(c.Handle)
 		got := cs.BitsBetween(s.Window, 2*time.Second, 6*time.Second) / 4
@@ -179,7 +179,7 @@ func TestRunCeilRamp(t *testing.T) {
 		evs = append(evs, Event{At: time.Second + time.Duration(k-1)*250*time.Millisecond,
 			Tree: oneLeaf(5*tbf.Mbit, tbf.Rate(50-5*k)*tbf.Mbit, bucket10)})
 	}
-	s := run(t, oneLeaf(5*tbf.Mbit, 50*tbf.Mbit, bucket10), RunOptions{
+	s := runT(t, oneLeaf(5*tbf.Mbit, 50*tbf.Mbit, bucket10), RunOptions{
 		Duration: 4 * time.Second, Demand: map[model.Handle]Demand{h(10): Max}, Events: evs})
 	cs, _ := s.Class(h(10))
 	for i := 5; i < len(cs.Bytes); i++ { // from 0.5 s: the initial bursts are over

@@ -168,7 +168,7 @@ func TestRunMatchesScan(t *testing.T) {
 		}
 		o := RunOptions{Demand: demand(), Duration: 1500 * time.Millisecond, Window: 10 * time.Millisecond,
 			PacketSize: tbf.Size(500 + r.IntN(9000)),
-			Events: []Event{{At: 500 * time.Millisecond, Demand: demand()}, {At: time.Second, Tree: changed}}}
+			Events:     []Event{{At: 500 * time.Millisecond, Demand: demand()}, {At: time.Second, Tree: changed}}}
 		fast, err := run(tree, o, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -36,20 +36,22 @@ type rampWindow struct {
 	Tolerance float64
 }
 
-// Tolerances of the transient test. Measured (docs/simulator.md, two runs
-// of the four ramps on the shared 2-core machine): the largest window error
-// was 0.16-0.23 Mbit/s, about two 1514-byte frames per 100 ms window
-// (0.12 Mbit/s each), the mean error 0.06-0.07 Mbit/s. The causes are
-// ones the simulation cannot know: which side of a counter read a frame
-// falls on (a frame at each end of a window), and when within its Dump
-// each counter was read (the window's length is known to within
-// Window.Uncertain, a rate error of rate*Uncertain/length). The bounds are
-// twice the measured worst case:
+// Tolerances of the transient test. Measured (docs/simulator.md, three
+// runs of the four ramps on the shared 2-core machine): the largest window
+// error of a ramp was 0.13-0.72 Mbit/s, the mean error 0.05-0.09 Mbit/s;
+// most windows were within one 1514-byte frame (0.12 Mbit/s per 100 ms
+// window). The causes are ones the simulation cannot know: which side of
+// a counter read a frame falls on (a frame or two at each end of a
+// window), and when within its Dump each counter was read (the window's
+// length is known to within Window.Uncertain, a rate error of up to
+// rate*Uncertain/length: 0.5 Mbit/s for 1 ms at 50 Mbit/s). So a window
+// may be off by tolFrames frames plus what its uncertainty makes of the
+// rate, and the mean by about three times the worst mean measured:
 const (
 	// tolFrames is the frames per window a measurement may differ by.
 	tolFrames = 4
 	// tolMean is the bound on the mean window error, in bits/s (two
-	// frames per 100 ms window; measured about half of one).
+	// frames per 100 ms window).
 	tolMean = 0.25e6
 )
 

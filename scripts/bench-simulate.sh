@@ -99,7 +99,7 @@ if [ "$NETNS" = 1 ]; then
 		echo "== (4) transient error: 2 s ramps per 100 ms (go test ./internal/simlab -run TestTransientRamp)"
 		log=$(go test ./internal/simlab/ -run 'TestTransientRamp' -count=1 -v 2>&1)
 		rc=$?
-		echo "$log" | awk '/transient_integration_test.go:[0-9]+: .*per window$/ { sub(/^.*test.go:[0-9]+: /, ""); sub(/ \(shaperd.*$/, ""); name = $0 }
+		echo "$log" | awk '/^=== RUN +TestTransientRamp\// { name = $3; sub(/^[^\/]*\//, "", name); gsub(/_/, " ", name) }
 			/largest window error/ { sub(/^ */, ""); print "  " name ": " $0 }
 			/attempt [0-9]+ (missed|disturbed)/ { sub(/^.*test.go:[0-9]+: /, ""); print "  " name ": " $0 }'
 		echo "$log" | grep -E '^(--- FAIL|FAIL|ok)' || true

@@ -36,7 +36,7 @@ type rampWindow struct {
 	Tolerance float64
 }
 
-// Tolerances of the transient test. Measured (docs/simulator.md, three
+// Tolerances of the transient test. Measured (docs/simulator.md, four
 // runs of the four ramps on the shared 2-core machine): the largest window
 // error of a ramp was 0.13-0.72 Mbit/s, the mean error 0.05-0.09 Mbit/s;
 // most windows were within one 1514-byte frame (0.12 Mbit/s per 100 ms

@@ -261,3 +261,33 @@ func TestRunTBFPeakRate(t *testing.T) {
 		t.Errorf("from 110 ms: %d packets, want %.0f", sum, want)
 	}
 }
+
+// TestRunPacedSource: a source paced at 4mbit (one 1000-byte packet every
+// 2 ms) through a 10mbit class gets all it sends, 50 packets per 100 ms;
+// dropped to 0 at 1 s it sends nothing more (its queue is empty), and
+// raised to max at 1.5 s it gets the class's burst and then its rate.
+func TestRunPacedSource(t *testing.T) {
+	s := runT(t, oneLeaf(10*tbf.Mbit, 10*tbf.Mbit, bucket10), RunOptions{
+		Duration: 2 * time.Second,
+		Demand:   map[model.Handle]Demand{h(10): Demand(4 * tbf.Mbit)},
+		Events: []Event{
+			{At: time.Second, Demand: map[model.Handle]Demand{h(10): 0}},
+			{At: 1500 * time.Millisecond, Demand: map[model.Handle]Demand{h(10): Max}},
+		},
+	})
+	p := packets(t, s, h(10))
+	for i, n := range p {
+		want := 50
+		switch {
+		case i >= 10 && i < 15:
+			want = 0
+		case i == 15:
+			want = 249 // the bucket, full again after 500 ms idle, then the rate
+		case i > 15:
+			want = 125
+		}
+		if n < want-1 || n > want+1 {
+			t.Errorf("window %d: %d packets, want %d", i, n, want)
+		}
+	}
+}

@@ -291,3 +291,24 @@ func TestRunPacedSource(t *testing.T) {
 		}
 	}
 }
+
+// TestRunLinkRate: a backlogged 10mbit TBF with a 125000-byte (1 Mbit)
+// bucket on a 100mbit link. The full bucket cannot leave at once: it
+// drains at 100 - 10 = 90 Mbit/s, empty after 11.1 ms, so the first 10 ms
+// carry 125 packets of 1000 bytes (the link's rate, not the 137 an
+// infinitely fast link passes), and the first 100 ms 250 as before.
+func TestRunLinkRate(t *testing.T) {
+	s := runT(t, tbfTree(10*tbf.Mbit, bucket10), RunOptions{Duration: 100 * time.Millisecond, Window: 10 * time.Millisecond,
+		Link: 100 * tbf.Mbit, Demand: map[model.Handle]Demand{model.RootQdisc: Max}})
+	p := packets(t, s, model.RootQdisc)
+	if p[0] < 124 || p[0] > 126 {
+		t.Errorf("first 10 ms: %d packets, want 125 (100 Mbit/s)", p[0])
+	}
+	total := 0
+	for _, n := range p {
+		total += n
+	}
+	if total < 248 || total > 251 {
+		t.Errorf("first 100 ms: %d packets, want 250 (bucket 139 at the link rate, then 10 Mbit/s)", total)
+	}
+}

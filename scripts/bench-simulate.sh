@@ -4,13 +4,19 @@
 #
 # usage: scripts/bench-simulate.sh [-c COUNT] [-N]
 #   -c  benchmark repetitions per size, the median is reported (default 5)
-#   -N  skip the namespace validation (needs root and iperf3, ~90 s)
+#   -N  skip the namespace validation (needs root and iperf3, ~2 min)
 #
 # (1) pkg/sim's BenchmarkSolve: one HTB interface of 1k/10k/50k users,
 #     three tiers, 80 % backlogged. Target: 10k users < 50 ms, growth near
 #     linear (time per user at 50k within 2x of that at 1k).
-# (2) internal/simlab's TestValidate*: every scenario's prediction-error
+# (2) pkg/sim's BenchmarkRun: the packet-level mode (sim.Run) on the same
+#     interface with 10 and 1,000 users, 1514-byte packets: simulated
+#     seconds per wall-clock second (no target; reported).
+# (3) internal/simlab's TestValidate*: every scenario's prediction-error
 #     table (per class, then max and median) from kernel class counters.
+# (4) internal/simlab's TestTransientRamp: shaperd's 2 s ramps measured per
+#     100 ms at the shaper against sim.Run's replay; the largest and mean
+#     window error per ramp (SIMLAB_VERBOSE=1 ... -v prints every window).
 # Exit status: 0 when everything ran and met its target, 1 otherwise.
 set -uo pipefail
 
@@ -20,7 +26,7 @@ while getopts "c:N" opt; do
 	case $opt in
 	c) COUNT=$OPTARG ;;
 	N) NETNS=0 ;;
-	*) sed -n '2,14p' "$0"; exit 2 ;;
+	*) sed -n '2,20p' "$0"; exit 2 ;;
 	esac
 done
 cd "$(dirname "$0")/.." || exit 1
@@ -51,15 +57,51 @@ END {
 	exit !ok
 }' || status=1
 
+echo
+echo "== (2) packet-level speed (go test ./pkg/sim -bench Run, median of $COUNT)"
+out=$(go test ./pkg/sim/ -run '^$' -bench 'Run' -benchtime 3x -count "$COUNT" 2>&1) || { echo "$out"; exit 1; }
+echo "$out" | awk '
+function median(a, n,    i, j, t) {
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+}
+$1 ~ /^BenchmarkRun\/users=/ {
+	split($1, p, "="); n = p[2]; sub(/-[0-9]+$/, "", n); n += 0
+	for (i = 2; i < NF; i++) {
+		if ($(i+1) == "sim-s/s") sps[n, ++cnt[n]] = $i
+		if ($(i+1) == "pkts/sim-s") pk[n] = $i
+	}
+	sizes[n] = 1
+}
+END {
+	printf "%8s %16s %16s\n", "users", "sim-s per wall-s", "packets per sim-s"
+	split("10 1000", order, " ")
+	for (k = 1; k <= 2; k++) {
+		n = order[k]; if (!(n in sizes)) continue
+		delete a; for (i = 1; i <= cnt[n]; i++) a[i] = sps[n, i]
+		printf "%8d %16.3f %16d\n", n, median(a, cnt[n]), pk[n]
+	}
+}'
+
 if [ "$NETNS" = 1 ]; then
 	echo
-	echo "== (2) prediction error against the kernel (go test ./internal/simlab -run TestValidate)"
+	echo "== (3) prediction error against the kernel (go test ./internal/simlab -run TestValidate)"
 	if [ "$(id -u)" != 0 ]; then
 		echo "skipped: needs root (network namespaces)"; status=1
 	else
 		log=$(go test ./internal/simlab/ -run 'TestValidate' -count=1 -v 2>&1)
 		rc=$?
 		echo "$log" | sed -n 's/^ *validate_integration_test.go:[0-9]*: //p; /^ \{10\}/p' | sed 's/^ \{10\}/  /'
+		echo "$log" | grep -E '^(--- FAIL|FAIL|ok)' || true
+		[ "$rc" = 0 ] || status=1
+
+		echo
+		echo "== (4) transient error: 2 s ramps per 100 ms (go test ./internal/simlab -run TestTransientRamp)"
+		log=$(go test ./internal/simlab/ -run 'TestTransientRamp' -count=1 -v 2>&1)
+		rc=$?
+		echo "$log" | awk '/^=== RUN +TestTransientRamp\// { name = $3; sub(/^[^\/]*\//, "", name); gsub(/_/, " ", name) }
+			/largest window error/ { sub(/^ */, ""); print "  " name ": " $0 }
+			/attempt [0-9]+ (missed|disturbed)/ { sub(/^.*test.go:[0-9]+: /, ""); print "  " name ": " $0 }'
 		echo "$log" | grep -E '^(--- FAIL|FAIL|ok)' || true
 		[ "$rc" = 0 ] || status=1
 	fi

@@ -114,6 +114,8 @@ func Run(t testing.TB, lab *netnslab.RouterLab, c Case, way Way, o Options) (Res
 	if _, _, _, _, err := d.step(o.Clock.Now()); err != nil {
 		return res, fmt.Errorf("case %s: install: %w", c, err)
 	}
+	installedTree := d.desired
+	res.Installed = &installedTree
 	smp := &sampler{k: ks, clock: o.Clock, dev: dev}
 	var cls model.Class
 	if c.Shaper == model.ShaperHTB {
@@ -200,7 +202,8 @@ func rampChange(d *driver, c Case, dev string, t0 time.Time, o Options) ([]Step,
 		}
 		if ok {
 			rate, burst := installed(tg)
-			steps = append(steps, Step{At: at.Sub(t0), Rate: rate, Burst: burst, Took: took})
+			tree := d.desired
+			steps = append(steps, Step{At: at.Sub(t0), Rate: rate, Burst: burst, Took: took, Tree: &tree})
 		}
 		if !d.rampsLeft() {
 			return steps, nil

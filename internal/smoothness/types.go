@@ -80,6 +80,10 @@ type Step struct {
 	// Took is how long the write took (netlink Apply, or the tc process);
 	// At lies in it (see Run).
 	Took time.Duration
+	// Tree is the whole tree the step wrote (the shaperd way; nil for
+	// the naive way's tc command), for replaying the change in a
+	// simulator.
+	Tree *model.Tree
 }
 
 // Verdict holds the figures the policy issue asks for, computed from the
@@ -119,8 +123,11 @@ type Result struct {
 	// SettleSlack); Sample is the sampling period.
 	Ramp, Interval, Phase, Sample time.Duration
 	Windows                       []Window
-	Steps                         []Step
-	Verdict                       Verdict
+	// Installed is the tree installed at From before the download
+	// started (the shaperd way's Build; the naive way starts there too).
+	Installed *model.Tree
+	Steps     []Step
+	Verdict   Verdict
 	// SampleLatency is the slowest counter read (a whole kernel Dump; no
 	// cheaper per-object stats read exists in pkg/kernel).
 	SampleLatency time.Duration

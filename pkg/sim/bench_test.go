@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -58,6 +59,43 @@ func BenchmarkSolve(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkRun is the packet-level mode on benchTree's interface (n users,
+// the link at 5mbit per user) with the demands of BenchmarkSolve, 1514-byte
+// packets, over simulated seconds. It reports how many simulated seconds
+// one wall-clock second simulates (sim-s/s) and the packets per simulated
+// second.
+func BenchmarkRun(b *testing.B) {
+	for _, c := range []struct {
+		n   int
+		dur time.Duration
+	}{{10, 10 * time.Second}, {1000, 200 * time.Millisecond}} {
+		b.Run(fmt.Sprintf("users=%d", c.n), func(b *testing.B) {
+			tree := benchTree(b, c.n)
+			demand := map[model.Handle]Demand{}
+			for _, cl := range tree.Classes {
+				switch {
+				case cl.Labels.Kind != "user", cl.Handle.Minor()%5 == 0:
+				case cl.Handle.Minor()%7 == 0:
+					demand[cl.Handle] = Demand(2 * tbf.Mbit)
+				default:
+					demand[cl.Handle] = Max
+				}
+			}
+			var pkts int64
+			for b.Loop() {
+				s, err := Run(tree, RunOptions{Demand: demand, Duration: c.dur})
+				if err != nil {
+					b.Fatal(err)
+				}
+				pkts = s.Packets
+			}
+			perOp := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(c.dur.Seconds()/perOp, "sim-s/s")
+			b.ReportMetric(float64(pkts)/c.dur.Seconds(), "pkts/sim-s")
 		})
 	}
 }

@@ -31,9 +31,19 @@
 //
 // A TBF root's total is min(demand, rate). Its split among the flows given
 // is the max-min fair one (ByFIFO): a FIFO behind a token bucket has no
-// classes and guarantees no split. Bursts, peak rates and transients are
-// not modelled; the physical link is assumed to be faster than the shaper.
+// classes and guarantees no split. Solve models no bursts, peak rates or
+// transients; the physical link is assumed to be faster than the shaper.
 // The steady state holds when bursts and cbursts are several packets
 // long: a class whose cburst is about one (GSO) packet falls short of its
 // ceil (see docs/simulator.md for measurements).
+//
+// Run is the second fidelity: a packet-level, event-driven simulation in
+// the kernel's nanoseconds over a schedule of events (new class or TBF
+// parameters, new demands), for transients: a burst after idle, a
+// set-rate ramp's steps, a schedule boundary. It keeps each class's tokens
+// and ctokens as sch_htb.c does (pkg/tbf: buffers from psched ticks, l2t
+// with the rate's mult/shift, the 60 s floor, tokens kept on a change) and
+// a TBF's as sch_tbf.c does (refilled to the full burst on every change),
+// dequeues in HTB's order (level, then prio, then DRR by quantum among
+// the leaves a lender serves) and reports each class's bytes per window.
 package sim

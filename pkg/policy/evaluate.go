@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/config"
@@ -373,39 +374,43 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 	if u == nil {
 		return false
 	}
-	// First decide, then change: a user on an oversubscribed interface (or
-	// one that this change oversubscribes) changes everyone's scaled rate
-	// there, which needs a full evaluation (false).
-	type change struct {
-		i, j int
+	// Each HTB interface's entry of the user changes alone unless that
+	// moves a parent's oversubscription scale (then every child changes:
+	// false, and r is restored as it was).
+	type saved struct {
+		ir   *InterfaceResult
+		j    int
+		ut   model.UserTarget
 		x    Explanation
+		over []Oversubscription
 	}
-	var changes []change
+	var changes []saved
+	undo := func() {
+		for k := len(changes) - 1; k >= 0; k-- {
+			c := changes[k]
+			c.ir.Targets.Users[c.j], c.ir.Users[c.j], c.ir.Oversubscriptions = c.ut, c.x, c.over
+		}
+	}
 	for i := range r.Interfaces {
 		ir := &r.Interfaces[i]
 		if i >= len(plan.Interfaces) || plan.Interfaces[i].Shaper == config.ShaperTBF {
 			continue
 		}
 		for j := range ir.Targets.Users {
-			if ir.Targets.Users[j].Name != user {
+			if ir.Targets.Users[j].Name != user || j >= len(ir.Users) {
 				continue
 			}
 			x := e.user(u, &plan.Interfaces[i])
-			if len(ir.Oversubscriptions) > 0 || oversubscribedBy(ir, user, x.Rate) {
+			ut := ir.Targets.Users[j]
+			if t, ok := plan.Tier(u.Tier); ok {
+				ut.Burst, ut.CBurst = targetBursts(t, &x), targetCBurst(t, &x)
+			}
+			ut.Rate, ut.Ceil = x.Rate, x.Ceil
+			changes = append(changes, saved{ir, j, ir.Targets.Users[j], ir.Users[j], slices.Clone(ir.Oversubscriptions)})
+			if !updateOversubscribed(ir, j, ut, x) {
+				undo()
 				return false
 			}
-			changes = append(changes, change{i, j, x})
-		}
-	}
-	for _, c := range changes {
-		ir := &r.Interfaces[c.i]
-		ut := &ir.Targets.Users[c.j]
-		ut.Rate, ut.Ceil = c.x.Rate, c.x.Ceil
-		if t, ok := plan.Tier(u.Tier); ok {
-			ut.Burst, ut.CBurst = targetBursts(t, &c.x), targetCBurst(t, &c.x)
-		}
-		if c.j < len(ir.Users) {
-			ir.Users[c.j] = c.x
 		}
 	}
 	return len(changes) > 0

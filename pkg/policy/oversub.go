@@ -5,6 +5,7 @@ import (
 	"math/bits"
 
 	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -20,6 +21,23 @@ type Oversubscription struct {
 	// Guaranteed is the sum of the children's rates before scaling;
 	// Capacity is the parent's rate they are scaled to fit.
 	Guaranteed, Capacity tbf.Rate
+	// Num is the scale: every child's rate becomes rate*Num/ScaleDen,
+	// Num = floor(Capacity*ScaleDen/Guaranteed). The quantized scale
+	// stays the same through most single-user changes, so those change
+	// one class instead of every class under the parent.
+	Num uint64
+}
+
+// ScaleDen is the denominator of Oversubscription.Num: guarantees are
+// scaled in steps of 1/1024 (at most 0.1 % of a parent's rate unused).
+const ScaleDen = 1024
+
+// newOversubscription is the oversubscription of sum over capacity
+// (sum > capacity), under tier ("" for the root).
+func newOversubscription(tier string, sum, capacity uint64) Oversubscription {
+	hi, lo := bits.Mul64(capacity, ScaleDen)
+	num, _ := bits.Div64(hi, lo, sum) // hi < sum since capacity < sum
+	return Oversubscription{Tier: tier, Guaranteed: tbf.Rate(sum), Capacity: tbf.Rate(capacity), Num: num}
 }
 
 // Factor is Guaranteed/Capacity (> 1).
@@ -40,7 +58,8 @@ func (o Oversubscription) String() string {
 // class, the tier aggregates and the users of tiers without an aggregate;
 // under an aggregate sit its tier's users. Where the children's guaranteed
 // rates add up to more than the parent's rate, each child's rate becomes
-// floor(rate * parent / sum), so their sum fits the parent (ceilings stay:
+// floor(rate * Num / ScaleDen), Num = floor(parent * ScaleDen / sum), so
+// their sum fits the parent (ceilings stay:
 // borrowing is capped by the parent's tokens); the root is done first, so
 // an aggregate's users fit its scaled rate. Scaled users and the default
 // class say so in their Reason; ir.Oversubscriptions lists the parents.
@@ -61,18 +80,18 @@ func scaleGuarantees(ir *InterfaceResult) {
 		}
 	}
 	if capacity := uint64(tg.Interface.Bandwidth); sum > capacity {
-		o := Oversubscription{Guaranteed: tbf.Rate(sum), Capacity: tbf.Rate(capacity)}
+		o := newOversubscription("", sum, capacity)
 		ir.Oversubscriptions = append(ir.Oversubscriptions, o)
-		tg.Interface.DefaultRate = scaleRate(tg.Interface.DefaultRate, capacity, sum)
+		tg.Interface.DefaultRate = scaleRate(tg.Interface.DefaultRate, o.Num)
 		if ir.Default != nil {
 			ir.Default.scaled(tg.Interface.DefaultRate, o)
 		}
 		for i := range tg.Tiers {
-			tg.Tiers[i].Rate = scaleRate(tg.Tiers[i].Rate, capacity, sum)
+			tg.Tiers[i].Rate = scaleRate(tg.Tiers[i].Rate, o.Num)
 		}
 		for j := range tg.Users {
 			if _, ok := aggregate[tg.Users[j].Tier]; !ok {
-				scaleUser(ir, j, capacity, sum, o)
+				scaleUser(ir, j, ir.Users[j].Rate, o)
 			}
 		}
 	}
@@ -88,21 +107,22 @@ func scaleGuarantees(ir *InterfaceResult) {
 		if sum <= capacity {
 			continue
 		}
-		o := Oversubscription{Tier: t.Name, Guaranteed: tbf.Rate(sum), Capacity: tbf.Rate(capacity)}
+		o := newOversubscription(t.Name, sum, capacity)
 		ir.Oversubscriptions = append(ir.Oversubscriptions, o)
 		for j := range tg.Users {
 			if tg.Users[j].Tier == t.Name {
-				scaleUser(ir, j, capacity, sum, o)
+				scaleUser(ir, j, ir.Users[j].Rate, o)
 			}
 		}
 	}
 }
 
-// scaleUser scales user j's rate by capacity/sum. A configured burst that
-// the lower rate cannot hold is cut as evaluate cuts it (tbf.MaxBurst).
-func scaleUser(ir *InterfaceResult, j int, capacity, sum uint64, o Oversubscription) {
+// scaleUser sets user j's rate to unscaled scaled by o. A configured burst
+// that the lower rate cannot hold is cut as evaluate cuts it
+// (tbf.MaxBurst).
+func scaleUser(ir *InterfaceResult, j int, unscaled tbf.Rate, o Oversubscription) {
 	u := &ir.Targets.Users[j]
-	u.Rate = scaleRate(u.Rate, capacity, sum)
+	u.Rate = scaleRate(unscaled, o.Num)
 	m := tbf.MaxBurst(u.Rate)
 	cut := u.Burst > m
 	if cut {
@@ -122,6 +142,57 @@ func scaleUser(ir *InterfaceResult, j int, capacity, sum uint64, o Oversubscript
 	}
 }
 
+// scaleRate is floor(r * num / ScaleDen), computed without overflow, and
+// at least config.MinRate: HTB refuses a zero rate.
+func scaleRate(r tbf.Rate, num uint64) tbf.Rate {
+	hi, lo := bits.Mul64(uint64(r), num)
+	q := hi<<(64-10) | lo>>10 // / ScaleDen (2^10)
+	return max(tbf.Rate(q), config.MinRate)
+}
+
+// updateOversubscribed changes user j of the HTB interface ir to the
+// target ut and explanation x (rates unscaled, as evaluate gives them)
+// when that leaves every parent's scale as it was: the user's class alone
+// changes. It reports false, changing nothing, when a parent becomes (or
+// stops being) oversubscribed or its quantized scale moves: then every
+// child changes, and the caller evaluates everything.
+func updateOversubscribed(ir *InterfaceResult, j int, ut model.UserTarget, x Explanation) bool {
+	tg := &ir.Targets
+	old := ir.Users[j].Unscaled()
+	parent, capacity := "", uint64(tg.Interface.Bandwidth)
+	for _, t := range tg.Tiers {
+		if t.Name == tg.Users[j].Tier {
+			parent, capacity = t.Name, uint64(t.Rate)
+		}
+	}
+	oi := -1
+	for i, o := range ir.Oversubscriptions {
+		if o.Tier == parent {
+			oi = i
+		}
+	}
+	if oi < 0 { // the parent's guarantees fitted: do they still?
+		if oversubscribedBy(ir, tg.Users[j].Name, x.Rate) {
+			return false
+		}
+		tg.Users[j], ir.Users[j] = ut, x
+		return true
+	}
+	o := ir.Oversubscriptions[oi]
+	sum := uint64(o.Guaranteed) - uint64(old) + uint64(x.Rate)
+	if sum <= capacity {
+		return false
+	}
+	if n := newOversubscription(parent, sum, capacity); n.Num != o.Num {
+		return false
+	}
+	o.Guaranteed = tbf.Rate(sum)
+	ir.Oversubscriptions[oi] = o
+	tg.Users[j], ir.Users[j] = ut, x
+	scaleUser(ir, j, x.Rate, o)
+	return true
+}
+
 // Unscaled is x's guaranteed rate before any oversubscription scaling:
 // Guaranteed when Oversubscribed, else Rate.
 func (x *Explanation) Unscaled() tbf.Rate {
@@ -139,15 +210,6 @@ func (x *Explanation) scaled(rate tbf.Rate, o Oversubscription) {
 	x.Rate = rate
 	x.Reason += fmt.Sprintf("; oversubscribed x%.2f", o.Factor())
 	x.Oversubscribed = true
-}
-
-// scaleRate is floor(r * capacity / sum) for capacity < sum, computed
-// without overflow (r and capacity may each be near 2^64 bit/s), and at
-// least config.MinRate: HTB refuses a zero rate.
-func scaleRate(r tbf.Rate, capacity, sum uint64) tbf.Rate {
-	hi, lo := bits.Mul64(uint64(r), capacity)
-	q, _ := bits.Div64(hi, lo, sum) // hi < sum since capacity < sum
-	return max(tbf.Rate(q), config.MinRate)
 }
 
 // oversubscribedBy reports whether changing user's rate on the HTB

@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,31 +52,36 @@ func TestOversubscribed(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	r := Evaluate(p, Overrides{}, nil, now)
 	ir := r.Interfaces[0]
-	// Root: default 1 + guest aggregate 10 + 3 x gold 50 = 161 mbit on 100.
-	// Guest: 3 x 5 = 15 mbit on its aggregate (scaled first to 10*100/161).
+	// Root: default 1 + guest aggregate 10 + 3 x gold 50 = 161 mbit on 100:
+	// scale floor(100*1024/161) = 636/1024. Guest: 3 x 5 = 15 mbit on its
+	// aggregate, itself scaled first to 10mbit*636/1024 = 6210937 bit/s:
+	// scale floor(6210937*1024/15e6) = 423/1024.
 	if len(ir.Oversubscriptions) != 2 {
 		t.Fatalf("oversubscriptions %+v, want the interface and tier guest", ir.Oversubscriptions)
 	}
 	root, guest := ir.Oversubscriptions[0], ir.Oversubscriptions[1]
-	if root.Tier != "" || root.Guaranteed != mbit(161) || root.Capacity != mbit(100) {
-		t.Errorf("root %+v, want 161mbit guaranteed on 100mbit", root)
+	if root.Tier != "" || root.Guaranteed != mbit(161) || root.Capacity != mbit(100) || root.Num != 636 {
+		t.Errorf("root %+v, want 161mbit guaranteed on 100mbit, scale 636", root)
 	}
-	aggRate := tbf.Rate(10_000_000 * 100 / 161)
+	if guest.Num != 423 {
+		t.Errorf("guest scale %d, want 423", guest.Num)
+	}
+	aggRate := tbf.Rate(6210937)
 	if guest.Tier != "guest" || guest.Guaranteed != mbit(15) || guest.Capacity != aggRate {
 		t.Errorf("guest %+v, want 15mbit guaranteed on %v", guest, aggRate)
 	}
 	if got := ir.Targets.Tiers[0].Rate; got != aggRate {
 		t.Errorf("guest aggregate rate %v, want %v", got, aggRate)
 	}
-	if got, want := ir.Targets.Interface.DefaultRate, tbf.Rate(1_000_000*100/161); got != want {
+	if got, want := ir.Targets.Interface.DefaultRate, tbf.Rate(621093); got != want { // 1e6*636/1024
 		t.Errorf("default class %v, want %v", got, want)
 	}
 	var rootSum, guestSum tbf.Rate = ir.Targets.Interface.DefaultRate + ir.Targets.Tiers[0].Rate, 0
 	for j, u := range ir.Targets.Users {
 		x := ir.Users[j]
-		want := tbf.Rate(50_000_000 * 100 / 161)
+		want := tbf.Rate(31054687) // 50e6*636/1024
 		if u.Tier == "guest" {
-			want = tbf.Rate(5_000_000 * uint64(aggRate) / 15_000_000)
+			want = tbf.Rate(2065429) // 5e6*423/1024
 			guestSum += u.Rate
 		} else {
 			rootSum += u.Rate
@@ -100,8 +107,10 @@ func TestOversubscribed(t *testing.T) {
 	}
 }
 
-// A single user's change takes the full evaluation (UpdateUser false, r
-// unchanged) when the interface is or becomes oversubscribed.
+// A single user's change changes that user alone while every parent's
+// quantized scale stays; when the change makes a parent oversubscribed
+// (or fit again), or moves its scale, UpdateUser reports false and leaves
+// r as it was: the caller evaluates everything.
 func TestUpdateUserOversubscribed(t *testing.T) {
 	p := loadPlan(t, oversubMain, oversubUsers(1, 0))
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
@@ -115,27 +124,48 @@ func TestUpdateUserOversubscribed(t *testing.T) {
 	if r.UpdateUser(p, ov, nil, now, "g0") || r.Interfaces[0].Targets.Users[0].Rate != mbit(20) {
 		t.Fatalf("oversubscribing change: UpdateUser true or r changed: %+v", r.Interfaces[0].Targets.Users[0])
 	}
+
+	// 40 gold users at 50mbit on 100mbit: scale floor(100*1024/2001) = 51.
+	p = loadPlan(t, oversubMain, oversubUsers(40, 0))
+	ov = Overrides{}
 	r = Evaluate(p, ov, nil, now)
-	mustSet(t, &ov, Override{Target: Target{TargetUser, "g0"}, Rate: mbit(10)})
-	if r.UpdateUser(p, ov, nil, now, "g0") {
-		t.Fatal("change on an oversubscribed interface: UpdateUser true")
+	before := slices.Clone(r.Interfaces[0].Targets.Users)
+	// g0 50 -> 49mbit: 2000mbit, scale still 51: g0 alone changes.
+	mustSet(t, &ov, Override{Target: Target{TargetUser, "g0"}, Rate: mbit(49), Ceil: mbit(100)})
+	if !r.UpdateUser(p, ov, nil, now, "g0") {
+		t.Fatal("a change that keeps the scale: UpdateUser false")
+	}
+	full := Evaluate(p, ov, nil, now)
+	if !reflect.DeepEqual(r.Interfaces[0].Targets, full.Interfaces[0].Targets) {
+		t.Errorf("UpdateUser's targets differ from a full evaluation")
+	}
+	for j, u := range r.Interfaces[0].Targets.Users {
+		if (u.Rate != before[j].Rate) != (u.Name == "g0") {
+			t.Errorf("%s: %v -> %v; only g0 may change", u.Name, before[j].Rate, u.Rate)
+		}
+	}
+	// g0 -> 1mbit: 1952mbit, scale 52: everyone changes.
+	saved := slices.Clone(r.Interfaces[0].Targets.Users)
+	mustSet(t, &ov, Override{Target: Target{TargetUser, "g0"}, Rate: mbit(1), Ceil: mbit(100)})
+	if r.UpdateUser(p, ov, nil, now, "g0") || !reflect.DeepEqual(r.Interfaces[0].Targets.Users, saved) {
+		t.Fatal("a change that moves the scale: UpdateUser true or r changed")
 	}
 }
 
-// floor(r*capacity/sum) without overflow at the largest rates.
+// floor(r*num/1024) without overflow at the largest rates.
 func TestScaleRate(t *testing.T) {
 	for _, c := range []struct {
-		r         tbf.Rate
-		capa, sum uint64
-		want      tbf.Rate
+		r    tbf.Rate
+		num  uint64
+		want tbf.Rate
 	}{
-		{50e6, 100e6, 150e6, 33333333},
-		{1 << 62, 1 << 62, 1 << 63, 1 << 61},
-		{^tbf.Rate(0), ^uint64(0) - 1, ^uint64(0), ^tbf.Rate(0) - 1},
-		{10, 1, 1e9, 8}, // at least config.MinRate
+		{50e6, 512, 25e6},
+		{1 << 62, 512, 1 << 61},
+		{^tbf.Rate(0), 1023, 1023*(1<<54-1) + 1022}, // (1024k+1023)*1023/1024, k = 2^54-1
+		{10, 1, 8}, // at least config.MinRate
 	} {
-		if got := scaleRate(c.r, c.capa, c.sum); got != c.want {
-			t.Errorf("scaleRate(%d, %d, %d) = %d, want %d", c.r, c.capa, c.sum, got, c.want)
+		if got := scaleRate(c.r, c.num); got != c.want {
+			t.Errorf("scaleRate(%d, %d) = %d, want %d", c.r, c.num, got, c.want)
 		}
 	}
 }

@@ -35,7 +35,12 @@ func (r *recorder) note() {
 	default:
 	}
 }
-func (r *recorder) FleetPlan(p *Plan) { r.mu.Lock(); r.plans = append(r.plans, p); r.mu.Unlock(); r.note() }
+func (r *recorder) FleetPlan(p *Plan) {
+	r.mu.Lock()
+	r.plans = append(r.plans, p)
+	r.mu.Unlock()
+	r.note()
+}
 func (r *recorder) FleetOverrides(o []policy.Override, p []string) {
 	r.mu.Lock()
 	r.overrides, r.problems = o, p
@@ -101,7 +106,6 @@ func TestPushPull(t *testing.T) {
 		t.Errorf("SharedFor name %q", sh.Name)
 	}
 }
-
 
 // TestAgentFollows: the agent hands over the plan and overrides at start
 // and every change within a second, registers the router, reports the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shaperd/shaperd/internal/fleet"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"
 )
@@ -13,11 +14,21 @@ import (
 // and building every interface's tree. A failure returns a *ConfigError and
 // leaves the daemon (and the kernel) untouched.
 func (d *Daemon) reload() error {
+	var shared *fleet.Plan
+	if d.fleet != nil {
+		shared = d.fleet.shared
+	}
+	return d.reloadWith(shared)
+}
+
+// reloadWith is reload with the fleet's shared plan p (nil: the local
+// file's own policy, tiers and users); on success p is the one in force.
+func (d *Daemon) reloadWith(p *fleet.Plan) error {
 	// RELOADING=1 with MONOTONIC_USEC is what Type=notify-reload
 	// (systemd >= 253) expects; older versions ignore it.
 	d.notify.Notify(fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
 	defer d.notify.Notify("READY=1")
-	plan, err := loadPlan(d.opts.ConfigPath)
+	plan, err := loadPlan(d.opts.ConfigPath, sharedOf(p))
 	if err != nil {
 		d.stats.reloads.WithLabelValues("refused").Inc()
 		d.log.Error("reload refused: invalid configuration; the old one stays in force", "err", err)
@@ -33,7 +44,7 @@ func (d *Daemon) reload() error {
 	ifaces := d.makeIfaces(plan, d.ifaces)
 	ov := d.overrides.Clone()
 	pruned := ov.Prune(plan)
-	res := policy.Evaluate(plan, ov, d.usage, now)
+	res := policy.Evaluate(plan, d.evalOverrides(ov), d.usage, now)
 	targets := res.Targets() // validated unramped; the swap's policy step ramps
 	trees := make([]model.Tree, len(ifaces))
 	var problems []string
@@ -71,6 +82,10 @@ func (d *Daemon) reload() error {
 		d.log.Warn("daemon.socket, socket_group, admin_group, metrics and state_dir take effect at the next start")
 	}
 	// Swap.
+	if d.fleet != nil && p != nil {
+		d.fleet.shared = p
+		d.fleet.revision.Store(p.Revision)
+	}
 	d.setPlan(plan)
 	d.setLogLevel(plan)
 	d.ramper.SetPolicy(rampPolicy(plan.Policy))

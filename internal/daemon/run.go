@@ -79,8 +79,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		d.log.Warn("traffic-control events unavailable; changes made by others are found by the reconcile tick only", "err", err)
 	}
+	fleetDone := d.startFleet(ctx)
 	d.loop(ctx, links, tc)
 	stop()
+	cancel()
+	<-fleetDone // the registration lease is revoked
 	d.notify.Notify("STOPPING=1")
 	d.saveUsage(d.clock.Now())
 	d.saveAssignments()

@@ -131,3 +131,23 @@ func decodeFleet(rt *table) *Fleet {
 	t.finish()
 	return f
 }
+
+// LoadFleet reads only the [fleet] table of the main file at path (nil
+// when it has none): what a router needs to reach the fleet before its
+// plan, which may depend on the fleet's tiers, can be loaded.
+func LoadFleet(path string) (*Fleet, error) {
+	c := &collector{order: map[string]int{path: 0}}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	root, mf, ok := parseFile(path, data, c)
+	if !ok {
+		return nil, c.result()
+	}
+	f := decodeFleet(mf.table("", root))
+	if errs := c.result(); errs != nil {
+		return nil, errs
+	}
+	return f, nil
+}

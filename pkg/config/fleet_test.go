@@ -194,3 +194,22 @@ ceil = "9mbit"
 		t.Errorf("round trip: %+v %+v %+v", got.Policy, got.Tiers, got.Users)
 	}
 }
+
+// TestLoadFleet: [fleet] alone is read from a file whose plan does not
+// load (its default tier is the fleet's).
+func TestLoadFleet(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "shaperd.toml")
+	writeFile(t, p, fleetIfaces+"[fleet]\nendpoints = [\"http://127.0.0.1:2379\"]\nrouter = \"r9\"\n")
+	if _, err := Load(p); err == nil {
+		t.Fatal("Load accepted an interface whose default tier is missing")
+	}
+	f, err := LoadFleet(p)
+	if err != nil || f == nil || f.Router != "r9" {
+		t.Fatalf("LoadFleet = %+v, %v", f, err)
+	}
+	writeFile(t, p, fleetIfaces)
+	if f, err := LoadFleet(p); err != nil || f != nil {
+		t.Fatalf("without [fleet]: %+v, %v", f, err)
+	}
+}

@@ -366,8 +366,6 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(fleetRefusedDesc, prometheus.GaugeValue, float64(fst.refusedA.Load()))
 }
 
-
-
 // closeFleet closes the etcd client.
 func (d *Daemon) closeFleet() {
 	if d.fleet != nil && d.fleet.client != nil {

@@ -112,7 +112,7 @@ endpoints = ["http://127.0.0.1:2379"]
 router = "r1"
 `) // no users.toml next to it: not read
 	sh := &Shared{Name: "fleet:shared.toml", UsersName: "fleet:users.toml",
-		Main: []byte("[policy]\nramp = \"0s\"\n[tiers.basic]\nrate = \"7mbit\"\n"),
+		Main:  []byte("[policy]\nramp = \"0s\"\n[tiers.basic]\nrate = \"7mbit\"\n"),
 		Users: []byte("[[user]]\nname = \"alice\"\ntier = \"basic\"\naddresses = [\"198.18.0.10\"]\n")}
 	plan, err := LoadShared(local, sh)
 	if err != nil {

@@ -1,0 +1,152 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/fleet"
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/policy"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// fleetTestConfig is testConfig with a [fleet] whose etcd is unreachable
+// (nothing listens on port 1): these tests hand the daemon what the agent
+// would.
+const fleetTestConfig = testConfig + `
+[fleet]
+endpoints = ["http://127.0.0.1:1"]
+router = "r1"
+dial_timeout = "100ms"
+`
+
+// sharedPlan is a shared plan where gold is 30mbit and alice and bob are
+// users.
+func sharedPlan(rev int64, goldRate string) *fleet.Plan {
+	return &fleet.Plan{Revision: rev, Shared: config.Shared{
+		Main: []byte("[policy]\nramp = \"0s\"\ntimezone = \"UTC\"\n[tiers.bronze]\nrate = \"5mbit\"\nceil = \"20mbit\"\n" +
+			"[tiers.gold]\nrate = \"" + goldRate + "\"\nceil = \"100mbit\"\n"),
+		Users: []byte(testUsers)}}
+}
+
+// userRate is the download rate of user's class in the fake kernel.
+func userRate(t *testing.T, k *fakeKernel, user string) tbf.Rate {
+	t.Helper()
+	for _, c := range k.tree("lan0").Classes {
+		if c.Labels.User == user {
+			return c.Rate
+		}
+	}
+	t.Fatalf("no class of %s on lan0", user)
+	return 0
+}
+
+func mbit(n uint64) tbf.Rate { return tbf.Rate(n * 1_000_000) }
+
+// TestFleetSharedPlan: a shared revision is applied like a reload (only
+// the difference reaches the kernel) and cached; an invalid one is
+// refused with the old plan kept and the reason in status; a restart
+// without etcd starts from the cache.
+func TestFleetSharedPlan(t *testing.T) {
+	k := newFakeKernel("lan0", "ifb-lan0")
+	clk := newFakeClock()
+	dir := t.TempDir()
+	writeConfig(t, dir, fleetTestConfig, testUsers)
+	d, _ := newTestDaemon(t, k, clk, dir)
+	if d.fleet == nil || d.fleet.shared != nil {
+		t.Fatalf("fleet state at start without etcd or cache: %+v", d.fleet)
+	}
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := userRate(t, k, "alice"); got != mbit(50) {
+		t.Fatalf("alice before any shared plan: %v, want the local 50mbit", got)
+	}
+
+	writes := k.writeCount()
+	d.applyShared(sharedPlan(7, "30mbit"))
+	if got := userRate(t, k, "alice"); got != mbit(30) {
+		t.Fatalf("alice after revision 7: %v, want 30mbit", got)
+	}
+	if n := k.writeCount() - writes; n == 0 || n > 2 {
+		t.Errorf("revision 7 wrote %d kernel objects; want alice's class on each direction at most", n)
+	}
+	if st := d.status().Fleet; st == nil || st.Revision != 7 || st.Router != "r1" || st.Refused != 0 {
+		t.Errorf("status.fleet after revision 7: %+v", st)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state", FleetCacheFile)); err != nil {
+		t.Errorf("no cache after an applied revision: %v", err)
+	}
+
+	bad := sharedPlan(8, "30mbit")
+	bad.Shared.Main = []byte(strings.Replace(string(bad.Shared.Main), `ceil = "100mbit"`, `ceil = "1mbit"`, 1))
+	d.applyShared(bad)
+	if got := userRate(t, k, "alice"); got != mbit(30) {
+		t.Errorf("alice after the invalid revision 8: %v, want 30mbit kept", got)
+	}
+	st := d.status().Fleet
+	if st.Revision != 7 || st.Refused != 8 || len(st.Errors) == 0 || !strings.Contains(st.Errors[0], "fleet rev 8: shared.toml:9:1: tiers.gold.ceil") {
+		t.Errorf("status.fleet after the invalid revision 8: %+v", st)
+	}
+
+	// A restart while etcd is unreachable: revision 7 from the cache.
+	d.Close()
+	k2 := newFakeKernel("lan0", "ifb-lan0")
+	d2, _ := newTestDaemon(t, k2, clk, dir)
+	defer d2.Close()
+	if d2.fleet.shared == nil || d2.fleet.shared.Revision != 7 {
+		t.Fatalf("restart without etcd: shared %+v, want the cached revision 7", d2.fleet.shared)
+	}
+	if err := d2.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := userRate(t, k2, "alice"); got != mbit(30) {
+		t.Errorf("alice after a restart from the cache: %v, want 30mbit", got)
+	}
+}
+
+// TestFleetOverrides: fleet overrides apply; a local override of the same
+// target wins on this router; one the plan cannot apply is reported.
+func TestFleetOverrides(t *testing.T) {
+	k := newFakeKernel("lan0", "ifb-lan0")
+	clk := newFakeClock()
+	dir := t.TempDir()
+	writeConfig(t, dir, fleetTestConfig, testUsers)
+	d, _ := newTestDaemon(t, k, clk, dir)
+	defer d.Close()
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	alice := policy.Target{Kind: policy.TargetUser, Name: "alice"}
+	ghost := policy.Target{Kind: policy.TargetUser, Name: "ghost"}
+	d.applyFleetOverrides([]policy.Override{
+		{Target: alice, Rate: mbit(7), Ceil: mbit(7), Set: clk.Now()},
+		{Target: ghost, Rate: mbit(1), Set: clk.Now()},
+	}, nil)
+	if got := userRate(t, k, "alice"); got != mbit(7) {
+		t.Fatalf("alice with a fleet override: %v, want 7mbit", got)
+	}
+	if st := d.status().Fleet; st.Overrides != 1 || len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "ghost") {
+		t.Errorf("status.fleet: %+v", st)
+	}
+	if _, err := d.setRate(control.SetRateRequest{Target: "alice", Rate: mbit(3)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := userRate(t, k, "alice"); got != mbit(3) {
+		t.Fatalf("alice with a local override over the fleet one: %v, want 3mbit", got)
+	}
+	if _, err := d.clear(control.ClearRequest{Target: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := userRate(t, k, "alice"); got != mbit(7) {
+		t.Fatalf("alice after the local override is cleared: %v, want the fleet's 7mbit", got)
+	}
+	d.applyFleetOverrides(nil, nil)
+	if got := userRate(t, k, "alice"); got != mbit(50) {
+		t.Fatalf("alice without overrides: %v, want 50mbit", got)
+	}
+}

@@ -78,6 +78,9 @@ func TestFleetSharedPlan(t *testing.T) {
 	if st := d.status().Fleet; st == nil || st.Revision != 7 || st.Router != "r1" || st.Refused != 0 {
 		t.Errorf("status.fleet after revision 7: %+v", st)
 	}
+	if got := gauges(t, d); got["shaperd_fleet_connected"] != 0 || got["shaperd_fleet_revision"] != 7 {
+		t.Errorf("fleet metrics: %v", got)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "state", FleetCacheFile)); err != nil {
 		t.Errorf("no cache after an applied revision: %v", err)
 	}
@@ -148,5 +151,34 @@ func TestFleetOverrides(t *testing.T) {
 	d.applyFleetOverrides(nil, nil)
 	if got := userRate(t, k, "alice"); got != mbit(50) {
 		t.Fatalf("alice without overrides: %v, want 50mbit", got)
+	}
+}
+
+// gauges returns the shaperd_fleet_* gauges the daemon exports.
+func gauges(t *testing.T, d *Daemon) map[string]float64 {
+	t.Helper()
+	mfs, err := d.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "shaperd_fleet_") {
+			out[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// TestNoFleetNoFleetState: without [fleet] the daemon has no fleet state,
+// no fleet status and no fleet metrics.
+func TestNoFleetNoFleetState(t *testing.T) {
+	d, _ := newTestDaemon(t, newFakeKernel("lan0", "ifb-lan0"), newFakeClock(), "")
+	defer d.Close()
+	if d.fleet != nil || d.status().Fleet != nil {
+		t.Errorf("fleet state without [fleet]: %+v", d.fleet)
+	}
+	if g := gauges(t, d); len(g) != 0 {
+		t.Errorf("fleet metrics without [fleet]: %v", g)
 	}
 }

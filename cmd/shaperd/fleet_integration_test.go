@@ -268,6 +268,12 @@ func TestFleet(t *testing.T) {
 	if !strings.Contains(out, "pushed revision") {
 		t.Fatalf("push: %s", out)
 	}
+	// --check (the unit's ExecStartPre) of a router whose tiers and users
+	// are the fleet's.
+	if out, err := exec.Command(f.shaperd, "--config", filepath.Join(all[0].dir, "shaperd.toml"), "--check").CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "checked with the fleet's shared plan") {
+		t.Fatalf("--check of a fleet router: %v\n%s", err, out)
+	}
 	for _, r := range all {
 		f.start(r)
 	}

@@ -382,3 +382,45 @@ func readFileIfExists(path string) ([]byte, error) {
 	}
 	return b, err
 }
+
+// CheckRouter is `shaperd --check` of a router's file. Without [fleet] it
+// is Check. With [fleet] it checks the file with the shared plan the
+// daemon would start with: the current one in etcd (asked with
+// fleet.dial_timeout), else the cached one in state_dir, else none (the
+// file alone, with its own tiers and users). note says which.
+func CheckRouter(path string) (errs []config.Error, note string) {
+	f, err := config.LoadFleet(path)
+	if err != nil || f == nil {
+		return Check(path), ""
+	}
+	var p *fleet.Plan
+	if c, err := fleet.Dial(f); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), f.DialTimeout)
+		p, _ = fleet.Pull(ctx, c, f.Prefix)
+		cancel()
+		c.Close()
+		if p != nil {
+			note = fmt.Sprintf("checked with the fleet's shared plan, revision %d (etcd)", p.Revision)
+		}
+	}
+	if p == nil {
+		stateDir, _ := peekLocal(path)
+		var cached fleetCache
+		if b, err := readFileIfExists(filepath.Join(stateDir, FleetCacheFile)); err == nil && b != nil && json.Unmarshal(b, &cached) == nil && cached.Plan != nil {
+			p = cached.Plan
+			note = fmt.Sprintf("etcd unreachable; checked with the cached shared plan, revision %d", p.Revision)
+		}
+	}
+	if p == nil {
+		return Check(path), "no shared plan (etcd unreachable, none cached): checked the file alone, with its own tiers and users"
+	}
+	plan, err := config.LoadShared(path, p.SharedFor())
+	if err != nil {
+		var ce *config.Errors
+		if errors.As(err, &ce) {
+			return ce.List, note
+		}
+		return []config.Error{{File: path, Msg: err.Error()}}, note
+	}
+	return CheckPlan(plan), note
+}

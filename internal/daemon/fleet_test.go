@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -180,5 +182,32 @@ func TestNoFleetNoFleetState(t *testing.T) {
 	}
 	if g := gauges(t, d); len(g) != 0 {
 		t.Errorf("fleet metrics without [fleet]: %v", g)
+	}
+}
+
+// TestCheckRouter: --check of a router whose tiers and users come from
+// the fleet passes with the cached shared plan, and without one checks
+// the file alone.
+func TestCheckRouter(t *testing.T) {
+	dir := t.TempDir()
+	local := fleetTestConfig[:strings.Index(fleetTestConfig, "[tiers.bronze]")] + fleetTestConfig[strings.Index(fleetTestConfig, "[fleet]"):]
+	p := filepath.Join(dir, "shaperd.toml")
+	if err := os.WriteFile(p, []byte(fmt.Sprintf(local, dir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errs, note := CheckRouter(p)
+	if len(errs) == 0 || !strings.Contains(note, "checked the file alone") {
+		t.Fatalf("without a shared plan: %v, note %q", errs, note)
+	}
+	b, err := json.Marshal(fleetCache{Plan: sharedPlan(5, "30mbit")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "state", FleetCacheFile), b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	errs, note = CheckRouter(p)
+	if len(errs) != 0 || !strings.Contains(note, "cached shared plan, revision 5") {
+		t.Fatalf("with the cached plan: %v, note %q", errs, note)
 	}
 }

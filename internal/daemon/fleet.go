@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/BurntSushi/toml"
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,10 @@ type fleetState struct {
 	errs    []string
 	// lastReport is the last registration handed to the agent.
 	lastReport string
+	// reported is each quota user's own usage last handed to the agent,
+	// lastUsage when.
+	reported  map[string]policy.RemoteUsage
+	lastUsage time.Time
 
 	connected atomic.Bool
 	revision  atomic.Int64
@@ -192,6 +197,9 @@ func (h fleetHandler) do(fn func()) {
 func (h fleetHandler) FleetPlan(p *fleet.Plan) { h.do(func() { h.d.applyShared(p) }) }
 func (h fleetHandler) FleetOverrides(o []policy.Override, problems []string) {
 	h.do(func() { h.d.applyFleetOverrides(o, problems) })
+}
+func (h fleetHandler) FleetUsage(remote map[string][]policy.RemoteUsage) {
+	h.do(func() { h.d.applyFleetUsage(remote) })
 }
 func (h fleetHandler) FleetConnected(up bool) {
 	h.d.fleet.connected.Store(up)
@@ -423,4 +431,48 @@ func CheckRouter(path string) (errs []config.Error, note string) {
 		return []config.Error{{File: path, Msg: err.Error()}}, note
 	}
 	return CheckPlan(plan), note
+}
+
+// UsageReportEvery is how often a router reports its own quota usage to
+// the fleet's ledger (only users whose count changed).
+const UsageReportEvery = time.Second
+
+// applyFleetUsage takes the other routers' usage of some users: the
+// policy's quota decisions use the fleet-wide sum from the next tick.
+func (d *Daemon) applyFleetUsage(remote map[string][]policy.RemoteUsage) {
+	for user, rs := range remote {
+		d.usage.SetRemote(user, rs)
+	}
+	if d.quotas {
+		d.policyDirty = true
+	}
+}
+
+// reportFleetUsage hands the agent this router's own usage of every user
+// of a tier with a quota whose count changed, at most every
+// UsageReportEvery.
+func (d *Daemon) reportFleetUsage(now time.Time) {
+	fst := d.fleet
+	if fst == nil || fst.agent == nil || !d.quotas || now.Sub(fst.lastUsage) < UsageReportEvery {
+		return
+	}
+	fst.lastUsage = now
+	if fst.reported == nil {
+		fst.reported = map[string]policy.RemoteUsage{}
+	}
+	out := map[string]policy.RemoteUsage{}
+	for _, u := range d.plan.Users {
+		t, ok := d.plan.Tier(u.Tier)
+		if !ok || t.Quota == 0 {
+			continue
+		}
+		own, start, _ := d.usage.Own(u.Name, t.QuotaPeriod, now)
+		r := policy.RemoteUsage{Start: start, Bytes: own}
+		if last, ok := fst.reported[u.Name]; ok && last.Bytes == r.Bytes && last.Start.Equal(r.Start) {
+			continue
+		}
+		fst.reported[u.Name] = r
+		out[u.Name] = r
+	}
+	fst.agent.ReportUsage(out)
 }

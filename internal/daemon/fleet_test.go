@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/fleet"
@@ -209,5 +210,41 @@ func TestCheckRouter(t *testing.T) {
 	errs, note = CheckRouter(p)
 	if len(errs) != 0 || !strings.Contains(note, "cached shared plan, revision 5") {
 		t.Fatalf("with the cached plan: %v, note %q", errs, note)
+	}
+}
+
+// TestFleetQuotaLedger: other routers' usage of a user adds to the quota:
+// the user goes over quota on this router when the fleet-wide sum passes
+// it, although this router alone counted nothing.
+func TestFleetQuotaLedger(t *testing.T) {
+	k := newFakeKernel("lan0", "ifb-lan0")
+	clk := newFakeClock()
+	dir := t.TempDir()
+	writeConfig(t, dir, fleetTestConfig, testUsers)
+	d, _ := newTestDaemon(t, k, clk, dir)
+	defer d.Close()
+	p := sharedPlan(3, "30mbit")
+	p.Shared.Main = append(p.Shared.Main, []byte("quota = \"1mb\"\nquota_period = \"day\"\nover_quota_rate = \"2mbit\"\n")...)
+	d.applyShared(p)
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := userRate(t, k, "alice"); got != mbit(30) {
+		t.Fatalf("alice under quota: %v, want 30mbit", got)
+	}
+	start := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC) // the fake clock's day
+	d.applyFleetUsage(map[string][]policy.RemoteUsage{"alice": {{Router: "r2", Start: start, Bytes: 600 << 10}}})
+	if err := d.policyTick(clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := userRate(t, k, "alice"); got != mbit(30) {
+		t.Fatalf("alice at 600kb of 1mb fleet-wide: %v, want 30mbit", got)
+	}
+	d.applyFleetUsage(map[string][]policy.RemoteUsage{"alice": {{Router: "r2", Start: start, Bytes: 600 << 10}, {Router: "r3", Start: start, Bytes: 600 << 10}}})
+	if err := d.policyTick(clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := userRate(t, k, "alice"); got != mbit(2) {
+		t.Fatalf("alice at 1.2mb of 1mb fleet-wide: %v, want the over-quota 2mbit", got)
 	}
 }

@@ -129,6 +129,7 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-c
 			if d.work.evaluations != evals && d.ready {
 				d.returnMemory(false) // a full evaluation and build allocate per user
 			}
+			d.reportFleetUsage(now) // the fleet's quota ledger
 			if d.usage.FlushDue(now) && !d.writeFailing(UsageFile) {
 				d.saveUsage(now) // while writes fail, retryState retries
 			}

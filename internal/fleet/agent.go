@@ -38,6 +38,9 @@ type Handler interface {
 	FleetOverrides(o []policy.Override, problems []string)
 	// FleetConnected says whether the link to etcd is up.
 	FleetConnected(up bool)
+	// FleetUsage is, for each user whose usage changed on another router,
+	// their usage on every other router (the quota ledger).
+	FleetUsage(remote map[string][]policy.RemoteUsage)
 }
 
 // Agent is a router's side of the fleet: it follows the plan and override
@@ -54,12 +57,16 @@ type Agent struct {
 	mu     sync.Mutex
 	reg    Registration
 	report chan struct{}
+	// usage is this router's usage not yet written, by user.
+	usage      map[string]policy.RemoteUsage
+	usageReady chan struct{}
 }
 
 // NewAgent returns an agent for router under prefix; Run runs it.
 func NewAgent(c *clientv3.Client, prefix, router string, h Handler, log *slog.Logger) *Agent {
 	return &Agent{c: c, prefix: prefix, router: router, h: h, log: log,
-		reg: Registration{Router: router, Health: "starting"}, report: make(chan struct{}, 1)}
+		reg: Registration{Router: router, Health: "starting"}, report: make(chan struct{}, 1),
+		usage: map[string]policy.RemoteUsage{}, usageReady: make(chan struct{}, 1)}
 }
 
 // Report replaces the router's registration; the agent writes it as soon
@@ -75,11 +82,90 @@ func (a *Agent) Report(r Registration) {
 	}
 }
 
+// ReportUsage queues this router's usage of some users (the quota
+// ledger's own keys); the agent writes the newest of each as soon as it
+// can. Router fields are ignored.
+func (a *Agent) ReportUsage(u map[string]policy.RemoteUsage) {
+	if len(u) == 0 {
+		return
+	}
+	a.mu.Lock()
+	for user, x := range u {
+		x.Router = ""
+		a.usage[user] = x
+	}
+	a.mu.Unlock()
+	select {
+	case a.usageReady <- struct{}{}:
+	default:
+	}
+}
+
+// writeUsage writes queued usage, at most usageBatch keys per
+// transaction, until ctx ends.
+func (a *Agent) writeUsage(ctx context.Context, ok func()) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.usageReady:
+		}
+		a.mu.Lock()
+		batch := a.usage
+		a.usage = map[string]policy.RemoteUsage{}
+		a.mu.Unlock()
+		ops := make([]clientv3.Op, 0, usageBatch)
+		flush := func() error {
+			if len(ops) == 0 {
+				return nil
+			}
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := a.c.Txn(wctx).Then(ops...).Commit()
+			ops = ops[:0]
+			return err
+		}
+		var err error
+		for user, x := range batch {
+			b, _ := json.Marshal(x)
+			ops = append(ops, clientv3.OpPut(usageKey(a.prefix, user, a.router), string(b)))
+			if len(ops) == usageBatch {
+				if err = flush(); err != nil {
+					break
+				}
+			}
+		}
+		if err == nil {
+			err = flush()
+		}
+		if err != nil {
+			a.mu.Lock()
+			for user, x := range batch { // newer reports win
+				if _, newer := a.usage[user]; !newer {
+					a.usage[user] = x
+				}
+			}
+			a.mu.Unlock()
+			select {
+			case a.usageReady <- struct{}{}:
+			default:
+			}
+			return fmt.Errorf("etcd: writing quota usage: %w", err)
+		}
+		ok()
+	}
+}
+
+// usageBatch is the most usage keys written in one transaction (etcd's
+// default limit is 128 operations).
+const usageBatch = 100
+
 // Run follows the fleet until ctx ends; then it revokes the registration
 // lease (the router shows as not alive at once) and returns.
 func (a *Agent) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); a.retry(ctx, "quota usage", a.writeUsage) }()
 	go func() { defer wg.Done(); a.retry(ctx, "watch", a.follow) }()
 	go func() { defer wg.Done(); a.retry(ctx, "registration", a.register) }()
 	go func() { defer wg.Done(); a.connState(ctx) }()
@@ -114,6 +200,7 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 	resp, err := a.c.Txn(gctx).Then(
 		clientv3.OpGet(a.prefix+planDir, clientv3.WithPrefix()),
 		clientv3.OpGet(a.prefix+overridesDir, clientv3.WithPrefix()),
+		clientv3.OpGet(a.prefix+usageDir, clientv3.WithPrefix()),
 	).Commit()
 	cancel()
 	if err != nil {
@@ -121,15 +208,20 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 	}
 	ok()
 	st := newState(a.prefix)
+	users := map[string]bool{}
 	for _, r := range resp.Responses {
 		for _, kv := range r.GetResponseRange().Kvs {
 			st.put(string(kv.Key), kv.Value, kv.ModRevision)
+			if u := st.putUsage(string(kv.Key), kv.Value); u != "" {
+				users[u] = true
+			}
 		}
 	}
 	if p := st.current(); p != nil {
 		a.h.FleetPlan(p)
 	}
 	a.h.FleetOverrides(st.fleetOverrides())
+	a.usageChanged(st, users)
 	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer wcancel()
 	wch := a.c.Watch(wctx, a.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1),
@@ -142,15 +234,25 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 			return fmt.Errorf("etcd: watch: %w", err)
 		}
 		var planCh, ovCh bool
+		users := map[string]bool{}
 		for _, ev := range wr.Events {
 			var p, o bool
+			var u string
 			if ev.Type == clientv3.EventTypeDelete {
 				p, o = st.del(string(ev.Kv.Key))
+				u = st.delUsage(string(ev.Kv.Key))
 			} else {
 				p, o = st.put(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision)
+				if _, router, _ := st.usageOf(string(ev.Kv.Key)); router != a.router {
+					u = st.putUsage(string(ev.Kv.Key), ev.Kv.Value)
+				}
 			}
 			planCh, ovCh = planCh || p, ovCh || o
+			if u != "" {
+				users[u] = true
+			}
 		}
+		a.usageChanged(st, users)
 		if planCh {
 			if p := st.current(); p != nil {
 				a.h.FleetPlan(p)
@@ -164,6 +266,18 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 		return nil
 	}
 	return errors.New("etcd: watch ended")
+}
+
+// usageChanged hands the other routers' usage of users to the handler.
+func (a *Agent) usageChanged(st *state, users map[string]bool) {
+	if len(users) == 0 {
+		return
+	}
+	out := make(map[string][]policy.RemoteUsage, len(users))
+	for u := range users {
+		out[u] = st.remote(u, a.router)
+	}
+	a.h.FleetUsage(out)
 }
 
 // register keeps the registration under a lease and rewrites it on

@@ -11,6 +11,9 @@
 //	PREFIX/routers/NAME       a router's last registration (JSON), kept
 //	PREFIX/alive/NAME         the same, attached to the router's lease:
 //	                          present while the router is alive
+//	PREFIX/usage/USER/ROUTER  USER's quota usage counted on ROUTER in the
+//	                          period starting at "start" (JSON); each router
+//	                          writes only its own keys, every router sums
 //
 // The plan's revision is the etcd revision of the transaction that wrote
 // it. Push and Pull are what `shaperctl fleet push|pull` do; Agent is the

@@ -24,6 +24,7 @@ type recorder struct {
 	overrides []policy.Override
 	problems  []string
 	up        bool
+	usage     map[string][]policy.RemoteUsage
 	changed   chan struct{}
 }
 
@@ -44,6 +45,17 @@ func (r *recorder) FleetPlan(p *Plan) {
 func (r *recorder) FleetOverrides(o []policy.Override, p []string) {
 	r.mu.Lock()
 	r.overrides, r.problems = o, p
+	r.mu.Unlock()
+	r.note()
+}
+func (r *recorder) FleetUsage(u map[string][]policy.RemoteUsage) {
+	r.mu.Lock()
+	if r.usage == nil {
+		r.usage = map[string][]policy.RemoteUsage{}
+	}
+	for k, v := range u {
+		r.usage[k] = v
+	}
 	r.mu.Unlock()
 	r.note()
 }
@@ -189,4 +201,42 @@ func TestAgentFollows(t *testing.T) {
 	if err != nil || len(rs) != 1 || rs[0].Alive {
 		t.Fatalf("after the agent stopped: %+v %v", rs, err)
 	}
+}
+
+// TestQuotaLedger: each router writes its own usage keys; every other
+// router sees the sum's parts, never its own.
+func TestQuotaLedger(t *testing.T) {
+	s := etcdlab.Start(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var recs []*recorder
+	var agents []*Agent
+	for _, name := range []string{"r1", "r2", "r3"} {
+		rec := newRecorder()
+		a := NewAgent(dial(t, s), "/q", name, rec, log)
+		ctx, stop := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { a.Run(ctx); close(done) }()
+		t.Cleanup(func() { stop(); <-done })
+		recs, agents = append(recs, rec), append(agents, a)
+	}
+	for _, rec := range recs {
+		rec.await(t, 5*time.Second, "the link up", func() bool { return rec.up })
+	}
+	agents[0].ReportUsage(map[string]policy.RemoteUsage{"alice": {Start: start, Bytes: 100}})
+	agents[1].ReportUsage(map[string]policy.RemoteUsage{"alice": {Start: start, Bytes: 250}})
+	sum := func(rs []policy.RemoteUsage) (n uint64) {
+		for _, r := range rs {
+			n += r.Bytes
+		}
+		return n
+	}
+	recs[2].await(t, 2*time.Second, "r3 to see alice's usage on r1 and r2", func() bool {
+		return len(recs[2].usage["alice"]) == 2 && sum(recs[2].usage["alice"]) == 350
+	})
+	recs[0].await(t, 2*time.Second, "r1 to see r2's usage only", func() bool {
+		return len(recs[0].usage["alice"]) == 1 && recs[0].usage["alice"][0].Router == "r2" && sum(recs[0].usage["alice"]) == 250
+	})
+	agents[0].ReportUsage(map[string]policy.RemoteUsage{"alice": {Start: start, Bytes: 400}})
+	recs[2].await(t, 2*time.Second, "r3 to see r1's new count", func() bool { return sum(recs[2].usage["alice"]) == 650 })
 }

@@ -15,7 +15,13 @@ const (
 	overridesDir = "/overrides/"
 	routersDir   = "/routers/"
 	aliveDir     = "/alive/"
+	usageDir     = "/usage/"
 )
+
+// usageKey is router's usage key of user.
+func usageKey(prefix, user, router string) string {
+	return prefix + usageDir + user + "/" + router
+}
 
 // overrideKey is the key of a fleet override of k.
 func overrideKey(prefix string, k policy.Key) string {

@@ -15,6 +15,8 @@ type state struct {
 	prefix    string
 	plan      map[string]kv // by key
 	overrides map[string]kv
+	// usage is the usage keys: user -> router -> usage.
+	usage map[string]map[string]policy.RemoteUsage
 }
 
 type kv struct {
@@ -23,7 +25,8 @@ type kv struct {
 }
 
 func newState(prefix string) *state {
-	return &state{prefix: prefix, plan: map[string]kv{}, overrides: map[string]kv{}}
+	return &state{prefix: prefix, plan: map[string]kv{}, overrides: map[string]kv{},
+		usage: map[string]map[string]policy.RemoteUsage{}}
 }
 
 // put records a key's value; it reports which part changed.
@@ -106,4 +109,53 @@ func DecodeOverride(b []byte) (policy.Override, error) {
 		return o, err
 	}
 	return o, nil
+}
+
+// usageOf splits a usage key into user and router.
+func (s *state) usageOf(key string) (user, router string, ok bool) {
+	if !under(s.prefix, usageDir, key) {
+		return "", "", false
+	}
+	return strings.Cut(strings.TrimPrefix(key, s.prefix+usageDir), "/")
+}
+
+// putUsage records a usage key's value; it returns the user, or "" when
+// the key is not a readable usage key.
+func (s *state) putUsage(key string, value []byte) string {
+	user, router, ok := s.usageOf(key)
+	if !ok {
+		return ""
+	}
+	var r policy.RemoteUsage
+	if err := json.Unmarshal(value, &r); err != nil {
+		return ""
+	}
+	r.Router = router
+	if s.usage[user] == nil {
+		s.usage[user] = map[string]policy.RemoteUsage{}
+	}
+	s.usage[user][router] = r
+	return user
+}
+
+// delUsage forgets a usage key; it returns the user ("" for other keys).
+func (s *state) delUsage(key string) string {
+	user, router, ok := s.usageOf(key)
+	if !ok {
+		return ""
+	}
+	delete(s.usage[user], router)
+	return user
+}
+
+// remote returns user's usage on every router but self, sorted by router.
+func (s *state) remote(user, self string) []policy.RemoteUsage {
+	var out []policy.RemoteUsage
+	for r, u := range s.usage[user] {
+		if r != self {
+			out = append(out, u)
+		}
+	}
+	slices.SortFunc(out, func(a, b policy.RemoteUsage) int { return strings.Compare(a.Router, b.Router) })
+	return out
 }

@@ -397,3 +397,50 @@ func TestFleet(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetQuota: alice's traffic split over two routers, each under her
+// quota alone, puts her over quota on both once the fleet-wide sum
+// passes it.
+func TestFleetQuota(t *testing.T) {
+	f := newFleetLab(t, 2)
+	plan := f.writePlan("50mbit\"\nquota = \"1mb\"\nquota_period = \"day\"\nover_quota_rate = \"1mbit")
+	f.mustCtl("fleet", "push", "--config", plan)
+	for _, r := range f.routers {
+		f.start(r)
+	}
+	f.await(15*time.Second, "the plan on both routers", f.routers, func(r *fleetRouter) bool { return r.hasRate("50Mbit") })
+	// About 730 kB of ping replies to alice through each router: under the
+	// 1 MiB quota on each, over it in total.
+	for _, r := range f.routers {
+		if out, err := r.lab.LAN.Run("ping", "-q", "-c", "700", "-i", "0.002", "-s", "1000", r.lab.WAN4.String()); err != nil {
+			t.Fatalf("%s: ping: %v\n%s", r.name, err, out)
+		}
+	}
+	took := f.await(5*time.Second, "alice over quota (1Mbit) on both routers", f.routers, func(r *fleetRouter) bool { return r.hasRate("1Mbit") })
+	t.Logf("over quota on both routers %v after the traffic", took)
+	// Each router's own count, in the ledger: under the quota alone.
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{f.etcd.Endpoint}, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	resp, err := c.Get(context.Background(), "/fleettest/usage/alice/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total uint64
+	for _, kv := range resp.Kvs {
+		var u struct{ Bytes uint64 }
+		if err := json.Unmarshal(kv.Value, &u); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d bytes", kv.Key, u.Bytes)
+		if u.Bytes >= 1<<20 {
+			t.Errorf("%s: %d bytes: one router alone passed the quota; the test shows nothing", kv.Key, u.Bytes)
+		}
+		total += u.Bytes
+	}
+	if len(resp.Kvs) != 2 || total < 1<<20 {
+		t.Errorf("ledger: %d keys, %d bytes in total", len(resp.Kvs), total)
+	}
+}

@@ -166,6 +166,7 @@ func timeout(ctx context.Context, fc *config.Fleet) (context.Context, context.Ca
 
 func push(ctx context.Context, args []string, out io.Writer, env Env) error {
 	f := newFlags("fleet push", env)
+	diff := f.fs.Bool("diff", false, "")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -193,6 +194,37 @@ func push(ctx context.Context, args []string, out io.Writer, env Env) error {
 		return err
 	}
 	defer c.Close()
+	if *diff {
+		tctx, cancel := timeout(ctx, fc)
+		defer cancel()
+		cur, err := fleet.Pull(tctx, c, fc.Prefix)
+		if err != nil {
+			return err
+		}
+		var old *config.Plan
+		rev := int64(0)
+		if cur != nil {
+			rev = cur.Revision
+			if old, err = config.LoadShared(path, cur.SharedFor()); err != nil {
+				old = nil // the plan in etcd is invalid here: everything is new
+			}
+		}
+		lines := planDiff(old, plan)
+		if *f.asJSON {
+			if lines == nil {
+				lines = []string{}
+			}
+			return json.NewEncoder(out).Encode(map[string]any{"revision": rev, "changes": lines})
+		}
+		fmt.Fprintf(out, "changes from revision %d in %s (nothing written; push without --diff to write):\n", rev, fc.Prefix)
+		for _, l := range lines {
+			fmt.Fprintln(out, l)
+		}
+		if len(lines) == 0 {
+			fmt.Fprintln(out, "no change")
+		}
+		return nil
+	}
 	meta := fleet.Meta{PushedAt: time.Now().UTC(), Source: path}
 	if u, err := user.Current(); err == nil {
 		meta.PushedBy = u.Username

@@ -82,6 +82,20 @@ func TestPushRefusesInvalid(t *testing.T) {
 	if code, out := run("fleet", "push", "--config", p); code != ExitOK || !strings.Contains(out, "1 tiers, 1 users") {
 		t.Fatalf("valid push: exit %d\n%s", code, out)
 	}
+	write("rate = \"3mbit\"")
+	if err := os.WriteFile(filepath.Join(dir, "users.toml"), []byte("[[user]]\nname = \"bob\"\ntier = \"basic\"\naddresses = [\"198.18.0.11\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run("fleet", "push", "--diff", "--config", p); code != ExitOK || !strings.Contains(out, "~ tier basic\n- user alice\n+ user bob\n") {
+		t.Fatalf("push --diff: exit %d\n%s", code, out)
+	}
+	write("rate = \"2mbit\"")
+	if err := os.WriteFile(filepath.Join(dir, "users.toml"), []byte("[[user]]\nname = \"alice\"\ntier = \"basic\"\naddresses = [\"198.18.0.10\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run("fleet", "push", "--diff", "--config", p); code != ExitOK || !strings.Contains(out, "no change") {
+		t.Fatalf("push --diff of the plan in etcd: exit %d\n%s", code, out)
+	}
 	if code, out := run("fleet", "pull", "--config", p); code != ExitOK || !strings.Contains(out, `rate = "2mbit"`) || strings.Contains(out, "lan0") {
 		t.Fatalf("pull: exit %d\n%s", code, out)
 	}

@@ -236,8 +236,16 @@ func (d *Daemon) applyShared(p *fleet.Plan) {
 func (d *Daemon) applyFleetOverrides(o []policy.Override, problems []string) {
 	fst := d.fleet
 	var ov policy.Overrides
+	now := d.clock.Now()
 	for _, x := range o {
-		if err := policy.CheckOverride(d.plan, x); err != nil {
+		// As a local set-rate is checked: the target exists here, every
+		// tree still builds with it, its rates are within the bandwidth.
+		ceil := max(x.Ceil, x.Rate)
+		err := policy.CheckOverrideBuild(d.plan, d.evalOverridesWith(ov), x, now)
+		if err == nil {
+			err = d.checkBounds(control.SetRateRequest{Target: x.Target.String(), Rate: x.Rate, Ceil: &ceil}, x.Target, x.Direction)
+		}
+		if err != nil {
 			problems = append(problems, fmt.Sprintf("fleet override %s: %v", x.Key(), err))
 			continue
 		}
@@ -272,6 +280,16 @@ func (d *Daemon) evalOverrides(local policy.Overrides) policy.Overrides {
 	}
 	ov := d.fleet.overrides.Clone()
 	for _, o := range local.List() {
+		_ = ov.Set(o)
+	}
+	return ov
+}
+
+// evalOverridesWith is evalOverrides with fleet overrides fleetOv instead
+// of those in force.
+func (d *Daemon) evalOverridesWith(fleetOv policy.Overrides) policy.Overrides {
+	ov := fleetOv.Clone()
+	for _, o := range d.overrides.List() {
 		_ = ov.Set(o)
 	}
 	return ov

@@ -132,11 +132,14 @@ func TestFleetOverrides(t *testing.T) {
 	d.applyFleetOverrides([]policy.Override{
 		{Target: alice, Rate: mbit(7), Ceil: mbit(7), Set: clk.Now()},
 		{Target: ghost, Rate: mbit(1), Set: clk.Now()},
+		{Target: policy.Target{Kind: policy.TargetIface, Name: "eth9"}, Rate: mbit(10), Set: clk.Now()}, // not on this router
+		{Target: policy.Target{Kind: policy.TargetUser, Name: "bob"}, Rate: mbit(5000), Set: clk.Now()}, // above the bandwidth
 	}, nil)
 	if got := userRate(t, k, "alice"); got != mbit(7) {
 		t.Fatalf("alice with a fleet override: %v, want 7mbit", got)
 	}
-	if st := d.status().Fleet; st.Overrides != 1 || len(st.Errors) != 1 || !strings.Contains(st.Errors[0], "ghost") {
+	if st := d.status().Fleet; st.Overrides != 1 || len(st.Errors) != 3 || !strings.Contains(st.Errors[0], "ghost") ||
+		!strings.Contains(st.Errors[1], "eth9") || !strings.Contains(st.Errors[2], "bob") {
 		t.Errorf("status.fleet: %+v", st)
 	}
 	if _, err := d.setRate(control.SetRateRequest{Target: "alice", Rate: mbit(3)}, nil); err != nil {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/shaperd/shaperd/internal/fleet"
 	"github.com/shaperd/shaperd/pkg/model"
@@ -80,6 +81,9 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 	if a, b := d.plan.Daemon, plan.Daemon; a.Socket != b.Socket || a.SocketGroup != b.SocketGroup || a.AdminGroup != b.AdminGroup ||
 		a.Metrics != b.Metrics || a.StateDir != b.StateDir {
 		d.log.Warn("daemon.socket, socket_group, admin_group, metrics and state_dir take effect at the next start")
+	}
+	if !reflect.DeepEqual(d.plan.Fleet, plan.Fleet) {
+		d.log.Warn("the [fleet] table takes effect at the next start")
 	}
 	// Swap.
 	if d.fleet != nil && p != nil {

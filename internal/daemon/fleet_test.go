@@ -88,6 +88,14 @@ func TestFleetSharedPlan(t *testing.T) {
 		t.Errorf("no cache after an applied revision: %v", err)
 	}
 
+	// The same revision again (a reconnect reads everything again): not
+	// applied again.
+	reloads := counterValue(t, d.stats.reloads.WithLabelValues("ok"))
+	d.applyShared(sharedPlan(7, "30mbit"))
+	if n := counterValue(t, d.stats.reloads.WithLabelValues("ok")); n != reloads {
+		t.Errorf("revision 7 seen again was applied again (%v reloads, was %v)", n, reloads)
+	}
+
 	bad := sharedPlan(8, "30mbit")
 	bad.Shared.Main = []byte(strings.Replace(string(bad.Shared.Main), `ceil = "100mbit"`, `ceil = "1mbit"`, 1))
 	d.applyShared(bad)

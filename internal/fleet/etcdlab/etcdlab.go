@@ -5,6 +5,7 @@ package etcdlab
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -47,17 +48,41 @@ type Server struct {
 	cmd      *exec.Cmd
 	log      *os.File
 	t        testing.TB
+	// TLS is set by StartTLS: the PEM files of the lab's CA and of a
+	// client certificate it signed; etcd then requires client
+	// certificates.
+	TLS *TLSFiles
 }
 
 // Start starts etcd (Require first) and waits until it answers. It is
 // stopped and its data removed on test cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t, false)
+}
+
+// StartTLS is Start with TLS on the client port and client certificates
+// required (see Server.TLS).
+func StartTLS(t testing.TB) *Server {
+	t.Helper()
+	return start(t, true)
+}
+
+func start(t testing.TB, withTLS bool) *Server {
+	t.Helper()
 	bin := Require(t)
 	s := &Server{bin: bin, dir: t.TempDir(), t: t}
 	s.client = "127.0.0.1:" + freePort(t)
 	s.peer = "127.0.0.1:" + freePort(t)
 	s.Endpoint = "http://" + s.client
+	if withTLS {
+		files, err := makeTLS(filepath.Join(s.dir, "tls"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.TLS = files
+		s.Endpoint = "https://" + s.client
+	}
 	t.Cleanup(func() { s.Stop() })
 	s.Restart()
 	return s
@@ -74,17 +99,22 @@ func (s *Server) Restart() {
 		s.t.Fatal(err)
 	}
 	s.log = lf
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--name", "lab",
 		"--data-dir", filepath.Join(s.dir, "data"),
-		"--listen-client-urls", "http://"+s.client,
-		"--advertise-client-urls", "http://"+s.client,
-		"--listen-peer-urls", "http://"+s.peer,
-		"--initial-advertise-peer-urls", "http://"+s.peer,
-		"--initial-cluster", "lab=http://"+s.peer,
+		"--listen-client-urls", s.Endpoint,
+		"--advertise-client-urls", s.Endpoint,
+		"--listen-peer-urls", "http://" + s.peer,
+		"--initial-advertise-peer-urls", "http://" + s.peer,
+		"--initial-cluster", "lab=http://" + s.peer,
 		"--initial-cluster-state", "new",
 		"--logger", "zap", "--log-outputs", "stderr",
-	)
+	}
+	if s.TLS != nil {
+		args = append(args, "--cert-file", s.TLS.ServerCert, "--key-file", s.TLS.ServerKey,
+			"--trusted-ca-file", s.TLS.CA, "--client-cert-auth")
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -93,7 +123,7 @@ func (s *Server) Restart() {
 	s.cmd = cmd
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		if healthy(s.client) {
+		if s.healthy() {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -114,11 +144,22 @@ func (s *Server) Stop() {
 }
 
 // healthy asks etcd's /health endpoint.
-func healthy(hostport string) bool {
+func (s *Server) healthy() bool {
+	hostport := s.client
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", hostport)
+	var c net.Conn
+	var err error
+	if s.TLS != nil {
+		var tc *tls.Config
+		if tc, err = s.TLS.Config(); err != nil {
+			return false
+		}
+		c, err = (&tls.Dialer{NetDialer: &d, Config: tc}).DialContext(ctx, "tcp", hostport)
+	} else {
+		c, err = d.DialContext(ctx, "tcp", hostport)
+	}
 	if err != nil {
 		return false
 	}

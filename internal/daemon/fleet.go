@@ -41,8 +41,10 @@ type fleetState struct {
 	all       []policy.Override
 	problems  []string
 	// refused is the newest revision refused, errs why; 0 when none.
-	refused int64
-	errs    []string
+	// refusedPlan is that plan, tried again at the next reload.
+	refused     int64
+	errs        []string
+	refusedPlan *fleet.Plan
 	// lastReport is the last registration handed to the agent.
 	lastReport string
 	// reported is each quota user's own usage last handed to the agent,
@@ -140,7 +142,7 @@ func (d *Daemon) initialShared(path string) (*config.Plan, error) {
 		}
 		d.log.Error("fleet: shared plan refused at start", "revision", p.Revision, "err", err)
 		if d.fleet != nil {
-			d.fleet.refused, d.fleet.errs = p.Revision, problemsOf(err)
+			d.fleet.refused, d.fleet.errs, d.fleet.refusedPlan = p.Revision, problemsOf(err), p
 		}
 	}
 	if d.fleet == nil {
@@ -216,13 +218,13 @@ func (d *Daemon) applyShared(p *fleet.Plan) {
 	}
 	start := d.clock.Now()
 	if err := d.reloadWith(p); err != nil {
-		fst.refused, fst.errs = p.Revision, problemsOf(err)
+		fst.refused, fst.errs, fst.refusedPlan = p.Revision, problemsOf(err), p
 		fst.refusedA.Store(p.Revision)
 		d.log.Error("fleet: shared plan refused; the old one stays in force", "revision", p.Revision, "err", err)
 		d.fleetReport()
 		return
 	}
-	fst.refused, fst.errs = 0, nil
+	fst.refused, fst.errs, fst.refusedPlan = 0, nil, nil
 	fst.refusedA.Store(0)
 	d.log.Info("fleet: shared plan applied", "revision", p.Revision, "took", d.clock.Now().Sub(start))
 	// Fleet overrides of targets the new plan lacks drop out.

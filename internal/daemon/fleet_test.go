@@ -259,3 +259,35 @@ func TestFleetQuotaLedger(t *testing.T) {
 		t.Fatalf("alice at 1.2mb of 1mb fleet-wide: %v, want the over-quota 2mbit", got)
 	}
 }
+
+// TestFleetRefusedRetriedAtReload: a revision refused because of this
+// router's own file (its default tier is not in the fleet's plan) is
+// applied by the reload that fixes the file.
+func TestFleetRefusedRetriedAtReload(t *testing.T) {
+	k := newFakeKernel("lan0", "ifb-lan0")
+	clk := newFakeClock()
+	dir := t.TempDir()
+	writeConfig(t, dir, fleetTestConfig, testUsers)
+	d, _ := newTestDaemon(t, k, clk, dir)
+	defer d.Close()
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p := sharedPlan(4, "30mbit")
+	p.Shared.Main = []byte(strings.Replace(string(p.Shared.Main), "[tiers.bronze]", "[tiers.silver]", 1))
+	p.Shared.Users = []byte(strings.Replace(string(p.Shared.Users), `tier = "bronze"`, `tier = "silver"`, 1))
+	d.applyShared(p)
+	if st := d.status().Fleet; st.Refused != 4 || st.Revision != 0 || !strings.Contains(strings.Join(st.Errors, "\n"), "default_tier") {
+		t.Fatalf("revision 4 with a tier this router's file lacks: %+v", st)
+	}
+	writeConfig(t, dir, strings.ReplaceAll(fleetTestConfig, `default_tier = "bronze"`, `default_tier = "silver"`), testUsers)
+	if err := d.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if st := d.status().Fleet; st.Refused != 0 || st.Revision != 4 || len(st.Errors) != 0 {
+		t.Errorf("after the reload that fixes the file: %+v", st)
+	}
+	if got := userRate(t, k, "alice"); got != mbit(30) {
+		t.Errorf("alice: %v, want revision 4's 30mbit", got)
+	}
+}

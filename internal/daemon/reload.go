@@ -10,7 +10,8 @@ import (
 	"github.com/shaperd/shaperd/pkg/policy"
 )
 
-// reload rereads the configuration. Everything that can fail is done
+// reload rereads the configuration (with the fleet's shared plan in force,
+// or the newest one refused when it loads now). Everything that can fail is done
 // before the swap: loading and validating the files, evaluating the policy
 // and building every interface's tree. A failure returns a *ConfigError and
 // leaves the daemon (and the kernel) untouched.
@@ -18,6 +19,18 @@ func (d *Daemon) reload() error {
 	var shared *fleet.Plan
 	if d.fleet != nil {
 		shared = d.fleet.shared
+		// A fleet revision this router refused may load now that its own
+		// file changed (e.g. an interface's default_tier fixed).
+		if p := d.fleet.refusedPlan; p != nil {
+			if _, err := loadPlan(d.opts.ConfigPath, sharedOf(p)); err == nil && d.reloadWith(p) == nil {
+				d.fleet.refused, d.fleet.errs, d.fleet.refusedPlan = 0, nil, nil
+				d.fleet.refusedA.Store(0)
+				d.log.Info("fleet: the shared plan refused before is applied with the reloaded file", "revision", p.Revision)
+				d.saveFleetCache()
+				d.fleetReport()
+				return nil
+			}
+		}
 	}
 	return d.reloadWith(shared)
 }

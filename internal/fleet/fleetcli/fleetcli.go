@@ -46,6 +46,27 @@ type Env struct {
 	Getenv func(string) string
 }
 
+// Help is `shaperctl help fleet`.
+const Help = `Fleet commands talk to the fleet's etcd ([fleet] of --config FILE, default
+/etc/shaperd/shaperd.toml or SHAPERD_CONFIG), not to a daemon's socket.
+
+  shaperctl fleet push --config FILE [--diff] [--json]
+      check FILE and its users file as shaperd --check does and write their
+      [policy], [tiers] and users to etcd in one transaction (a new revision);
+      an invalid plan prints FILE:LINE:COL errors and writes nothing.
+      --diff prints what would change (+/-/~ tier, user, policy) and writes nothing.
+  shaperctl fleet pull [--config FILE] [--json]
+      print the shared plan in etcd as TOML.
+  shaperctl fleet status [--config FILE] [--json]
+      every router that registered: alive or not, plan revision in force,
+      health, version, errors (a refused revision and why).
+  shaperctl set-rate TARGET RATE --fleet [--ceil R] [--ramp D] [--for D] [--direction download|upload] [--config FILE]
+      a fleet-wide override, applied by every router (a local override of
+      the same target wins on its router); --for expires it (an etcd lease).
+  shaperctl clear TARGET --fleet [--direction download|upload] [--config FILE]
+      remove fleet overrides of TARGET.
+`
+
 // IsFleet reports whether args (shaperctl's, without the program name)
 // are a fleet command: `fleet ...`, or set-rate/clear with --fleet.
 func IsFleet(args []string) bool {
@@ -55,6 +76,8 @@ func IsFleet(args []string) bool {
 	switch args[0] {
 	case "fleet":
 		return true
+	case "help":
+		return len(args) == 2 && args[1] == "fleet"
 	case "set-rate", "clear":
 		return slices.ContainsFunc(args[1:], func(a string) bool { return a == "--fleet" || a == "-fleet" || a == "--fleet=true" })
 	}
@@ -65,6 +88,9 @@ func IsFleet(args []string) bool {
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) int {
 	var err error
 	switch {
+	case args[0] == "help" || len(args) == 1 || args[1] == "help" || args[1] == "--help" || args[1] == "-h":
+		fmt.Fprint(stdout, Help)
+		return ExitOK
 	case args[0] == "fleet" && len(args) > 1 && args[1] == "push":
 		err = push(ctx, args[2:], stdout, env)
 	case args[0] == "fleet" && len(args) > 1 && args[1] == "pull":

@@ -24,6 +24,8 @@ func TestIsFleet(t *testing.T) {
 		{[]string{"clear", "--fleet", "alice"}, true},
 		{[]string{"set-rate", "alice", "3mbit"}, false},
 		{[]string{"status", "--fleet"}, false},
+		{[]string{"help", "fleet"}, true},
+		{[]string{"help", "status"}, false},
 		{nil, false},
 	} {
 		if got := IsFleet(c.args); got != c.want {
@@ -113,5 +115,14 @@ func TestPushRefusesInvalid(t *testing.T) {
 	}
 	if code, out := run("fleet", "push"); code != ExitError || !strings.Contains(out, "no such file") && !strings.Contains(out, DefaultConfig) {
 		t.Fatalf("push without a config: exit %d\n%s", code, out)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help", "fleet"}, {"fleet"}, {"fleet", "--help"}} {
+		var out, errb strings.Builder
+		if code := Run(context.Background(), args, &out, &errb, Env{}); code != ExitOK || !strings.Contains(out.String(), "shaperctl fleet push --config FILE") {
+			t.Errorf("%q: exit %d\n%s%s", args, code, out.String(), errb.String())
+		}
 	}
 }

@@ -6,6 +6,10 @@
 #   scripts/netns-test.sh lab     build a standing router lab: namespaces shaperd-router,
 #                                 shaperd-lan, shaperd-wan (same topology as internal/netnslab)
 #   scripts/netns-test.sh clean   remove the standing lab
+#   scripts/netns-test.sh fleet-demo
+#                                 two routers (namespaces shaperd-fleet1, shaperd-fleet2)
+#                                 following one plan through a loopback etcd (etcd-server):
+#                                 a push, then one fleet set-rate, as the kernels show them
 #
 # Lab topology (addresses only from 198.18.0.0/15 and 2001:db8::/32):
 #   shaperd-lan [l-eth] ---- [r-lan] shaperd-router [r-wan] ---- [w-eth] shaperd-wan
@@ -217,13 +221,96 @@ demo() {
 	say "done; cleaning up"
 }
 
+fleet_demo() {
+	need_root
+	command -v etcd >/dev/null || { echo "netns-test.sh: fleet-demo needs etcd (apt-get install etcd-server)" >&2; exit 1; }
+	local tmp r ns
+	tmp=$(mktemp -d /tmp/shaperd-fleet-demo.XXXXXX)
+	FLEET_TMP=$tmp FLEET_PIDS=""
+	cleanup_fleet() {
+		local p n
+		for p in $FLEET_PIDS; do kill "$p" 2>/dev/null || true; done
+		wait 2>/dev/null || true
+		for n in shaperd-fleet1 shaperd-fleet2; do ip netns del "$n" 2>/dev/null || true; done
+		rm -rf "$FLEET_TMP"
+	}
+	trap cleanup_fleet EXIT INT TERM
+	run go build -o "$tmp/shaperd" ./cmd/shaperd
+	run go build -o "$tmp/shaperctl" ./cmd/shaperctl
+	local ep=http://127.0.0.1:23791
+	if curl -fs "$ep/health" >/dev/null 2>&1; then
+		echo "netns-test.sh: something already answers on $ep (a leftover etcd?)" >&2
+		exit 1
+	fi
+	say "etcd on $ep (loopback only; data in $tmp/etcd)"
+	etcd --name demo --data-dir "$tmp/etcd" --listen-client-urls "$ep" --advertise-client-urls "$ep" \
+		--listen-peer-urls http://127.0.0.1:23801 --initial-advertise-peer-urls http://127.0.0.1:23801 \
+		--initial-cluster demo=http://127.0.0.1:23801 >"$tmp/etcd.log" 2>&1 &
+	FLEET_PIDS="$FLEET_PIDS $!"
+	for r in $(seq 50); do curl -fs "$ep/health" >/dev/null 2>&1 && break; sleep 0.2; done
+	cat >"$tmp/plan.toml" <<EOT
+[daemon]
+users_file = "users.toml"
+[policy]
+ramp = "0s"
+[[interface]]
+name = "r-lan"
+bandwidth = "100mbit"
+default_tier = "basic"
+[tiers.basic]
+rate = "2mbit"
+ceil = "10mbit"
+[fleet]
+endpoints = ["$ep"]
+EOT
+	printf '[[user]]\nname = "alice"\ntier = "basic"\naddresses = ["198.18.0.10"]\n' >"$tmp/users.toml"
+	run "$tmp/shaperctl" fleet push --config "$tmp/plan.toml"
+	for r in 1 2; do
+		ns=shaperd-fleet$r
+		run ip netns add "$ns"
+		run ip -n "$ns" link add r-lan type veth peer name r-peer
+		run ip -n "$ns" link set r-lan up
+		run ip -n "$ns" link set r-peer up
+		mkdir -p "$tmp/r$r"
+		cat >"$tmp/r$r/shaperd.toml" <<EOT
+[daemon]
+socket = "$tmp/r$r/shaperd.sock"
+state_dir = "$tmp/r$r/state"
+[[interface]]
+name = "r-lan"
+bandwidth = "100mbit"
+default_tier = "basic"
+[fleet]
+endpoints = ["$ep"]
+router = "router$r"
+EOT
+		"$tmp/shaperd" --config "$tmp/r$r/shaperd.toml" --netns "$ns" >"$tmp/r$r/shaperd.log" 2>&1 &
+		FLEET_PIDS="$FLEET_PIDS $!"
+		say "shaperd --netns $ns started (log: $tmp/r$r/shaperd.log)"
+	done
+	sleep 2
+	show() {
+		for r in 1 2; do
+			echo "router$r:"
+			ip netns exec shaperd-fleet$r tc class show dev r-lan | sed 's/^/  /'
+		done
+	}
+	show
+	run "$tmp/shaperctl" set-rate alice 3mbit --fleet --config "$tmp/plan.toml"
+	sleep 1
+	show
+	run "$tmp/shaperctl" fleet status --config "$tmp/plan.toml"
+	say "done; cleaning up"
+}
+
 case "${1:-}" in
 test) test_all ;;
 lab) lab ;;
 clean) need_root; clean ;;
 demo) demo ;;
+fleet-demo) fleet_demo ;;
 *)
-	echo "usage: $0 test|lab|clean|demo" >&2
+	echo "usage: $0 test|lab|clean|demo|fleet-demo" >&2
 	exit 2
 	;;
 esac

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control/cli"
+	"github.com/shaperd/shaperd/internal/daemon"
+	"github.com/shaperd/shaperd/internal/fleet/fleetcli"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."
@@ -31,7 +33,12 @@ func main() {
 			env.Cbreak = func() (func(), error) { return cli.Cbreak(os.Stdin.Fd()) }
 		}
 	}
-	code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, env)
+	var code int
+	if fleetcli.IsFleet(os.Args[1:]) { // fleet push|pull|status, set-rate/clear --fleet: etcd, not the socket
+		code = fleetcli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, fleetcli.Env{Check: daemon.Check, Getenv: os.Getenv})
+	} else {
+		code = cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, env)
+	}
 	stop()
 	os.Exit(code)
 }

@@ -123,7 +123,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return simulate.Main(f.config, f.sim, time.Now(), stdout, stderr)
 	}
 	if f.check {
-		errs := daemon.Check(f.config)
+		errs, fleetNote := daemon.CheckRouter(f.config) // daemon.Check without [fleet]
+		if fleetNote != "" {
+			fmt.Fprintf(stdout, "%s: fleet: %s\n", f.config, fleetNote)
+		}
 		for _, line := range config.FormatErrors(errs, config.MaxPrinted) {
 			fmt.Fprintln(stderr, line)
 		}

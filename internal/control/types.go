@@ -23,6 +23,26 @@ type Status struct {
 	LastReload *ReloadStatus `json:"last_reload,omitempty"`
 	// Overrides lists every override in force (see shaperctl overrides).
 	Overrides []OverrideStatus `json:"overrides,omitempty"`
+	// Fleet is the router's fleet link; nil without [fleet].
+	Fleet *FleetStatus `json:"fleet,omitempty"`
+}
+
+// FleetStatus is a fleet router's view of the fleet: the link to etcd,
+// the shared plan revision in force and what it refused.
+type FleetStatus struct {
+	Router    string `json:"router"`
+	Prefix    string `json:"prefix"`
+	Connected bool   `json:"connected"`
+	// Revision is the shared plan revision in force (0: the local file's
+	// plan); PushedAt when it was pushed.
+	Revision int64      `json:"revision"`
+	PushedAt *time.Time `json:"pushed_at,omitempty"`
+	// Refused is the newest revision refused (0: none), Errors why, and
+	// fleet overrides that cannot apply here.
+	Refused int64    `json:"refused_revision,omitempty"`
+	Errors  []string `json:"errors,omitempty"`
+	// Overrides is how many fleet overrides are in force.
+	Overrides int `json:"overrides"`
 }
 
 // StateProblem is a fault of one state file in daemon.state_dir. Shaping

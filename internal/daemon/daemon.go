@@ -127,6 +127,8 @@ type Daemon struct {
 	overridesUnsaved bool
 	// lastReload is the last reload's result; nil before the first.
 	lastReload *control.ReloadStatus
+	// fleet is fleet mode's state; nil without [fleet] (fleet.go).
+	fleet *fleetState
 
 	reqs    chan func()
 	stopped chan struct{}
@@ -176,8 +178,9 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d.stats.init()
 	d.quota = newQuotaStats()
-	plan, err := loadPlan(opts.ConfigPath)
+	plan, err := d.initialShared(opts.ConfigPath)
 	if err != nil {
+		d.closeFleet()
 		return nil, err
 	}
 	d.setLogLevel(plan)
@@ -211,6 +214,7 @@ func New(opts Options) (*Daemon, error) {
 // Close releases the kernel connection and the interface locks. The
 // shaping stays in place.
 func (d *Daemon) Close() error {
+	d.closeFleet()
 	d.locks.release()
 	return d.k.Close()
 }
@@ -255,11 +259,18 @@ func (d *Daemon) setPlan(plan *config.Plan) {
 	}
 }
 
-// loadPlan loads path and checks the plan offline (CheckPlan), turning
+// loadPlan loads path (with the fleet's shared documents sh, when not
+// nil: config.LoadShared) and checks the plan offline (CheckPlan), turning
 // the problems into a *ConfigError (at most config.MaxPrinted of them, then
 // a line saying how many more).
-func loadPlan(path string) (*config.Plan, error) {
-	plan, err := config.Load(path)
+func loadPlan(path string, sh *config.Shared) (*config.Plan, error) {
+	var plan *config.Plan
+	var err error
+	if sh != nil {
+		plan, err = config.LoadShared(path, sh)
+	} else {
+		plan, err = config.Load(path)
+	}
 	if err == nil {
 		if errs := CheckPlan(plan); len(errs) > 0 {
 			return nil, &ConfigError{Problems: config.FormatErrors(errs, config.MaxPrinted)}

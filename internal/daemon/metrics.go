@@ -102,6 +102,7 @@ func (d *Daemon) Registry() *prometheus.Registry {
 		d.buildInfo(),
 		d.quota,
 		&quotaCollector{d: d},
+		&fleetCollector{d: d},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

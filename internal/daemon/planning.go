@@ -128,18 +128,22 @@ func parseWhatIf(s string, now time.Time) (policy.Override, error) {
 // file would change in the kernel, with the overrides and usage in force,
 // changing nothing (shaperctl reload --dry-run).
 func (d *Daemon) PlanDiff(ctx context.Context) (*control.PlanDiffResponse, error) {
-	plan, err := loadPlan(d.opts.ConfigPath)
-	if err != nil {
-		return nil, err
-	}
 	var diffs []PlanDiff
+	var err error
 	if cerr := d.call(ctx, func() {
+		var plan *config.Plan
+		if plan, err = loadPlan(d.opts.ConfigPath, d.sharedPlan()); err != nil {
+			return
+		}
 		ifaces := d.dryIfaces(plan)
 		ov := d.overrides.Clone()
 		ov.Prune(plan)
 		diffs = d.planDiff(plan, ifaces, ov, d.clock.Now())
 	}); cerr != nil {
 		return nil, cerr
+	}
+	if err != nil {
+		return nil, err
 	}
 	var b bytes.Buffer
 	WritePlanDiff(&b, diffs, true)
@@ -148,6 +152,15 @@ func (d *Daemon) PlanDiff(ctx context.Context) (*control.PlanDiffResponse, error
 		resp.Changes += len(pd.Changes)
 	}
 	return resp, nil
+}
+
+// sharedPlan is the fleet's shared part in force (nil without a fleet),
+// for loading the configuration file as a reload would.
+func (d *Daemon) sharedPlan() *config.Shared {
+	if d.fleet == nil {
+		return nil
+	}
+	return sharedOf(d.fleet.shared)
 }
 
 // dryIfaces is makeIfaces without its effects: class ids are copies of the

@@ -48,11 +48,12 @@ func (d *Daemon) overrideChanged(t policy.Target, now time.Time) error {
 			return d.policyStep(now)
 		}
 	}
-	if t.Kind != policy.TargetUser || d.lastRes == nil || !d.lastRes.UpdateUser(d.plan, d.overrides, d.usage, now, t.Name) {
+	if t.Kind != policy.TargetUser || d.lastRes == nil || !d.lastRes.UpdateUser(d.plan, d.evalOverrides(d.overrides), d.usage, now, t.Name) {
 		return d.policyStep(now)
 	}
 	d.work.userSteps++
-	d.nextPolicy = policy.NextChange(d.plan, &d.overrides, now)
+	ev := d.evalOverrides(d.overrides)
+	d.nextPolicy = policy.NextChange(d.plan, &ev, now)
 	err := d.patchStepped(d.ramper.StepUser(d.lastRes, t.Name, now), "set-rate")
 	d.publish()
 	return err
@@ -86,8 +87,9 @@ func (d *Daemon) policyStep(now time.Time) error {
 	}
 	d.work.evaluations++
 	d.policyDirty, d.lastEval = false, now
-	d.nextPolicy = policy.NextChange(d.plan, &d.overrides, now)
-	res := policy.Evaluate(d.plan, d.overrides, d.usage, now)
+	ev := d.evalOverrides(d.overrides)
+	d.nextPolicy = policy.NextChange(d.plan, &ev, now)
+	res := policy.Evaluate(d.plan, ev, d.usage, now)
 	prev := d.lastRes
 	for _, o := range expired {
 		d.event(EventOverrideExpired, "target", o.Target.String(), "direction", o.Direction.String(),

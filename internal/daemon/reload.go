@@ -3,21 +3,46 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
+	"github.com/shaperd/shaperd/internal/fleet"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"
 )
 
-// reload rereads the configuration. Everything that can fail is done
+// reload rereads the configuration (with the fleet's shared plan in force,
+// or the newest one refused when it loads now). Everything that can fail is done
 // before the swap: loading and validating the files, evaluating the policy
 // and building every interface's tree. A failure returns a *ConfigError and
 // leaves the daemon (and the kernel) untouched.
 func (d *Daemon) reload() error {
+	var shared *fleet.Plan
+	if d.fleet != nil {
+		shared = d.fleet.shared
+		// A fleet revision this router refused may load now that its own
+		// file changed (e.g. an interface's default_tier fixed).
+		if p := d.fleet.refusedPlan; p != nil {
+			if _, err := loadPlan(d.opts.ConfigPath, sharedOf(p)); err == nil && d.reloadWith(p) == nil {
+				d.fleet.refused, d.fleet.errs, d.fleet.refusedPlan = 0, nil, nil
+				d.fleet.refusedA.Store(0)
+				d.log.Info("fleet: the shared plan refused before is applied with the reloaded file", "revision", p.Revision)
+				d.saveFleetCache()
+				d.fleetReport()
+				return nil
+			}
+		}
+	}
+	return d.reloadWith(shared)
+}
+
+// reloadWith is reload with the fleet's shared plan p (nil: the local
+// file's own policy, tiers and users); on success p is the one in force.
+func (d *Daemon) reloadWith(p *fleet.Plan) error {
 	// RELOADING=1 with MONOTONIC_USEC is what Type=notify-reload
 	// (systemd >= 253) expects; older versions ignore it.
 	d.notify.Notify(fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
 	defer d.notify.Notify("READY=1")
-	plan, err := loadPlan(d.opts.ConfigPath)
+	plan, err := loadPlan(d.opts.ConfigPath, sharedOf(p))
 	if err != nil {
 		d.stats.reloads.WithLabelValues("refused").Inc()
 		d.log.Error("reload refused: invalid configuration; the old one stays in force", "err", err)
@@ -33,7 +58,7 @@ func (d *Daemon) reload() error {
 	ifaces := d.makeIfaces(plan, d.ifaces)
 	ov := d.overrides.Clone()
 	pruned := ov.Prune(plan)
-	res := policy.Evaluate(plan, ov, d.usage, now)
+	res := policy.Evaluate(plan, d.evalOverrides(ov), d.usage, now)
 	targets := res.Targets() // validated unramped; the swap's policy step ramps
 	trees := make([]model.Tree, len(ifaces))
 	var problems []string
@@ -70,7 +95,14 @@ func (d *Daemon) reload() error {
 		a.Metrics != b.Metrics || a.StateDir != b.StateDir {
 		d.log.Warn("daemon.socket, socket_group, admin_group, metrics and state_dir take effect at the next start")
 	}
+	if !reflect.DeepEqual(d.plan.Fleet, plan.Fleet) {
+		d.log.Warn("the [fleet] table takes effect at the next start")
+	}
 	// Swap.
+	if d.fleet != nil && p != nil {
+		d.fleet.shared = p
+		d.fleet.revision.Store(p.Revision)
+	}
 	d.setPlan(plan)
 	d.setLogLevel(plan)
 	d.ramper.SetPolicy(rampPolicy(plan.Policy))

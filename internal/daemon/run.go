@@ -79,8 +79,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		d.log.Warn("traffic-control events unavailable; changes made by others are found by the reconcile tick only", "err", err)
 	}
+	fleetDone := d.startFleet(ctx)
 	d.loop(ctx, links, tc)
 	stop()
+	cancel()
+	<-fleetDone // the registration lease is revoked
 	d.notify.Notify("STOPPING=1")
 	d.saveUsage(d.clock.Now())
 	d.saveAssignments()
@@ -127,6 +130,7 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-c
 			if d.work.evaluations != evals && d.ready {
 				d.returnMemory(false) // a full evaluation and build allocate per user
 			}
+			d.reportFleetUsage(now) // the fleet's quota ledger
 			if d.usage.FlushDue(now) && !d.writeFailing(UsageFile) {
 				d.saveUsage(now) // while writes fail, retryState retries
 			}

@@ -14,7 +14,7 @@ import (
 func (d *Daemon) status() *control.Status {
 	// The explanations are evaluated afresh: keeping the last result
 	// between ticks would cost megabytes with 10,000 users.
-	res := policy.Evaluate(d.plan, d.overrides, d.usage, d.clock.Now())
+	res := policy.Evaluate(d.plan, d.evalOverrides(d.overrides), d.usage, d.clock.Now())
 	out := &control.Status{Generated: d.clock.Now(), Interfaces: []control.InterfaceStatus{}, Users: []control.UserStatus{}}
 	out.StateProblems = d.stateProblemList()
 	addrs := make(map[string][]string, len(d.plan.Users))
@@ -67,6 +67,7 @@ func (d *Daemon) status() *control.Status {
 		}
 	}
 	out.LastReload = d.lastReload
+	out.Fleet = d.fleetStatus()
 	out.Overrides = d.overrideList(out.Generated)
 	return out
 }

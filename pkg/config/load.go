@@ -15,7 +15,7 @@ import (
 // nil Plan and an *Errors listing every problem found in both files, each
 // with file, line and column.
 func Load(path string) (*Plan, error) {
-	return load(path, os.ReadFile, func(rel string) string {
+	return load(path, nil, os.ReadFile, func(rel string) string {
 		if filepath.IsAbs(rel) {
 			return rel
 		}
@@ -27,7 +27,7 @@ func Load(path string) (*Plan, error) {
 // name's directory; an absolute users_file is looked up without its
 // leading slash) are read from fsys.
 func LoadFS(fsys fs.FS, name string) (*Plan, error) {
-	return load(name, func(n string) ([]byte, error) { return fs.ReadFile(fsys, n) }, func(rel string) string {
+	return load(name, nil, func(n string) ([]byte, error) { return fs.ReadFile(fsys, n) }, func(rel string) string {
 		if path.IsAbs(rel) {
 			return path.Clean(rel[1:])
 		}
@@ -49,9 +49,13 @@ func Check(path string) []Error {
 }
 
 // load reads the main file with read, resolves the users file with
-// resolve, and validates everything.
-func load(mainPath string, read func(string) ([]byte, error), resolve func(string) string) (*Plan, error) {
+// resolve, and validates everything. With sh, the policy, tiers and users
+// come from sh instead (LoadShared).
+func load(mainPath string, sh *Shared, read func(string) ([]byte, error), resolve func(string) string) (*Plan, error) {
 	c := &collector{order: map[string]int{mainPath: 0}}
+	if sh != nil {
+		return loadShared(mainPath, sh, read, c)
+	}
 	data, err := read(mainPath)
 	if err != nil {
 		c.add(Error{File: mainPath, Msg: err.Error()})
@@ -67,6 +71,7 @@ func load(mainPath string, read func(string) ([]byte, error), resolve func(strin
 	plan.Policy = decodePolicy(rt)
 	plan.Tiers = decodeTiers(rt)
 	plan.Interfaces = decodeInterfaces(rt, plan.Tiers)
+	plan.Fleet = decodeFleet(rt)
 	rt.finish()
 
 	plan.UsersPath = resolve(plan.Daemon.UsersFile)

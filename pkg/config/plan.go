@@ -19,6 +19,12 @@ type Plan struct {
 	Interfaces      []Interface
 	Tiers           []Tier
 	Users           []User
+	// Fleet is the [fleet] table; nil when the router works alone.
+	Fleet *Fleet
+	// SharedPath names the fleet's shared document the Policy and Tiers
+	// come from (LoadShared); empty when they come from Path. UsersPath
+	// then names the fleet's users document.
+	SharedPath string
 
 	keys keyPos // where each key is written (see Errorf)
 }

@@ -10,13 +10,19 @@ import (
 // report their problems at FILE:LINE:COL like Load does.
 type keyPos struct {
 	main, users map[string]pos
+	shared      map[string]pos // the fleet's [policy] and [tiers] (LoadShared)
 }
 
 // fileOf returns the file and position map of a key path: paths starting
-// with "user[" are in the users file, all others in the main file.
+// with "user[" are in the users file, "tiers" and "policy" paths in the
+// fleet's shared document when there is one, all others in the main file.
 func (p *Plan) fileOf(path string) (string, map[string]pos) {
 	if strings.HasPrefix(path, "user[") {
 		return p.UsersPath, p.keys.users
+	}
+	if p.SharedPath != "" && (path == "tiers" || path == "policy" ||
+		strings.HasPrefix(path, "tiers.") || strings.HasPrefix(path, "policy.")) {
+		return p.SharedPath, p.keys.shared
 	}
 	return p.Path, p.keys.main
 }
@@ -47,7 +53,7 @@ func (p *Plan) Errorf(path, format string, args ...any) Error {
 // SortErrors sorts errs by file (the main file first), line and column, as
 // Load sorts its errors.
 func (p *Plan) SortErrors(errs []Error) {
-	c := &collector{list: errs, order: map[string]int{p.Path: 0, p.UsersPath: 1}}
+	c := &collector{list: errs, order: map[string]int{p.Path: 0, p.SharedPath: 1, p.UsersPath: 2}}
 	c.result()
 }
 

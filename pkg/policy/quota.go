@@ -40,6 +40,16 @@ type Usage struct {
 	// whole (see Rebuild); rebuilt counts those readings.
 	rebuild bool
 	rebuilt int
+	// remote is each user's usage on other routers of a fleet (SetRemote).
+	remote map[string][]RemoteUsage
+}
+
+// RemoteUsage is a user's usage counted by another router of a fleet in
+// the quota period that starts at Start.
+type RemoteUsage struct {
+	Router string    `json:"router"`
+	Start  time.Time `json:"start"`
+	Bytes  uint64    `json:"bytes"`
 }
 
 type userUsage struct {
@@ -77,6 +87,11 @@ func (u *Usage) Configure(plan *config.Plan) (changed []string) {
 			p = t.QuotaPeriod
 		}
 		u.periods[usr.Name] = p
+	}
+	for name := range u.remote {
+		if _, ok := u.periods[name]; !ok {
+			delete(u.remote, name)
+		}
 	}
 	for name, uu := range u.users {
 		p, ok := u.periods[name]
@@ -182,13 +197,40 @@ func (u *Usage) touch(now time.Time) {
 	}
 }
 
-// Used returns the bytes user has moved in the period p containing now,
-// and that period's bounds. A stored count from an earlier period (the
+// Used returns the bytes user has moved in the period p containing now
+// (on this router, plus on the fleet's other routers: SetRemote), and
+// that period's bounds. A stored count from an earlier period (the
 // period rolled over and no Observe has happened since) reads as 0. When
 // now lies before the stored period (the clock stepped back), the stored
 // period is still the current one: its count and bounds are returned. It
 // does not change u.
 func (u *Usage) Used(user string, p config.Period, now time.Time) (used uint64, start, end time.Time) {
+	used, start, end = u.Own(user, p, now)
+	for _, r := range u.remote[user] {
+		if r.Start.Equal(start) {
+			used += r.Bytes
+		}
+	}
+	return used, start, end
+}
+
+// SetRemote replaces user's usage on the other routers of a fleet: Used
+// adds the entries whose Start is the start of the period it reports
+// (entries of other periods count nothing). nil forgets them.
+func (u *Usage) SetRemote(user string, rs []RemoteUsage) {
+	if len(rs) == 0 {
+		delete(u.remote, user)
+		return
+	}
+	if u.remote == nil {
+		u.remote = map[string][]RemoteUsage{}
+	}
+	u.remote[user] = rs
+}
+
+// Own is Used without the other routers' usage (SetRemote): the bytes
+// this router counted, which it reports to the fleet.
+func (u *Usage) Own(user string, p config.Period, now time.Time) (used uint64, start, end time.Time) {
 	start, end = PeriodBounds(p, now, u.loc)
 	if uu := u.users[user]; uu != nil && uu.carries(p, start) {
 		return uu.Used, start, end

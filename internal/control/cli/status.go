@@ -106,6 +106,7 @@ func writeStatus(out io.Writer, st *control.Status) error {
 		}
 	}
 	writeStateProblems(out, st.StateProblems)
+	writeFleet(out, st.Fleet)
 	if r := st.LastReload; r != nil {
 		fmt.Fprintf(out, "last reload: %s at %s", r.Result, r.At.Format("2006-01-02 15:04:05 MST"))
 		if bad := badInterfaces(r.Interfaces); len(bad) > 0 {

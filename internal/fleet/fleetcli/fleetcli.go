@@ -1,0 +1,517 @@
+// Package fleetcli is shaperctl's fleet commands: `fleet push|pull|status`
+// and `set-rate ... --fleet` / `clear ... --fleet`. They talk to etcd
+// directly (fleet.* of the configuration), not to a daemon's socket.
+package fleetcli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/shaperd/shaperd/internal/fleet"
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/policy"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// DefaultConfig is the configuration whose [fleet] table says where etcd
+// is, unless --config or SHAPERD_CONFIG says otherwise.
+const DefaultConfig = "/etc/shaperd/shaperd.toml"
+
+// Exit codes, as shaperctl's.
+const (
+	ExitOK    = 0
+	ExitError = 1
+	ExitUsage = 2
+)
+
+// Env is what the commands need from the process.
+type Env struct {
+	// Check validates a configuration file like `shaperd --check`
+	// (daemon.Check); nil: config.Check only.
+	Check func(path string) []config.Error
+	// Getenv reads SHAPERD_CONFIG; nil: none.
+	Getenv func(string) string
+}
+
+// Help is `shaperctl help fleet`.
+const Help = `Fleet commands talk to the fleet's etcd ([fleet] of --config FILE, default
+/etc/shaperd/shaperd.toml or SHAPERD_CONFIG), not to a daemon's socket.
+
+  shaperctl fleet push --config FILE [--diff] [--json]
+      check FILE and its users file as shaperd --check does and write their
+      [policy], [tiers] and users to etcd in one transaction (a new revision);
+      an invalid plan prints FILE:LINE:COL errors and writes nothing.
+      --diff prints what would change (+/-/~ tier, user, policy) and writes nothing.
+  shaperctl fleet pull [--config FILE] [--json]
+      print the shared plan in etcd as TOML.
+  shaperctl fleet status [--config FILE] [--json]
+      every router that registered: alive or not, plan revision in force,
+      health, version, errors (a refused revision and why).
+  shaperctl set-rate TARGET RATE --fleet [--ceil R] [--ramp D] [--for D] [--direction download|upload] [--config FILE]
+      a fleet-wide override, applied by every router (a local override of
+      the same target wins on its router); --for expires it (an etcd lease).
+  shaperctl clear TARGET --fleet [--direction download|upload] [--config FILE]
+      remove fleet overrides of TARGET.
+`
+
+// IsFleet reports whether args (shaperctl's, without the program name)
+// are a fleet command: `fleet ...`, or set-rate/clear with --fleet.
+func IsFleet(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	switch args[0] {
+	case "fleet":
+		return true
+	case "help":
+		return len(args) == 2 && args[1] == "fleet"
+	case "set-rate", "clear":
+		return slices.ContainsFunc(args[1:], func(a string) bool { return a == "--fleet" || a == "-fleet" || a == "--fleet=true" })
+	}
+	return false
+}
+
+// Run runs a fleet command (IsFleet(args)) and returns the exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) int {
+	var err error
+	switch {
+	case args[0] == "help" || len(args) == 1 || args[1] == "help" || args[1] == "--help" || args[1] == "-h":
+		fmt.Fprint(stdout, Help)
+		return ExitOK
+	case args[0] == "fleet" && len(args) > 1 && args[1] == "push":
+		err = push(ctx, args[2:], stdout, env)
+	case args[0] == "fleet" && len(args) > 1 && args[1] == "pull":
+		err = pull(ctx, args[2:], stdout, env)
+	case args[0] == "fleet" && len(args) > 1 && args[1] == "status":
+		err = status(ctx, args[2:], stdout, env)
+	case args[0] == "set-rate":
+		err = setRate(ctx, args[1:], stdout, env)
+	case args[0] == "clear":
+		err = clearFleet(ctx, args[1:], stdout, env)
+	default:
+		err = usageErr("usage: shaperctl fleet push|pull|status [--config FILE] ...")
+	}
+	var ue usageErr
+	var ce checkErr
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "shaperctl: %v\n", err)
+		return ExitUsage
+	case errors.As(err, &ce):
+		for _, l := range ce {
+			fmt.Fprintln(stderr, l)
+		}
+		fmt.Fprintf(stderr, "shaperctl: the plan is invalid; nothing was written\n")
+		return ExitError
+	default:
+		fmt.Fprintf(stderr, "shaperctl: %v\n", err)
+		return ExitError
+	}
+}
+
+type usageErr string
+
+func (e usageErr) Error() string { return string(e) }
+
+// checkErr is the FILE:LINE:COL lines of an invalid plan.
+type checkErr []string
+
+func (e checkErr) Error() string { return strings.Join(e, "\n") }
+
+// flags is what every fleet command accepts.
+type flags struct {
+	fs       *flag.FlagSet
+	config   *string
+	asJSON   *bool
+	rest     []string
+	fleetCfg *config.Fleet
+}
+
+func newFlags(name string, env Env) *flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	def := DefaultConfig
+	if env.Getenv != nil && env.Getenv("SHAPERD_CONFIG") != "" {
+		def = env.Getenv("SHAPERD_CONFIG")
+	}
+	f := &flags{fs: fs, config: fs.String("config", def, ""), asJSON: fs.Bool("json", false, "")}
+	fs.Bool("fleet", true, "")
+	return f
+}
+
+// parse parses flags anywhere among the positional arguments.
+func (f *flags) parse(args []string) error {
+	for len(args) > 0 {
+		if err := f.fs.Parse(args); err != nil {
+			return usageErr(fmt.Sprintf("%s: %v", f.fs.Name(), err))
+		}
+		args = f.fs.Args()
+		if len(args) > 0 {
+			f.rest = append(f.rest, args[0])
+			args = args[1:]
+		}
+	}
+	return nil
+}
+
+// dial reads [fleet] of --config and connects.
+func (f *flags) dial() (*clientv3.Client, *config.Fleet, error) {
+	fc, err := config.LoadFleet(*f.config)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fc == nil {
+		return nil, nil, fmt.Errorf("%s has no [fleet] table: it says where the fleet's etcd is (or give --config FILE)", *f.config)
+	}
+	c, err := fleet.Dial(fc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, fc, nil
+}
+
+// timeout bounds one etcd request.
+func timeout(ctx context.Context, fc *config.Fleet) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, fc.DialTimeout+5*time.Second)
+}
+
+func push(ctx context.Context, args []string, out io.Writer, env Env) error {
+	f := newFlags("fleet push", env)
+	diff := f.fs.Bool("diff", false, "")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if len(f.rest) != 0 {
+		return usageErr("fleet push takes no arguments: shaperctl fleet push --config FILE")
+	}
+	path := *f.config
+	check := env.Check
+	if check == nil {
+		check = config.Check
+	}
+	if errs := check(path); len(errs) > 0 {
+		return checkErr(config.FormatErrors(errs, config.MaxPrinted))
+	}
+	sh, err := config.ExtractShared(path)
+	if err != nil {
+		return err
+	}
+	plan, err := config.LoadShared(path, sh) // what every router will load
+	if err != nil {
+		return fmt.Errorf("the shared part of %s does not load on its own: %w", path, err)
+	}
+	c, fc, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if *diff {
+		tctx, cancel := timeout(ctx, fc)
+		defer cancel()
+		cur, err := fleet.Pull(tctx, c, fc.Prefix)
+		if err != nil {
+			return err
+		}
+		var old *config.Plan
+		rev := int64(0)
+		if cur != nil {
+			rev = cur.Revision
+			if old, err = config.LoadShared(path, cur.SharedFor()); err != nil {
+				old = nil // the plan in etcd is invalid here: everything is new
+			}
+		}
+		lines := planDiff(old, plan)
+		if *f.asJSON {
+			if lines == nil {
+				lines = []string{}
+			}
+			return json.NewEncoder(out).Encode(map[string]any{"revision": rev, "changes": lines})
+		}
+		fmt.Fprintf(out, "changes from revision %d in %s (nothing written; push without --diff to write):\n", rev, fc.Prefix)
+		for _, l := range lines {
+			fmt.Fprintln(out, l)
+		}
+		if len(lines) == 0 {
+			fmt.Fprintln(out, "no change")
+		}
+		return nil
+	}
+	meta := fleet.Meta{PushedAt: time.Now().UTC(), Source: path}
+	if u, err := user.Current(); err == nil {
+		meta.PushedBy = u.Username
+	}
+	if h, err := os.Hostname(); err == nil {
+		meta.PushedBy += "@" + h
+	}
+	tctx, cancel := timeout(ctx, fc)
+	defer cancel()
+	rev, err := fleet.Push(tctx, c, fc.Prefix, sh, meta)
+	if err != nil {
+		return err
+	}
+	if *f.asJSON {
+		return json.NewEncoder(out).Encode(map[string]any{"revision": rev, "prefix": fc.Prefix,
+			"tiers": len(plan.Tiers), "users": len(plan.Users)})
+	}
+	fmt.Fprintf(out, "pushed revision %d to %s: %d tiers, %d users\n", rev, fc.Prefix, len(plan.Tiers), len(plan.Users))
+	return nil
+}
+
+func pull(ctx context.Context, args []string, out io.Writer, env Env) error {
+	f := newFlags("fleet pull", env)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	c, fc, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tctx, cancel := timeout(ctx, fc)
+	defer cancel()
+	p, err := fleet.Pull(tctx, c, fc.Prefix)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return fmt.Errorf("no plan was pushed under %s", fc.Prefix)
+	}
+	if *f.asJSON {
+		return json.NewEncoder(out).Encode(p)
+	}
+	fmt.Fprintf(out, "# shaperd fleet plan: %s revision %d", fc.Prefix, p.Revision)
+	if p.Meta.PushedBy != "" {
+		fmt.Fprintf(out, ", pushed by %s", p.Meta.PushedBy)
+	}
+	if !p.Meta.PushedAt.IsZero() {
+		fmt.Fprintf(out, " at %s", p.Meta.PushedAt.Format(time.RFC3339))
+	}
+	if p.Meta.Source != "" {
+		fmt.Fprintf(out, " from %s", p.Meta.Source)
+	}
+	fmt.Fprintf(out, "\n# [policy] and [tiers]:\n%s\n# users:\n%s", strings.TrimRight(string(p.Shared.Main), "\n"), p.Shared.Users)
+	return nil
+}
+
+func status(ctx context.Context, args []string, out io.Writer, env Env) error {
+	f := newFlags("fleet status", env)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	c, fc, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tctx, cancel := timeout(ctx, fc)
+	defer cancel()
+	p, err := fleet.Pull(tctx, c, fc.Prefix)
+	if err != nil {
+		return err
+	}
+	rs, err := fleet.Routers(tctx, c, fc.Prefix)
+	if err != nil {
+		return err
+	}
+	ovs, problems, err := fleet.Overrides(tctx, c, fc.Prefix)
+	if err != nil {
+		return err
+	}
+	var rev int64
+	if p != nil {
+		rev = p.Revision
+	}
+	if *f.asJSON {
+		if rs == nil {
+			rs = []fleet.Registration{}
+		}
+		return json.NewEncoder(out).Encode(map[string]any{"prefix": fc.Prefix, "revision": rev, "routers": rs,
+			"overrides": len(ovs), "override_problems": problems})
+	}
+	fmt.Fprintf(out, "fleet %s: plan revision %d, %d fleet overrides\n", fc.Prefix, rev, len(ovs))
+	for _, pr := range problems {
+		fmt.Fprintf(out, "  unreadable override: %s\n", pr)
+	}
+	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROUTER\tALIVE\tREVISION\tHEALTH\tVERSION\tUPDATED")
+	for _, r := range rs {
+		alive := "no"
+		if r.Alive {
+			alive = "yes"
+		}
+		revs := fmt.Sprint(r.Revision)
+		if r.Revision != rev && rev != 0 {
+			revs += " (behind)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Router, alive, revs, r.Health, r.Version, r.Updated.Format(time.RFC3339))
+	}
+	tw.Flush()
+	for _, r := range rs {
+		if r.Refused != 0 {
+			fmt.Fprintf(out, "%s refused revision %d:\n", r.Router, r.Refused)
+		}
+		for _, e := range r.Errors {
+			fmt.Fprintf(out, "  %s: %s\n", r.Router, e)
+		}
+	}
+	return nil
+}
+
+// planNames returns the tiers and users of the current plan, to check an
+// override's target; nil maps when no plan was pushed.
+func planNames(p *fleet.Plan) (tiers, users map[string]bool) {
+	if p == nil {
+		return nil, nil
+	}
+	var m struct {
+		Tiers map[string]any `toml:"tiers"`
+	}
+	var u struct {
+		User []struct {
+			Name string `toml:"name"`
+		} `toml:"user"`
+	}
+	_, _ = toml.Decode(string(p.Shared.Main), &m)
+	_, _ = toml.Decode(string(p.Shared.Users), &u)
+	tiers, users = map[string]bool{}, map[string]bool{}
+	for t := range m.Tiers {
+		tiers[t] = true
+	}
+	for _, x := range u.User {
+		users[x.Name] = true
+	}
+	return tiers, users
+}
+
+func setRate(ctx context.Context, args []string, out io.Writer, env Env) error {
+	f := newFlags("set-rate", env)
+	ceilS := f.fs.String("ceil", "", "")
+	rampS := f.fs.String("ramp", "", "")
+	forS := f.fs.String("for", "", "")
+	dirS := f.fs.String("direction", "", "")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if len(f.rest) != 2 {
+		return usageErr("set-rate --fleet: expected TARGET and RATE")
+	}
+	t, err := policy.ParseTarget(f.rest[0])
+	if err != nil {
+		return usageErr("set-rate: " + err.Error())
+	}
+	rate, err := tbf.ParseRate(f.rest[1])
+	if err != nil {
+		return usageErr("set-rate: " + err.Error())
+	}
+	dir, err := policy.ParseDirection(*dirS)
+	if err != nil {
+		return usageErr("set-rate: " + err.Error())
+	}
+	now := time.Now()
+	uid := uint32(os.Getuid())
+	o := policy.Override{Target: t, Direction: dir, Rate: rate, Ceil: rate, Set: now, SetBy: &uid}
+	if *ceilS != "" {
+		if o.Ceil, err = tbf.ParseRate(*ceilS); err != nil {
+			return usageErr("set-rate: --ceil: " + err.Error())
+		}
+	}
+	if *rampS != "" {
+		r, err := time.ParseDuration(*rampS)
+		if err != nil || r < 0 {
+			return usageErr(fmt.Sprintf("set-rate: --ramp %q: not a duration", *rampS))
+		}
+		o.Ramp = &r
+	}
+	if *forS != "" {
+		d, err := time.ParseDuration(*forS)
+		if err != nil || d <= 0 {
+			return usageErr(fmt.Sprintf("set-rate: --for %q: not a positive duration", *forS))
+		}
+		o.Until = now.Add(d)
+	}
+	if err := o.Validate(); err != nil {
+		return usageErr("set-rate: " + err.Error())
+	}
+	c, fc, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tctx, cancel := timeout(ctx, fc)
+	defer cancel()
+	p, err := fleet.Pull(tctx, c, fc.Prefix)
+	if err != nil {
+		return err
+	}
+	if tiers, users := planNames(p); tiers != nil {
+		if t.Kind == policy.TargetUser && !users[t.Name] || t.Kind == policy.TargetTier && !tiers[t.Name] {
+			return fmt.Errorf("%s: no such %s in the fleet plan (revision %d)", t, t.Kind, p.Revision)
+		}
+	}
+	if err := fleet.SetOverride(tctx, c, fc.Prefix, o); err != nil {
+		return err
+	}
+	if *f.asJSON {
+		return json.NewEncoder(out).Encode(o)
+	}
+	msg := fmt.Sprintf("%s: fleet-wide rate %s, ceil %s", o.Key(), o.Rate, max(o.Ceil, o.Rate))
+	if !o.Until.IsZero() {
+		msg += " until " + o.Until.Format(time.RFC3339)
+	}
+	fmt.Fprintln(out, msg+" (every router; a local override of the same target wins on its router)")
+	return nil
+}
+
+func clearFleet(ctx context.Context, args []string, out io.Writer, env Env) error {
+	f := newFlags("clear", env)
+	dirS := f.fs.String("direction", "", "")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if len(f.rest) != 1 {
+		return usageErr("clear --fleet: expected one TARGET")
+	}
+	t, err := policy.ParseTarget(f.rest[0])
+	if err != nil {
+		return usageErr("clear: " + err.Error())
+	}
+	dir, err := policy.ParseDirection(*dirS)
+	if err != nil {
+		return usageErr("clear: " + err.Error())
+	}
+	c, fc, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tctx, cancel := timeout(ctx, fc)
+	defer cancel()
+	n, err := fleet.ClearOverride(tctx, c, fc.Prefix, t, dir)
+	if err != nil {
+		return err
+	}
+	if *f.asJSON {
+		return json.NewEncoder(out).Encode(map[string]any{"target": t.String(), "cleared": n})
+	}
+	if n == 0 {
+		fmt.Fprintf(out, "%s: nothing to clear: no fleet override is set\n", t)
+		return nil
+	}
+	fmt.Fprintf(out, "%s: fleet override cleared on every router\n", t)
+	return nil
+}

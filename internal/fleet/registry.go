@@ -1,0 +1,72 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Registration is what a router says about itself under PREFIX/routers/
+// (kept) and PREFIX/alive/ (while its lease lives).
+type Registration struct {
+	Router  string `json:"router"`
+	Version string `json:"version,omitempty"`
+	// Revision is the shared plan revision in force on the router; 0:
+	// none yet (it shapes with its local file's plan).
+	Revision int64 `json:"revision"`
+	// Refused is the last plan revision the router refused, with why in
+	// Errors; 0 when the newest revision it saw is in force.
+	Refused int64 `json:"refused_revision,omitempty"`
+	// Errors: why Refused was refused, and fleet overrides it cannot
+	// apply.
+	Errors []string `json:"errors,omitempty"`
+	// Health sums up the router's shaping: "ok" or what fails.
+	Health string `json:"health"`
+	// Updated is when the router wrote this.
+	Updated time.Time `json:"updated"`
+	// Alive is true when the router's lease still holds (set by Routers,
+	// not stored).
+	Alive bool `json:"alive"`
+}
+
+// Routers lists every router that ever registered under prefix, sorted by
+// name, with Alive set for those whose lease still holds.
+func Routers(ctx context.Context, c *clientv3.Client, prefix string) ([]Registration, error) {
+	resp, err := c.Txn(ctx).Then(
+		clientv3.OpGet(prefix+routersDir, clientv3.WithPrefix()),
+		clientv3.OpGet(prefix+aliveDir, clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("etcd: reading %s: %w", prefix+routersDir, err)
+	}
+	byName := map[string]*Registration{}
+	for i, dir := range []string{routersDir, aliveDir} {
+		for _, kv := range resp.Responses[i].GetResponseRange().Kvs {
+			name := strings.TrimPrefix(string(kv.Key), prefix+dir)
+			var r Registration
+			if err := json.Unmarshal(kv.Value, &r); err != nil {
+				r = Registration{Router: name, Errors: []string{fmt.Sprintf("%s: unreadable registration: %v", kv.Key, err)}}
+			}
+			r.Router = name
+			if i == 1 {
+				r.Alive = true
+				if old, ok := byName[name]; ok && old.Updated.After(r.Updated) {
+					old.Alive = true
+					continue
+				}
+			}
+			byName[name] = &r
+		}
+	}
+	out := make([]Registration, 0, len(byName))
+	for _, r := range byName {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b Registration) int { return strings.Compare(a.Router, b.Router) })
+	return out, nil
+}

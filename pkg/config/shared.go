@@ -1,0 +1,112 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Shared is the part of a plan a fleet of routers shares (`shaperctl
+// fleet push`): Main holds the [policy] and [tiers] tables, Users is a
+// users file. Name and UsersName name the two documents in messages
+// (positions are within them).
+type Shared struct {
+	Name, UsersName string
+	Main, Users     []byte
+}
+
+// LoadShared is Load for a router of a fleet: [daemon], [[interface]] and
+// [fleet] come from the local file at path, [policy], [tiers] and the
+// users from sh. The local file's own [policy] and [tiers] tables, and its
+// users file, are not used. Errors name the document they are in
+// (path, sh.Name or sh.UsersName) with line and column.
+func LoadShared(path string, sh *Shared) (*Plan, error) {
+	if sh == nil {
+		return nil, errors.New("config: LoadShared without a shared plan")
+	}
+	return load(path, sh, os.ReadFile, nil)
+}
+
+// loadShared is load's branch for LoadShared.
+func loadShared(mainPath string, sh *Shared, read func(string) ([]byte, error), c *collector) (*Plan, error) {
+	c.order[sh.Name] = 1
+	c.order[sh.UsersName] = 2
+	data, err := read(mainPath)
+	if err != nil {
+		c.add(Error{File: mainPath, Msg: err.Error()})
+		return nil, c.result()
+	}
+	root, mf, ok := parseFile(mainPath, data, c)
+	if !ok {
+		return nil, c.result()
+	}
+	shared, sf, ok := parseFile(sh.Name, sh.Main, c)
+	if !ok {
+		return nil, c.result()
+	}
+	plan := &Plan{Path: mainPath, SharedPath: sh.Name, UsersPath: sh.UsersName,
+		keys: keyPos{main: mf.pos, shared: sf.pos}}
+	st := sf.table("", shared)
+	plan.Policy = decodePolicy(st)
+	plan.Tiers = decodeTiers(st)
+	st.finish()
+	rt := mf.table("", root)
+	plan.Daemon = decodeDaemon(rt)
+	plan.Interfaces = decodeInterfaces(rt, plan.Tiers)
+	plan.Fleet = decodeFleet(rt)
+	rt.allow("policy", "tiers") // the fleet's are in force
+	rt.finish()
+	if users, uf, ok := parseFile(sh.UsersName, sh.Users, c); ok {
+		plan.keys.users = uf.pos
+		ut := uf.table("", users)
+		plan.Users = decodeUsers(ut, plan.Tiers)
+		ut.finish()
+	}
+	if errs := c.result(); errs != nil {
+		return nil, errs
+	}
+	return plan, nil
+}
+
+// ExtractShared reads the configuration at path (which Load should have
+// accepted) and returns its shared part: the [policy] and [tiers] tables,
+// re-encoded as TOML, and the users file verbatim. Names are "shared.toml"
+// and "users.toml".
+func ExtractShared(path string) (*Shared, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if _, err := toml.Decode(string(data), &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := map[string]any{}
+	for _, k := range []string{"policy", "tiers"} {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
+	}
+	var buf bytes.Buffer
+	if err := toml.NewEncoder(&buf).Encode(out); err != nil {
+		return nil, fmt.Errorf("%s: encoding the shared tables: %w", path, err)
+	}
+	usersFile := DefaultUsersFile
+	if d, ok := m["daemon"].(map[string]any); ok {
+		if s, ok := d["users_file"].(string); ok && s != "" {
+			usersFile = s
+		}
+	}
+	if !filepath.IsAbs(usersFile) {
+		usersFile = filepath.Join(filepath.Dir(path), usersFile)
+	}
+	users, err := os.ReadFile(usersFile)
+	if err != nil {
+		return nil, err
+	}
+	return &Shared{Name: "shared.toml", UsersName: "users.toml", Main: buf.Bytes(), Users: users}, nil
+}

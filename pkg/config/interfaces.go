@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -138,6 +139,7 @@ func decodeInterface(t *table, tiers []Tier) Interface {
 		in.IFB = defaultIFB(in.Name)
 	}
 	in.Bandwidth, _ = t.rate("bandwidth")
+	decodeFraming(t, &in)
 
 	// Keys of the other shaper.
 	other, otherKind := tbfOnlyKeys, ShaperTBF
@@ -200,6 +202,29 @@ func decodeHTB(t *table, in *Interface, tiers []Tier) {
 			t.errf("leaf_limit", "is only used with leaf_qdisc \"pfifo\" (packets) or \"bfifo\" (bytes); %q is sent without options and keeps its own default", leaf)
 		}
 		in.LeafLimit = uint32(n)
+	}
+}
+
+// decodeFraming reads the link's per-packet accounting: overhead (bytes
+// added to every packet, 0..256), mpu (0..256) and linklayer ("ethernet"
+// or "atm"). The kernel's rate specs hold the overhead as an unsigned
+// 16-bit field, so a negative overhead is refused with that reason.
+func decodeFraming(t *table, in *Interface) {
+	if n, ok := t.integer("overhead", math.MinInt32, math.MaxInt32); ok {
+		switch {
+		case n < 0:
+			t.errf("overhead", "%d: a negative overhead is not supported (the kernel's rate spec holds it unsigned; subtracting bytes needs a size table, which shaperd does not install)", n)
+		case n > tbf.MaxOverhead:
+			t.errf("overhead", "%d is out of range [0, %d]", n, tbf.MaxOverhead)
+		default:
+			in.Framing.Overhead = uint16(n)
+		}
+	}
+	if n, ok := t.integer("mpu", 0, tbf.MaxMPU); ok {
+		in.Framing.MPU = uint16(n)
+	}
+	if s, ok := t.enum("linklayer", "ethernet", "atm"); ok {
+		in.Framing.ATM = s == "atm"
 	}
 }
 

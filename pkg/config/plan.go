@@ -136,6 +136,11 @@ type Interface struct {
 	// bfifo; refused with other kinds); 0: the kernel's default.
 	LeafLimit uint32
 
+	// Framing is the link's per-packet accounting (keys overhead, mpu,
+	// linklayer): the kernel charges every packet len+overhead bytes, at
+	// least mpu, in 53-byte cells per 48 bytes on ATM. Zero: Ethernet.
+	Framing tbf.Framing
+
 	// TBF only. Burst is the bucket size (0: a default from the rate; else
 	// at least 1514b), Latency bounds queueing (limit = rate*latency +
 	// burst; default 50ms), PeakRate (0: none; else above Bandwidth) needs

@@ -117,9 +117,11 @@ func decodeHTBClass(o object) (model.Class, error) {
 		return c, fmt.Errorf("class %s: no HTB parameters in dump", c.Handle)
 	}
 	ne := binary.NativeEndian
-	rate := max(uint64(parseRatespec(parms).Rate), rate64)
+	rs := parseRatespec(parms)
+	rate := max(uint64(rs.Rate), rate64)
 	ceil := max(uint64(parseRatespec(parms[12:]).Rate), ceil64)
 	c.Rate, c.Ceil = tbf.RateFromBytes(rate), tbf.RateFromBytes(ceil)
+	c.Framing = rs.framing()
 	c.Buffer, c.CBuffer = ne.Uint32(parms[24:]), ne.Uint32(parms[28:])
 	c.Quantum = ne.Uint32(parms[32:])
 	c.Prio = ne.Uint32(parms[40:])
@@ -162,7 +164,7 @@ func decodeHTBQdisc(o object) (uint16, error) {
 
 // decodeTBF returns a dumped TBF's parameters. The kernel reports the
 // bucket and peak bucket as ticks; Burst and MTU are the byte sizes they
-// hold at the rate (tbf.BurstFromTicks), which model.TBFParamsEqual
+// hold at the rate and framing (the rate config's MaxSizeFromTicks), which model.TBFParamsEqual
 // compares with a tolerance of one tick.
 func decodeTBF(o object) (*model.TBFParams, error) {
 	parms, rate64, prate64, err := shaperOptions(o.options, tcaTBFParms, tcaTBFRate64, tcaTBFPrate64)
@@ -173,16 +175,19 @@ func decodeTBF(o object) (*model.TBFParams, error) {
 		return nil, fmt.Errorf("no TBF parameters in dump")
 	}
 	ne := binary.NativeEndian
-	rate := max(uint64(parseRatespec(parms).Rate), rate64)
+	rs := parseRatespec(parms)
+	rate := max(uint64(rs.Rate), rate64)
 	peak := max(uint64(parseRatespec(parms[12:]).Rate), prate64)
 	p := &model.TBFParams{
-		Rate:  tbf.RateFromBytes(rate),
-		Limit: tbf.Size(ne.Uint32(parms[24:])),
+		Rate:    tbf.RateFromBytes(rate),
+		Limit:   tbf.Size(ne.Uint32(parms[24:])),
+		Framing: rs.framing(),
 	}
-	p.Burst = tbf.BurstFromTicks(p.Rate, ne.Uint32(parms[28:]))
+	// The kernel's buckets are l2t(burst) and l2t(mtu) at the framing.
+	p.Burst = tbf.Size(p.Framing.RateConfig(rate).MaxSizeFromTicks(ne.Uint32(parms[28:])))
 	if peak != 0 {
 		p.PeakRate = tbf.RateFromBytes(peak)
-		p.MTU = tbf.BurstFromTicks(p.PeakRate, ne.Uint32(parms[32:]))
+		p.MTU = tbf.Size(p.Framing.RateConfig(peak).MaxSizeFromTicks(ne.Uint32(parms[32:])))
 	}
 	return p, nil
 }

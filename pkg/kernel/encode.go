@@ -28,6 +28,7 @@ func encodeHTBQdisc(a *attrs, q *model.Qdisc) {
 }
 
 // encodeHTBClass returns TCA_KIND and TCA_OPTIONS of an HTB class: the
+// link framing (overhead, mpu, link layer) in both rate specs, the
 // 32-bit rate fields saturated (never 0), TCA_HTB_RATE64/CEIL64 when the
 // rate needs more than 32 bits, buffer/cbuffer ticks and quantum as given.
 func encodeHTBClass(a *attrs, c *model.Class) {
@@ -36,8 +37,8 @@ func encodeHTBClass(a *attrs, c *model.Class) {
 	a.nest(tcaOptions, func() {
 		ne := binary.NativeEndian
 		p := make([]byte, 0, 44)
-		p = ratespec{Linklayer: tcLinklayerEth, Rate: rate32(rate)}.appendTo(p)
-		p = ratespec{Linklayer: tcLinklayerEth, Rate: rate32(ceil)}.appendTo(p)
+		p = framedRatespec(c.Framing, rate).appendTo(p)
+		p = framedRatespec(c.Framing, ceil).appendTo(p)
 		p = ne.AppendUint32(p, c.Buffer)
 		p = ne.AppendUint32(p, c.CBuffer)
 		p = ne.AppendUint32(p, c.Quantum)
@@ -55,7 +56,9 @@ func encodeHTBClass(a *attrs, c *model.Class) {
 
 // encodeTBFQdisc returns TCA_KIND and TCA_OPTIONS of a TBF root qdisc. It
 // sends TCA_TBF_BURST (so the kernel's max_size is the burst) and, with a
-// peak rate, TCA_TBF_PBURST = MTU, plus 64-bit rates when needed.
+// peak rate, TCA_TBF_PBURST = MTU, plus 64-bit rates when needed. Both rate
+// specs carry the link framing; the kernel then computes the buckets as
+// l2t(burst) and l2t(mtu) with it.
 func encodeTBFQdisc(a *attrs, p *model.TBFParams) error {
 	rate, peak := p.Rate.BytesPerSecond(), p.PeakRate.BytesPerSecond()
 	if rate == 0 {
@@ -78,9 +81,9 @@ func encodeTBFQdisc(a *attrs, p *model.TBFParams) error {
 	a.nest(tcaOptions, func() {
 		ne := binary.NativeEndian
 		q := make([]byte, 0, 36)
-		q = ratespec{Linklayer: tcLinklayerEth, Rate: rate32(rate)}.appendTo(q)
+		q = framedRatespec(p.Framing, rate).appendTo(q)
 		if peak != 0 {
-			q = ratespec{Linklayer: tcLinklayerEth, Rate: rate32(peak)}.appendTo(q)
+			q = framedRatespec(p.Framing, peak).appendTo(q)
 		} else {
 			q = ratespec{}.appendTo(q)
 		}

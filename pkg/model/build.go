@@ -247,6 +247,13 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 	major := RootQdisc.Major()
 	tierHandle := make(map[string]Handle, len(tiers))
 	classes := make([]Class, 0, 2+len(tiers)+len(users))
+	root.Framing, def.Framing = spec.Framing, spec.Framing
+	for i := range tiers {
+		tiers[i].Framing = spec.Framing
+	}
+	for i := range users {
+		users[i].Framing = spec.Framing
+	}
 	classes = append(classes, root, def)
 	for _, c := range tiers {
 		m, _ := ids.Tier(c.Labels.Tier)

@@ -8,13 +8,14 @@ import (
 
 // ClassParamsEqual reports whether the kernel holds the same parameters for
 // classes a and b: rate and ceil in bytes per second (what the kernel
-// keeps), Buffer and CBuffer ticks, Quantum, Prio and Leaf (LeafEqual).
+// keeps), Buffer and CBuffer ticks, Quantum, Prio, Framing and Leaf (LeafEqual).
 // Handle, Parent, Burst/CBurst (informative), Labels and Stats are ignored.
 func ClassParamsEqual(a, b Class) bool {
 	return a.Rate.BytesPerSecond() == b.Rate.BytesPerSecond() &&
 		a.Ceil.BytesPerSecond() == b.Ceil.BytesPerSecond() &&
 		a.Buffer == b.Buffer && a.CBuffer == b.CBuffer &&
 		a.Quantum == b.Quantum && a.Prio == b.Prio &&
+		a.Framing == b.Framing &&
 		LeafEqual(a.Leaf, b.Leaf)
 }
 
@@ -59,10 +60,11 @@ func sameQdisc(a, b Qdisc) bool { return a.Kind == b.Kind && a.Handle == b.Handl
 // tbf.XmitSize or tbf.BurstFromTicks) equals the burst it was set from.
 func TBFParamsEqual(a, b TBFParams) bool {
 	if a.Rate.BytesPerSecond() != b.Rate.BytesPerSecond() ||
-		a.PeakRate.BytesPerSecond() != b.PeakRate.BytesPerSecond() || a.Limit != b.Limit {
+		a.PeakRate.BytesPerSecond() != b.PeakRate.BytesPerSecond() || a.Limit != b.Limit ||
+		a.Framing != b.Framing {
 		return false
 	}
-	return bucketEqual(a.Rate, a.Burst, b.Burst) && bucketEqual(a.PeakRate, a.MTU, b.MTU)
+	return bucketEqual(a.Rate, a.Framing, a.Burst, b.Burst) && bucketEqual(a.PeakRate, a.Framing, a.MTU, b.MTU)
 }
 
 // bucketEqual compares two bucket sizes at rate by the ticks the kernel
@@ -70,14 +72,16 @@ func TBFParamsEqual(a, b TBFParams) bool {
 // one: the kernel reports ticks, and below ~125 Mbit/s one byte lasts more
 // than one 64 ns tick, so a burst rebuilt in whole bytes from dumped ticks
 // can be a byte short of the one that was set.
-func bucketEqual(rate tbf.Rate, x, y tbf.Size) bool {
+// The kernel computes the bucket with the link's framing (l2t of the burst
+// includes the overhead), so the ticks are compared at that framing.
+func bucketEqual(rate tbf.Rate, f tbf.Framing, x, y tbf.Size) bool {
 	if x == y {
 		return true
 	}
 	if rate.BytesPerSecond() == 0 || x > math.MaxUint32 || y > math.MaxUint32 {
 		return false
 	}
-	rc := tbf.NewRateConfig(rate.BytesPerSecond(), 0, 0)
+	rc := f.RateConfig(rate.BytesPerSecond())
 	tx := int64(tbf.TBFFromBurst(rc, uint32(x)).DumpTicks())
 	ty := int64(tbf.TBFFromBurst(rc, uint32(y)).DumpTicks())
 	d := tx - ty

@@ -125,7 +125,10 @@ func tbfMismatches(a, w TBFParams) []string {
 	if a.Rate.BytesPerSecond() != w.Rate.BytesPerSecond() {
 		add("rate %s, want %s", a.Rate, w.Rate)
 	}
-	if !bucketEqual(a.Rate, a.Burst, w.Burst) {
+	if a.Framing != w.Framing {
+		add("framing %s, want %s", framingText(a.Framing), framingText(w.Framing))
+	}
+	if !bucketEqual(a.Rate, a.Framing, a.Burst, w.Burst) {
 		add("burst %s, want %s", a.Burst, w.Burst)
 	}
 	if a.Limit != w.Limit {
@@ -134,7 +137,7 @@ func tbfMismatches(a, w TBFParams) []string {
 	if a.PeakRate.BytesPerSecond() != w.PeakRate.BytesPerSecond() {
 		add("peak rate %s, want %s", a.PeakRate, w.PeakRate)
 	}
-	if !bucketEqual(a.PeakRate, a.MTU, w.MTU) {
+	if !bucketEqual(a.PeakRate, a.Framing, a.MTU, w.MTU) {
 		add("mtu %s, want %s", a.MTU, w.MTU)
 	}
 	return m
@@ -146,6 +149,9 @@ func classParamMismatches(a, w Class) []string {
 	add := func(format string, args ...any) { m = append(m, fmt.Sprintf(format, args...)) }
 	if a.Rate.BytesPerSecond() != w.Rate.BytesPerSecond() {
 		add("rate %s, want %s", a.Rate, w.Rate)
+	}
+	if a.Framing != w.Framing {
+		add("framing %s, want %s", framingText(a.Framing), framingText(w.Framing))
 	}
 	if a.Ceil.BytesPerSecond() != w.Ceil.BytesPerSecond() {
 		add("ceil %s, want %s", a.Ceil, w.Ceil)
@@ -194,4 +200,13 @@ func labelText(l Labels) string {
 		return " (" + l.Kind + ")"
 	}
 	return ""
+}
+
+// framingText formats a link framing as tc prints it: "overhead 34 mpu 64 linklayer atm".
+func framingText(f tbf.Framing) string {
+	ll := "ethernet"
+	if f.ATM {
+		ll = "atm"
+	}
+	return fmt.Sprintf("overhead %d mpu %d linklayer %s", f.Overhead, f.MPU, ll)
 }

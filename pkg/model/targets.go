@@ -36,6 +36,9 @@ type InterfaceSpec struct {
 	Latency  time.Duration
 	PeakRate tbf.Rate
 	MTU      tbf.Size
+	// Framing is the link's per-packet accounting (overhead, mpu, ATM),
+	// given to every class (HTB) or the TBF's rates.
+	Framing tbf.Framing
 }
 
 // TierTarget is a tier with an aggregate class that its users share.

@@ -134,6 +134,9 @@ type TBFParams struct {
 	// PeakRate and MTU enable the second (peak) bucket; 0 disables it.
 	PeakRate tbf.Rate
 	MTU      tbf.Size
+	// Framing is the link's per-packet overhead, mpu and link layer, sent
+	// in both rate specs.
+	Framing tbf.Framing
 }
 
 // Class is one HTB class.
@@ -151,6 +154,9 @@ type Class struct {
 	Buffer, CBuffer uint32
 	Quantum         uint32 // bytes; always explicit
 	Prio            uint32
+	// Framing is the link's per-packet overhead, mpu and link layer, sent
+	// in the rate and ceil rate specs.
+	Framing tbf.Framing
 	// Leaf is the qdisc under a leaf class; nil leaves the kernel default.
 	// Convention for actual (dumped) trees: a class whose leaf is the
 	// kernel's default (the pfifo HTB creates itself, without a handle of

@@ -121,6 +121,7 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 		Bandwidth: in.Bandwidth, Match: model.MatchField(in.Match),
 		DefaultRate: in.DefaultRate, DefaultCeil: in.DefaultCeil,
 		Burst: in.Burst, Latency: in.Latency, PeakRate: in.PeakRate, MTU: in.MTU,
+		Framing: in.Framing,
 	}
 	if in.LeafQdisc != "" {
 		spec.Leaf = &model.LeafQdisc{Kind: in.LeafQdisc, Limit: in.LeafLimit}

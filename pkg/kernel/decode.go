@@ -184,12 +184,33 @@ func decodeTBF(o object) (*model.TBFParams, error) {
 		Framing: rs.framing(),
 	}
 	// The kernel's buckets are l2t(burst) and l2t(mtu) at the framing.
-	p.Burst = tbf.Size(p.Framing.RateConfig(rate).MaxSizeFromTicks(ne.Uint32(parms[28:])))
+	p.Burst = framedSize(p.Framing, rate, ne.Uint32(parms[28:]))
 	if peak != 0 {
 		p.PeakRate = tbf.RateFromBytes(peak)
-		p.MTU = tbf.Size(p.Framing.RateConfig(peak).MaxSizeFromTicks(ne.Uint32(parms[32:])))
+		p.MTU = framedSize(p.Framing, peak, ne.Uint32(parms[32:]))
 	}
 	return p, nil
+}
+
+// framedSize is the bucket size in bytes that a dumped TBF bucket of ticks
+// holds at rate bytes/s and framing f. Without framing it is the rate
+// config's MaxSizeFromTicks. With framing, turning ticks back into bytes
+// loses up to an ATM cell (l2t rounds down, then t2l drops the partial
+// cell), so the result is raised to the largest size the kernel would
+// have dumped as the same ticks.
+func framedSize(f tbf.Framing, rate uint64, ticks uint32) tbf.Size {
+	rc := f.RateConfig(rate)
+	size := rc.MaxSizeFromTicks(ticks)
+	if f == (tbf.Framing{}) || rate == 0 {
+		return tbf.Size(size)
+	}
+	for i := 0; i < 4096 && size < 0xFFFFFFFF; i++ {
+		if tbf.TBFFromBurst(rc, uint32(size+1)).DumpTicks() > ticks {
+			break
+		}
+		size++
+	}
+	return tbf.Size(size)
 }
 
 // decodeLeaf returns the leaf qdisc as the model sees it: kind, and the

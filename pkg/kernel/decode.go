@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -214,11 +215,49 @@ func framedSize(f tbf.Framing, rate uint64, ticks uint32) tbf.Size {
 }
 
 // decodeLeaf returns the leaf qdisc as the model sees it: kind, and the
-// limit of pfifo/bfifo.
+// parameters of pfifo, bfifo (limit), fq_codel (limit, flows, quantum,
+// target, interval), sfq (limit, flows, quantum) and cake (diffserv mode).
 func decodeLeaf(o object) *model.LeafQdisc {
 	l := &model.LeafQdisc{Kind: o.kind}
-	if (o.kind == "pfifo" || o.kind == "bfifo") && len(o.options) >= 4 {
-		l.Limit = binary.NativeEndian.Uint32(o.options)
+	ne := binary.NativeEndian
+	switch o.kind {
+	case model.LeafPfifo, model.LeafBfifo:
+		if len(o.options) >= 4 {
+			l.Limit = ne.Uint32(o.options)
+		}
+	case model.LeafFQCodel:
+		_ = eachAttr(o.options, func(typ uint16, p []byte) {
+			if len(p) < 4 {
+				return
+			}
+			v := ne.Uint32(p)
+			switch typ {
+			case tcaFQCodelLimit:
+				l.Limit = v
+			case tcaFQCodelFlows:
+				l.Flows = v
+			case tcaFQCodelQuantum:
+				l.Quantum = v
+			case tcaFQCodelTarget:
+				l.Target = time.Duration(v) * time.Microsecond
+			case tcaFQCodelInterval:
+				l.Interval = time.Duration(v) * time.Microsecond
+			}
+		})
+	case model.LeafSFQ:
+		if len(o.options) >= 20 {
+			l.Quantum, l.Limit, l.Flows = ne.Uint32(o.options), ne.Uint32(o.options[8:]), ne.Uint32(o.options[16:])
+		}
+	case model.LeafCake:
+		_ = eachAttr(o.options, func(typ uint16, p []byte) {
+			if typ == tcaCakeDiffservMode && len(p) >= 4 {
+				for name, mode := range model.CakeDiffservModes {
+					if mode == ne.Uint32(p) {
+						l.Diffserv = name
+					}
+				}
+			}
+		})
 	}
 	return l
 }

@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -105,14 +106,63 @@ func encodeTBFQdisc(a *attrs, p *model.TBFParams) error {
 	return nil
 }
 
-// encodeLeaf returns TCA_KIND and, for pfifo/bfifo with a limit, TCA_OPTIONS
-// (struct tc_fifo_qopt). Any other kind is sent without options, so the
-// kernel decides whether it knows it.
+// encodeLeaf returns TCA_KIND and TCA_OPTIONS of a leaf qdisc:
+//   - pfifo, bfifo: struct tc_fifo_qopt {limit} when a limit is set;
+//   - fq_codel: nested TCA_FQ_CODEL_LIMIT, FLOWS, QUANTUM, INTERVAL, TARGET
+//     (u32; times in microseconds), in tc's order, each only when set;
+//   - sfq: struct tc_sfq_qopt {quantum, perturb_period 0, limit, divisor 0,
+//     flows} when any is set (0 keeps the kernel's value);
+//   - cake: nested TCA_CAKE_DIFFSERV_MODE when a mode is set (no
+//     bandwidth: cake runs unlimited under its HTB class).
+//
+// Any other kind is sent without options, so the kernel decides whether
+// it knows it. Parameters that are zero are the kernel's defaults.
 func encodeLeaf(a *attrs, l *model.LeafQdisc) {
 	a.str(tcaKind, l.Kind)
-	if (l.Kind == "pfifo" || l.Kind == "bfifo") && l.Limit != 0 {
-		a.u32(tcaOptions, l.Limit)
+	switch l.Kind {
+	case model.LeafPfifo, model.LeafBfifo:
+		if l.Limit != 0 {
+			a.u32(tcaOptions, l.Limit)
+		}
+	case model.LeafFQCodel:
+		if l.Limit == 0 && l.Flows == 0 && l.Quantum == 0 && l.Interval == 0 && l.Target == 0 {
+			return
+		}
+		a.nest(tcaOptions, func() {
+			for _, f := range []struct {
+				typ uint16
+				v   uint32
+			}{
+				{tcaFQCodelLimit, l.Limit}, {tcaFQCodelFlows, l.Flows}, {tcaFQCodelQuantum, l.Quantum},
+				{tcaFQCodelInterval, micros(l.Interval)}, {tcaFQCodelTarget, micros(l.Target)},
+			} {
+				if f.v != 0 {
+					a.u32(f.typ, f.v)
+				}
+			}
+		})
+	case model.LeafSFQ:
+		if l.Limit == 0 && l.Flows == 0 && l.Quantum == 0 {
+			return
+		}
+		ne := binary.NativeEndian
+		q := make([]byte, 0, 20)
+		q = ne.AppendUint32(q, l.Quantum)
+		q = ne.AppendUint32(q, 0) // perturb_period: none
+		q = ne.AppendUint32(q, l.Limit)
+		q = ne.AppendUint32(q, 0) // divisor: the kernel's (1024)
+		q = ne.AppendUint32(q, l.Flows)
+		a.bytes(tcaOptions, q)
+	case model.LeafCake:
+		if mode, ok := model.CakeDiffservModes[l.Diffserv]; ok {
+			a.nest(tcaOptions, func() { a.u32(tcaCakeDiffservMode, mode) })
+		}
 	}
+}
+
+// micros is d in whole microseconds for the kernel's u32 fields.
+func micros(d time.Duration) uint32 {
+	return uint32(min(max(d.Microseconds(), 0), 0xFFFFFFFF))
 }
 
 // encodeRedirectFilter returns the u32 match-all filter with a mirred

@@ -44,6 +44,14 @@ const (
 	tcaTBFBurst   = 6
 	tcaTBFPburst  = 7
 
+	tcaFQCodelTarget   = 1
+	tcaFQCodelLimit    = 2
+	tcaFQCodelInterval = 3
+	tcaFQCodelFlows    = 5
+	tcaFQCodelQuantum  = 6
+
+	tcaCakeDiffservMode = 3
+
 	tcaU32Sel = 5
 	tcaU32Act = 7
 

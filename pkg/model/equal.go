@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"time"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -20,13 +21,29 @@ func ClassParamsEqual(a, b Class) bool {
 }
 
 // LeafEqual compares leaf qdiscs: nil (the kernel's default pfifo) equals
-// only nil; otherwise kinds must match, and a Limit of 0 on either side (the
-// kernel's default limit) matches any limit.
+// only nil; otherwise kinds must match, and each parameter must match
+// where both sides give one: 0 (or "") on either side is the kernel's
+// default and matches any value. Target and Interval, which the kernel
+// keeps in units of 1.024 us and dumps in whole microseconds, match within
+// 1% + 2us. Latency is ignored (Build turns it into Limit).
 func LeafEqual(a, b *LeafQdisc) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.Kind == b.Kind && (a.Limit == 0 || b.Limit == 0 || a.Limit == b.Limit)
+	u32 := func(x, y uint32) bool { return x == 0 || y == 0 || x == y }
+	dur := func(x, y time.Duration) bool {
+		if x == 0 || y == 0 {
+			return true
+		}
+		d := x - y
+		if d < 0 {
+			d = -d
+		}
+		return d <= max(x, y)/100+2*time.Microsecond
+	}
+	return a.Kind == b.Kind && u32(a.Limit, b.Limit) && u32(a.Flows, b.Flows) && u32(a.Quantum, b.Quantum) &&
+		dur(a.Target, b.Target) && dur(a.Interval, b.Interval) &&
+		(a.Diffserv == "" || b.Diffserv == "" || a.Diffserv == b.Diffserv)
 }
 
 // QdiscParamsEqual reports whether two root qdiscs are the same in the

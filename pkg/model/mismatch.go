@@ -179,14 +179,31 @@ func ticksBytes(rate tbf.Rate, ticks uint32) tbf.Size {
 	return tbf.Size(tbf.XmitSize(rate.BytesPerSecond(), ticks))
 }
 
+// leafText formats a leaf as tc's options read: "fq_codel limit 1000 target 5ms".
 func leafText(l *LeafQdisc) string {
-	switch {
-	case l == nil:
+	if l == nil {
 		return "default"
-	case l.Limit == 0:
-		return l.Kind
 	}
-	return fmt.Sprintf("%s limit %d", l.Kind, l.Limit)
+	s := l.Kind
+	if l.Limit != 0 {
+		s += fmt.Sprintf(" limit %d", l.Limit)
+	}
+	if l.Flows != 0 {
+		s += fmt.Sprintf(" flows %d", l.Flows)
+	}
+	if l.Quantum != 0 {
+		s += fmt.Sprintf(" quantum %d", l.Quantum)
+	}
+	if l.Target != 0 {
+		s += " target " + l.Target.String()
+	}
+	if l.Interval != 0 {
+		s += " interval " + l.Interval.String()
+	}
+	if l.Diffserv != "" {
+		s += " " + l.Diffserv
+	}
+	return s
 }
 
 // labelText is " (user alice)", " (tier gold)", " (default)", " (root)" or "".

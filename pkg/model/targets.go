@@ -58,4 +58,7 @@ type UserTarget struct {
 	// Burst/CBurst in bytes; 0 means the default for the rate.
 	Burst, CBurst tbf.Size
 	Prio          uint32
+	// Leaf is the user's own leaf qdisc (from the tier's or the user's
+	// settings); nil: the interface's Leaf.
+	Leaf *LeafQdisc
 }

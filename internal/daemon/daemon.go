@@ -185,6 +185,7 @@ func New(opts Options) (*Daemon, error) {
 		d.Close()
 		return nil, err
 	}
+	d.resolveLeaves(plan)
 	d.setPlan(plan)
 	d.ramper = policy.NewRamper(rampPolicy(plan.Policy))
 	d.ifaces = d.makeIfaces(plan, nil)

@@ -22,6 +22,7 @@ func (d *Daemon) reload() error {
 		d.log.Error("reload refused: invalid configuration; the old one stays in force", "err", err)
 		return err
 	}
+	d.resolveLeaves(plan)
 	now := d.clock.Now()
 	ifaces := d.makeIfaces(plan, d.ifaces)
 	ov := d.overrides.Clone()

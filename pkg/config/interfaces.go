@@ -30,7 +30,7 @@ var notLeafKinds = []string{
 }
 
 var (
-	htbOnlyKeys = []string{"default_tier", "default_rate", "default_ceil", "leaf_qdisc", "leaf_limit"}
+	htbOnlyKeys = append([]string{"default_tier", "default_rate", "default_ceil"}, leafKeys...)
 	tbfOnlyKeys = []string{"burst", "latency", "peakrate", "mtu"}
 )
 
@@ -183,25 +183,11 @@ func decodeHTB(t *table, in *Interface, tiers []Tier) {
 		in.DefaultRate = max(in.Bandwidth/100, MinRate)
 		in.DefaultCeil = max(in.Bandwidth, in.DefaultRate)
 	}
-	if s, ok := t.str("leaf_qdisc"); ok {
-		switch {
-		case s == "" || strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_") != "":
-			t.errf("leaf_qdisc", "%q is not a qdisc kind (such as pfifo, bfifo, fq_codel)", s)
-		case slices.Contains(notLeafKinds, s):
-			t.errf("leaf_qdisc", "%q cannot be the leaf qdisc of a class: it is classful, root-only or needs options shaperd does not send (use a queue such as pfifo, bfifo, fq_codel, fq, sfq, codel or cake)", s)
-		default:
-			in.LeafQdisc = s
-		}
-	}
-	if n, ok := t.integer("leaf_limit", 0, 1<<32-1); ok {
-		leaf, _ := t.m["leaf_qdisc"].(string)
-		switch {
-		case !t.has("leaf_qdisc"):
-			t.errf("leaf_limit", "needs leaf_qdisc")
-		case n != 0 && leaf != "pfifo" && leaf != "bfifo":
-			t.errf("leaf_limit", "is only used with leaf_qdisc \"pfifo\" (packets) or \"bfifo\" (bytes); %q is sent without options and keeps its own default", leaf)
-		}
-		in.LeafLimit = uint32(n)
+	var latency time.Duration
+	in.Leaf, latency = decodeLeaf(t)
+	in.QueueLatency = DefaultQueueLatency
+	if latency != 0 {
+		in.QueueLatency = latency
 	}
 }
 

@@ -19,6 +19,12 @@ type Plan struct {
 	Interfaces      []Interface
 	Tiers           []Tier
 	Users           []User
+	// LeafKinds says which leaf qdisc kinds the running kernel has, as the
+	// daemon probed them (kernel.LeafKindsAvailable); a kind missing from
+	// the map was not probed and is used as configured. nil: not probed
+	// (offline): every leaf is used as configured and an interface without
+	// leaf_qdisc keeps the kernel's default (pfifo). Load leaves it nil.
+	LeafKinds map[string]bool
 
 	keys keyPos // where each key is written (see Errorf)
 }
@@ -127,14 +133,15 @@ type Interface struct {
 	// DefaultCeil >= DefaultRate whenever DefaultRate != 0.
 	DefaultTier              string
 	DefaultRate, DefaultCeil tbf.Rate
-	// LeafQdisc is the kind of qdisc under every user class ("pfifo",
-	// "bfifo", "fq_codel", ...); empty: the kernel's default. Classful,
-	// root-only and options-only kinds (htb, prio, tbf, red, mq, ...) are
-	// refused; the running kernel may refuse others.
-	LeafQdisc string
-	// LeafLimit is the leaf qdisc's limit (packets for pfifo, bytes for
-	// bfifo; refused with other kinds); 0: the kernel's default.
-	LeafLimit uint32
+	// Leaf is the qdisc under every user class and the default class
+	// (leaf_qdisc and its parameters); Kind "": shaperd's default, fq_codel
+	// where the kernel has it, else a bfifo sized to QueueLatency.
+	// Classful, root-only and options-only kinds are refused.
+	Leaf Leaf
+	// QueueLatency sizes bfifo leaves without leaf_limit (and the bfifo
+	// that replaces a kind the kernel lacks): ceil * QueueLatency bytes, at
+	// least two full frames. Default DefaultQueueLatency.
+	QueueLatency time.Duration
 
 	// Framing is the link's per-packet accounting (keys overhead, mpu,
 	// linklayer): the kernel charges every packet len+overhead bytes, at
@@ -182,6 +189,10 @@ type Tier struct {
 	Quota                        tbf.Size
 	QuotaPeriod                  Period
 	OverQuotaRate, OverQuotaCeil tbf.Rate
+	// Leaf is the leaf qdisc of the tier's users (Kind "": the
+	// interface's); QueueLatency (0: the interface's) sizes its bfifo.
+	Leaf         Leaf
+	QueueLatency time.Duration
 }
 
 // Period is a quota period; periods start at midnight in Policy.Location,
@@ -215,6 +226,11 @@ type User struct {
 	// policy applies these rules to the tier's current (scheduled) values.
 	Rate, Ceil             tbf.Rate
 	UploadRate, UploadCeil tbf.Rate
+	// Leaf is the user's own leaf qdisc (Kind "": the tier's, else the
+	// interface's); QueueLatency (0: the tier's, else the interface's)
+	// sizes its bfifo.
+	Leaf         Leaf
+	QueueLatency time.Duration
 }
 
 // Tier returns the tier called name.

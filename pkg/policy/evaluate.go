@@ -123,9 +123,9 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 		Burst: in.Burst, Latency: in.Latency, PeakRate: in.PeakRate, MTU: in.MTU,
 		Framing: in.Framing,
 	}
-	if in.LeafQdisc != "" {
-		spec.Leaf = &model.LeafQdisc{Kind: in.LeafQdisc, Limit: in.LeafLimit}
-	}
+	cl, lat, _ := effectiveLeaf(in, nil, nil)
+	spec.Leaf, _ = resolvedLeaf(cl, lat, e.plan.LeafKinds)
+	leaves := leafCache{in: in, kinds: e.plan.LeafKinds}
 	link := Explanation{Interface: in.Name, Direction: dir, Source: SourceConfig, Reason: "bandwidth",
 		ConfiguredRate: in.Bandwidth, ConfiguredCeil: in.Bandwidth}
 	if o, ok := e.ifaceOverride(in); ok {
@@ -159,6 +159,7 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 		if tier != nil {
 			ut.Burst, ut.CBurst, ut.Prio = targetBursts(tier, &x), targetCBurst(tier, &x), tier.Prio
 		}
+		ut.Leaf = leaves.user(tier, u)
 		out.Targets.Users = append(out.Targets.Users, ut)
 		out.Users = append(out.Users, x)
 	}

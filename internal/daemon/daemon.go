@@ -240,6 +240,11 @@ func (d *Daemon) setPlan(plan *config.Plan) {
 			d.quotas = true
 		}
 	}
+	for i := range plan.Users {
+		if plan.Users[i].Quota != 0 { // a user's own quota
+			d.quotas = true
+		}
+	}
 }
 
 // loadPlan loads path and checks the plan offline (CheckPlan), turning

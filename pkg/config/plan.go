@@ -231,6 +231,61 @@ type User struct {
 	// sizes its bfifo.
 	Leaf         Leaf
 	QueueLatency time.Duration
+	// The user's own HTB and quota settings; each one that is set replaces
+	// the tier's (TierFor merges them): Burst, CBurst (0: the tier's),
+	// Prio (when PrioSet), Quota (0: the tier's), QuotaPeriod ("": the
+	// tier's), OverQuotaRate/OverQuotaCeil (0: the tier's).
+	Burst, CBurst                tbf.Size
+	Prio                         uint32
+	PrioSet                      bool
+	Quota                        tbf.Size
+	QuotaPeriod                  Period
+	OverQuotaRate, OverQuotaCeil tbf.Rate
+}
+
+// OwnTierSettings reports whether the user replaces any of its tier's
+// burst, cburst, prio or quota settings.
+func (u *User) OwnTierSettings() bool {
+	return u.Burst != 0 || u.CBurst != 0 || u.PrioSet || u.Quota != 0 || u.QuotaPeriod != "" ||
+		u.OverQuotaRate != 0 || u.OverQuotaCeil != 0
+}
+
+// TierFor returns the tier settings that apply to user u of tier t: t
+// itself when u sets none of its own, else a copy of t with the user's
+// burst, cburst, prio, quota, quota_period, over_quota_rate and
+// over_quota_ceil in place of the tier's (each only when set). A user's
+// over_quota_rate without over_quota_ceil gets a ceil equal to that rate
+// when the tier has none above it (the same rule as in a tier).
+func TierFor(t *Tier, u *User) *Tier {
+	if t == nil || u == nil || !u.OwnTierSettings() {
+		return t
+	}
+	c := *t
+	if u.Burst != 0 {
+		c.Burst = u.Burst
+	}
+	if u.CBurst != 0 {
+		c.CBurst = u.CBurst
+	}
+	if u.PrioSet {
+		c.Prio = u.Prio
+	}
+	if u.Quota != 0 {
+		c.Quota = u.Quota
+	}
+	if u.QuotaPeriod != "" {
+		c.QuotaPeriod = u.QuotaPeriod
+	}
+	if u.OverQuotaRate != 0 {
+		c.OverQuotaRate = u.OverQuotaRate
+		c.OverQuotaCeil = max(u.OverQuotaRate, u.OverQuotaCeil)
+		if u.OverQuotaCeil == 0 && t.OverQuotaCeil >= u.OverQuotaRate && t.Quota != 0 {
+			c.OverQuotaCeil = t.OverQuotaCeil
+		}
+	} else if u.OverQuotaCeil != 0 {
+		c.OverQuotaCeil = max(u.OverQuotaCeil, c.OverQuotaRate)
+	}
+	return &c
 }
 
 // Tier returns the tier called name.

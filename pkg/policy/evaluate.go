@@ -155,6 +155,7 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 		x := e.user(u, in)
 		used[u.Tier] = true
 		tier, _ := e.plan.Tier(u.Tier)
+		tier = config.TierFor(tier, u) // the user's own burst, cburst, prio
 		ut := model.UserTarget{Name: u.Name, Tier: u.Tier, Prefixes: u.Prefixes, Rate: x.Rate, Ceil: x.Ceil}
 		if tier != nil {
 			ut.Burst, ut.CBurst, ut.Prio = targetBursts(tier, &x), targetCBurst(tier, &x), tier.Prio
@@ -238,6 +239,7 @@ func (e *evaluator) user(u *config.User, in *config.Interface) Explanation {
 	if !ok { // a validated plan never gets here; keep the user shaped at the minimum
 		t = &config.Tier{Name: u.Tier, Rate: config.MinRate, Ceil: config.MinRate, UploadRate: config.MinRate, UploadCeil: config.MinRate}
 	}
+	t = config.TierFor(t, u) // the user's own burst, cburst, prio and quota settings
 	// Rules 6 and 5: tier, schedule.
 	x.ConfiguredRate, x.ConfiguredCeil = t.Rates(d)
 	x.Rate, x.Ceil, x.Source, x.Reason = e.tierRates(t, d)
@@ -384,6 +386,7 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 		ut := &ir.Targets.Users[c.j]
 		ut.Rate, ut.Ceil = c.x.Rate, c.x.Ceil
 		if t, ok := plan.Tier(u.Tier); ok {
+			t = config.TierFor(t, u)
 			ut.Burst, ut.CBurst = targetBursts(t, &c.x), targetCBurst(t, &c.x)
 		}
 		if c.j < len(ir.Users) {

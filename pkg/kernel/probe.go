@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/mdlayher/netlink"
+	vnl "github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -37,11 +38,19 @@ func ProbeQdiscKinds(kinds []string) (map[string]bool, error) {
 	defer conn.Close()
 	_ = conn.SetOption(netlink.ExtendedAcknowledge, true)
 	const loIndex = 1 // the loopback device of a new namespace
+	return probeKinds(conn, loIndex, "the loopback of a throwaway namespace", kinds)
+}
+
+// probeKinds installs each kind as the root qdisc of device ifindex (and
+// removes it again) and reports which the kernel knows (see
+// ProbeQdiscKinds).
+func probeKinds(conn *netlink.Conn, ifindex uint32, where string, kinds []string) (map[string]bool, error) {
 	have := make(map[string]bool, len(kinds))
 	var errs []error
+	root := tcmsg{Ifindex: ifindex, Handle: uint32(model.RootQdisc), Parent: uint32(model.HandleRoot)}
 	for _, kind := range kinds {
 		var a attrs
-		a.b = tcmsg{Ifindex: loIndex, Handle: uint32(model.RootQdisc), Parent: uint32(model.HandleRoot)}.appendTo(nil)
+		a.b = root.appendTo(nil)
 		a.str(tcaKind, kind)
 		_, err := conn.Execute(netlink.Message{
 			Header: netlink.Header{Type: rtmNewQdisc, Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Replace},
@@ -52,19 +61,17 @@ func ProbeQdiscKinds(kinds []string) (map[string]bool, error) {
 			have[kind] = true
 			// Remove it again: the next kind cannot replace a root of
 			// another kind under the same handle.
-			var d attrs
-			d.b = tcmsg{Ifindex: loIndex, Handle: uint32(model.RootQdisc), Parent: uint32(model.HandleRoot)}.appendTo(nil)
 			if _, err := conn.Execute(netlink.Message{
 				Header: netlink.Header{Type: rtmDelQdisc, Flags: netlink.Request | netlink.Acknowledge},
-				Data:   d.b,
+				Data:   root.appendTo(nil),
 			}); err != nil {
-				return nil, fmt.Errorf("probe qdisc kinds: remove the %s probe: %w", kind, err)
+				return nil, fmt.Errorf("probe qdisc kinds: remove the %s probe from %s: %w", kind, where, err)
 			}
 		case errors.Is(err, unix.ENOENT):
 			have[kind] = false
 		default:
 			have[kind] = false
-			errs = append(errs, fmt.Errorf("probe qdisc kind %s on the loopback of a throwaway namespace: %w", kind, err))
+			errs = append(errs, fmt.Errorf("probe qdisc kind %s on %s: %w", kind, where, err))
 		}
 	}
 	return have, errors.Join(errs...)
@@ -115,6 +122,66 @@ func LeafKindsAvailable() (map[string]bool, error) {
 	return probed.have, probed.err
 }
 
-// LeafKinds reports which leaf qdisc kinds the running kernel has
-// (LeafKindsAvailable); the daemon resolves its configured leaves with it.
-func (k *Kernel) LeafKinds() (map[string]bool, error) { return LeafKindsAvailable() }
+// ProbeLinkName is the device LeafKinds creates (down, for a moment)
+// when it cannot make a throwaway namespace.
+const ProbeLinkName = "shaperd-probe"
+
+// LeafKinds reports which leaf qdisc kinds the running kernel has; the
+// daemon resolves its configured leaves with it. It is LeafKindsAvailable
+// (a throwaway namespace, cached per process) where namespaces may be
+// created. Where they may not (the systemd unit has RestrictNamespaces=yes
+// and no CAP_SYS_ADMIN), it probes once on a device of its own in k's
+// namespace: an IFB device named ProbeLinkName (a dummy or veth where
+// the kernel has no ifb), left down, with no addresses, and deleted
+// right after; no existing device is touched.
+func (k *Kernel) LeafKinds() (map[string]bool, error) {
+	have, err := LeafKindsAvailable()
+	if have != nil {
+		return have, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.leafKinds == nil && k.leafErr == nil {
+		k.leafKinds, k.leafErr = k.probeOnOwnLink(LeafKinds)
+		if k.leafErr != nil {
+			k.leafErr = fmt.Errorf("%w; then: %w", err, k.leafErr)
+		}
+	}
+	return k.leafKinds, k.leafErr
+}
+
+// probeOnOwnLink probes kinds on a temporary device ProbeLinkName in k's
+// namespace (see LeafKinds). Called with k.mu held.
+func (k *Kernel) probeOnOwnLink(kinds []string) (map[string]bool, error) {
+	if old, err := k.link.LinkByName(ProbeLinkName); err == nil {
+		// Left over by a crash during a probe: only ever ours.
+		if err := k.link.LinkDel(old); err != nil {
+			return nil, fmt.Errorf("probe qdisc kinds: remove the stale %s: %w", ProbeLinkName, err)
+		}
+	}
+	attrs := vnl.LinkAttrs{Name: ProbeLinkName, TxQLen: 1000}
+	var errs []error
+	var link vnl.Link
+	for _, l := range []vnl.Link{
+		&vnl.Ifb{LinkAttrs: attrs},
+		&vnl.Dummy{LinkAttrs: attrs},
+		&vnl.Veth{LinkAttrs: attrs, PeerName: ProbeLinkName + "1"},
+	} {
+		if err := k.link.LinkAdd(l); err != nil {
+			errs = append(errs, fmt.Errorf("create %s device %s: %w", l.Type(), ProbeLinkName, err))
+			continue
+		}
+		link = l
+		break
+	}
+	if link == nil {
+		return nil, fmt.Errorf("probe qdisc kinds: %w", errors.Join(errs...))
+	}
+	defer func() { _ = k.link.LinkDel(link) }()
+	got, err := k.link.LinkByName(ProbeLinkName)
+	if err != nil {
+		return nil, fmt.Errorf("probe qdisc kinds: %s: %w", ProbeLinkName, err)
+	}
+	defer k.deadline()()
+	return probeKinds(k.conn, uint32(got.Attrs().Index), "the temporary device "+ProbeLinkName, kinds)
+}

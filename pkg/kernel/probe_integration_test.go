@@ -50,3 +50,41 @@ func TestProbeQdiscKinds(t *testing.T) {
 		t.Errorf("cached probe: %v, %v", again, err)
 	}
 }
+
+// Without namespaces to spare (the systemd unit's sandbox), the probe runs
+// on a temporary device of its own in the Kernel's namespace: the same
+// answer, and the device is gone afterwards while the namespace's other
+// devices are as they were.
+func TestProbeOnOwnLink(t *testing.T) {
+	lab, k := labKernel(t, 1)
+	want, err := ProbeQdiscKinds(LeafKinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := lab.Router.MustRun("ip", "-o", "link")
+	k.mu.Lock()
+	have, err := k.probeOnOwnLink(LeafKinds)
+	k.mu.Unlock()
+	if err != nil {
+		t.Fatalf("probeOnOwnLink: %v", err)
+	}
+	for _, kind := range LeafKinds {
+		if have[kind] != want[kind] {
+			t.Errorf("%s: on a device %v, in a throwaway namespace %v", kind, have[kind], want[kind])
+		}
+	}
+	if after := lab.Router.MustRun("ip", "-o", "link"); after != before {
+		t.Errorf("links changed:\n%s\n->\n%s", before, after)
+	}
+	// A stale probe device (a crash during a probe) is replaced.
+	lab.Router.MustRun("ip", "link", "add", ProbeLinkName, "type", "ifb")
+	k.mu.Lock()
+	_, err = k.probeOnOwnLink(LeafKinds)
+	k.mu.Unlock()
+	if err != nil {
+		t.Fatalf("probe with a stale device: %v", err)
+	}
+	if out, _ := lab.Router.Run("ip", "link", "show", ProbeLinkName); strings.Contains(out, ProbeLinkName) {
+		t.Errorf("the probe device is still there: %s", out)
+	}
+}

@@ -110,13 +110,17 @@ func encodeTBFQdisc(a *attrs, p *model.TBFParams) error {
 //   - pfifo, bfifo: struct tc_fifo_qopt {limit} when a limit is set;
 //   - fq_codel: nested TCA_FQ_CODEL_LIMIT, FLOWS, QUANTUM, INTERVAL, TARGET
 //     (u32; times in microseconds), in tc's order, each only when set;
-//   - sfq: struct tc_sfq_qopt {quantum, perturb_period 0, limit, divisor 0,
-//     flows} when any is set (0 keeps the kernel's value);
+//   - sfq: struct tc_sfq_qopt_v1 {v0 {quantum, perturb_period 0, limit,
+//     divisor 0, flows}, the rest 0} when any is set (0 keeps the
+//     kernel's value);
 //   - cake: nested TCA_CAKE_DIFFSERV_MODE when a mode is set (no
 //     bandwidth: cake runs unlimited under its HTB class).
 //
-// Any other kind is sent without options, so the kernel decides whether
-// it knows it. Parameters that are zero are the kernel's defaults.
+// The bytes are those iproute2 sends for the same options (nested options
+// without NLA_F_NESTED, as tc writes them; TestLeafEncodingMatchesTc
+// compares). Any other kind is sent without options, so the kernel
+// decides whether it knows it. Parameters that are zero are the kernel's
+// defaults.
 func encodeLeaf(a *attrs, l *model.LeafQdisc) {
 	a.str(tcaKind, l.Kind)
 	switch l.Kind {
@@ -128,7 +132,7 @@ func encodeLeaf(a *attrs, l *model.LeafQdisc) {
 		if l.Limit == 0 && l.Flows == 0 && l.Quantum == 0 && l.Interval == 0 && l.Target == 0 {
 			return
 		}
-		a.nest(tcaOptions, func() {
+		a.nestPlain(tcaOptions, func() {
 			for _, f := range []struct {
 				typ uint16
 				v   uint32
@@ -146,16 +150,17 @@ func encodeLeaf(a *attrs, l *model.LeafQdisc) {
 			return
 		}
 		ne := binary.NativeEndian
-		q := make([]byte, 0, 20)
+		q := make([]byte, 0, sfqQoptV1Len)
 		q = ne.AppendUint32(q, l.Quantum)
 		q = ne.AppendUint32(q, 0) // perturb_period: none
 		q = ne.AppendUint32(q, l.Limit)
 		q = ne.AppendUint32(q, 0) // divisor: the kernel's (1024)
 		q = ne.AppendUint32(q, l.Flows)
+		q = q[:sfqQoptV1Len] // the rest of tc_sfq_qopt_v1 (depth, headdrop, RED) zero: defaults
 		a.bytes(tcaOptions, q)
 	case model.LeafCake:
 		if mode, ok := model.CakeDiffservModes[l.Diffserv]; ok {
-			a.nest(tcaOptions, func() { a.u32(tcaCakeDiffservMode, mode) })
+			a.nestPlain(tcaOptions, func() { a.u32(tcaCakeDiffservMode, mode) })
 		}
 	}
 }

@@ -36,7 +36,7 @@ func cat(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 // options), and the decoder reads them back.
 func TestLeafEncodingBytes(t *testing.T) {
 	kind := func(s string) []byte { return nla(tcaKind, append([]byte(s), 0)) }
-	const nested = 1 << 15
+	const nested = 0 // tc writes nested options without NLA_F_NESTED
 	tests := []struct {
 		name string
 		leaf model.LeafQdisc
@@ -55,9 +55,9 @@ func TestLeafEncodingBytes(t *testing.T) {
 		{"fq_codel target only", model.LeafQdisc{Kind: "fq_codel", Target: 5 * time.Millisecond},
 			cat(kind("fq_codel"), nla(tcaOptions|nested, nla(1, u32b(5000))))},
 		{"fq_codel defaults", model.LeafQdisc{Kind: "fq_codel"}, kind("fq_codel")},
-		// struct tc_sfq_qopt {quantum, perturb_period, limit, divisor, flows}
+		// struct tc_sfq_qopt_v1: v0 {quantum, perturb_period, limit, divisor, flows}, then 52 bytes of 0
 		{"sfq", model.LeafQdisc{Kind: "sfq", Limit: 127, Flows: 64, Quantum: 1514},
-			cat(kind("sfq"), nla(tcaOptions, u32b(1514, 0, 127, 0, 64)))},
+			cat(kind("sfq"), nla(tcaOptions, append(u32b(1514, 0, 127, 0, 64), make([]byte, 52)...)))},
 		{"sfq defaults", model.LeafQdisc{Kind: "sfq"}, kind("sfq")},
 		// TCA_CAKE_DIFFSERV_MODE = 3; CAKE_DIFFSERV_BESTEFFORT = 3, DIFFSERV4 = 1
 		{"cake besteffort", model.LeafQdisc{Kind: "cake", Diffserv: "besteffort"},

@@ -52,6 +52,8 @@ const (
 
 	tcaCakeDiffservMode = 3
 
+	sfqQoptV1Len = 72 // sizeof(struct tc_sfq_qopt_v1)
+
 	tcaU32Sel = 5
 	tcaU32Act = 7
 
@@ -146,6 +148,16 @@ func (a *attrs) nest(typ uint16, fn func()) {
 	fn()
 	binary.NativeEndian.PutUint16(a.b[start:], uint16(len(a.b)-start))
 	binary.NativeEndian.PutUint16(a.b[start+2:], typ|nlaFNested)
+}
+
+// nestPlain is nest without the NLA_F_NESTED flag, as iproute2 writes the
+// options of most qdiscs (the kernel parses them either way).
+func (a *attrs) nestPlain(typ uint16, fn func()) {
+	start := len(a.b)
+	a.b = append(a.b, 0, 0, 0, 0)
+	fn()
+	binary.NativeEndian.PutUint16(a.b[start:], uint16(len(a.b)-start))
+	binary.NativeEndian.PutUint16(a.b[start+2:], typ)
 }
 
 // eachAttr calls fn for every attribute in b (type without flag bits).

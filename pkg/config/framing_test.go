@@ -24,11 +24,12 @@ linklayer = "atm"
 [[interface]]
 name = "lan1"
 bandwidth = "10mbit"
+overhead = -4
 
 [tiers.basic]
 rate = "2mbit"
 `, "")
-	want := []tbf.Framing{{Overhead: 34}, {Overhead: 44, MPU: 96, ATM: true}, {}}
+	want := []tbf.Framing{{Overhead: 34}, {Overhead: 44, MPU: 96, ATM: true}, {Overhead: -4}}
 	for i, w := range want {
 		if got := plan.Interfaces[i].Framing; got != w {
 			t.Errorf("interface %d framing %+v, want %+v", i, got, w)

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -192,19 +191,11 @@ func decodeHTB(t *table, in *Interface, tiers []Tier) {
 }
 
 // decodeFraming reads the link's per-packet accounting: overhead (bytes
-// added to every packet, 0..256), mpu (0..256) and linklayer ("ethernet"
-// or "atm"). The kernel's rate specs hold the overhead as an unsigned
-// 16-bit field, so a negative overhead is refused with that reason.
+// added to every packet, -64..256), mpu (0..256) and linklayer
+// ("ethernet" or "atm").
 func decodeFraming(t *table, in *Interface) {
-	if n, ok := t.integer("overhead", math.MinInt32, math.MaxInt32); ok {
-		switch {
-		case n < 0:
-			t.errf("overhead", "%d: a negative overhead is not supported (the kernel's rate spec holds it unsigned; subtracting bytes needs a size table, which shaperd does not install)", n)
-		case n > tbf.MaxOverhead:
-			t.errf("overhead", "%d is out of range [0, %d]", n, tbf.MaxOverhead)
-		default:
-			in.Framing.Overhead = uint16(n)
-		}
+	if n, ok := t.integer("overhead", tbf.MinOverhead, tbf.MaxOverhead); ok {
+		in.Framing.Overhead = int(n)
 	}
 	if n, ok := t.integer("mpu", 0, tbf.MaxMPU); ok {
 		in.Framing.MPU = uint16(n)

@@ -16,6 +16,8 @@ type object struct {
 	kind    string
 	options []byte
 	stats   *model.Stats
+	// stabOverhead is the overhead of a qdisc's size table (TCA_STAB).
+	stabOverhead int32
 }
 
 // parseObject decodes a RTM_NEWQDISC/NEWTCLASS/NEWTFILTER message body.
@@ -34,6 +36,12 @@ func parseObject(b []byte) (object, error) {
 			o.options = p
 		case tcaStats2:
 			o.stats = parseStats2(p)
+		case tcaStab:
+			_ = eachAttr(p, func(typ uint16, b []byte) {
+				if typ == tcaStabBase && len(b) >= sizespecOvOff+4 {
+					o.stabOverhead = int32(binary.NativeEndian.Uint32(b[sizespecOvOff:]))
+				}
+			})
 		}
 	})
 	return o, err

@@ -106,6 +106,22 @@ func encodeTBFQdisc(a *attrs, p *model.TBFParams) error {
 	return nil
 }
 
+// encodeSizeTable appends TCA_STAB with struct tc_sizespec {overhead} and
+// no table (tsize 0), as `tc qdisc ... stab overhead N` sends it: the
+// kernel then counts every packet as len + overhead bytes (at least 1)
+// before the qdisc and its classes see it. Overhead 0 sends nothing (no
+// size table).
+func encodeSizeTable(a *attrs, overhead int32) {
+	if overhead == 0 {
+		return
+	}
+	a.nestPlain(tcaStab, func() {
+		spec := make([]byte, sizespecLen)
+		binary.NativeEndian.PutUint32(spec[sizespecOvOff:], uint32(overhead))
+		a.bytes(tcaStabBase, spec)
+	})
+}
+
 // encodeLeaf returns TCA_KIND and TCA_OPTIONS of a leaf qdisc:
 //   - pfifo, bfifo: struct tc_fifo_qopt {limit} when a limit is set;
 //   - fq_codel: nested TCA_FQ_CODEL_LIMIT, FLOWS, QUANTUM, INTERVAL, TARGET

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os/exec"
@@ -28,6 +29,8 @@ func TestFramingKernelTokens(t *testing.T) {
 		{},
 		{Overhead: 34},                      // PPPoE over VDSL
 		{Overhead: 10, MPU: 200, ATM: true}, // mpu above the frame, then ATM cells
+		{Overhead: -20},                     // negative: the root's size table
+		{Overhead: -14, MPU: 64, ATM: true}, // size table, then mpu and cells
 	} {
 		rate, ceil := tbf.Mbit, 2*tbf.Mbit
 		name := "u" + strconv.Itoa(i) // a new user: a fresh, full class
@@ -63,11 +66,12 @@ func TestFramingKernelTokens(t *testing.T) {
 		if got == nil {
 			t.Fatalf("%+v: the datagram did not pass class %s", f, cl.Handle)
 		}
-		if got.Packets != 1 || got.Bytes != frame {
-			t.Fatalf("%+v: class %s sent %d packets, %d bytes; want 1 of %d", f, cl.Handle, got.Packets, got.Bytes, frame)
+		// The class counts the length its qdisc sees: after the size table.
+		if got.Packets != 1 || got.Bytes != uint64(f.QdiscLen(frame)) {
+			t.Fatalf("%+v: class %s sent %d packets, %d bytes; want 1 of %d", f, cl.Handle, got.Packets, got.Bytes, f.QdiscLen(frame))
 		}
 		predict := func(r tbf.Rate, buffer uint32, fr tbf.Framing) int32 {
-			return int32((int64(buffer)<<tbf.PschedShift - int64(fr.RateConfig(r.BytesPerSecond()).L2T(frame))) >> tbf.PschedShift)
+			return int32((int64(buffer)<<tbf.PschedShift - int64(fr.L2T(r.BytesPerSecond(), frame))) >> tbf.PschedShift)
 		}
 		wantT, wantC := predict(rate, cl.Buffer, f), predict(ceil, cl.CBuffer, f)
 		t.Logf("%+v: charged %d B: tokens %d ctokens %d (predicted %d %d; without framing %d %d)", f, f.Charged(frame),
@@ -112,7 +116,7 @@ func TestFramingThroughput(t *testing.T) {
 	noOffloads(t, lab.Router, netnslab.RouterWANDev)
 	noOffloads(t, lab.Router, netnslab.RouterLANDev)
 	rate := 10 * tbf.Mbit
-	tg := func(overhead uint16) model.Targets {
+	tg := func(overhead int) model.Targets {
 		return model.Targets{
 			Interface: model.InterfaceSpec{Name: netnslab.RouterLANDev, Bandwidth: 100 * tbf.Mbit,
 				Framing: tbf.Framing{Overhead: overhead}},
@@ -152,8 +156,13 @@ func noOffloads(t *testing.T, ns *netnslab.NS, dev string) {
 // kernel's TBF bucket is l2t(burst) at the framing), and a second
 // reconcile changes nothing.
 func TestFramingReconcileStable(t *testing.T) {
+	for _, f := range []tbf.Framing{{Overhead: 34, MPU: 64, ATM: true}, {Overhead: -4, MPU: 64}} {
+		t.Run(fmt.Sprint(f.Overhead), func(t *testing.T) { framingReconcileStable(t, f) })
+	}
+}
+
+func framingReconcileStable(t *testing.T, f tbf.Framing) {
 	lab, k := labKernel(t, 1)
-	f := tbf.Framing{Overhead: 34, MPU: 64, ATM: true}
 	for _, spec := range []model.InterfaceSpec{
 		{Name: netnslab.RouterWANDev, Shaper: model.ShaperTBF, Bandwidth: 50 * tbf.Mbit, PeakRate: 100 * tbf.Mbit, MTU: 1514, Framing: f},
 		{Name: netnslab.RouterLANDev, Bandwidth: 50 * tbf.Mbit, Framing: f},
@@ -170,17 +179,41 @@ func TestFramingReconcileStable(t *testing.T) {
 		if d := model.Diff(actual, desired); len(d) != 0 {
 			t.Errorf("%s: a second reconcile would change %d objects: %v", spec.Name, len(d), d)
 		}
-		if actual.Root.TBF != nil && actual.Root.TBF.Framing != f {
-			t.Errorf("%s: dumped TBF framing %+v, want %+v", spec.Name, actual.Root.TBF.Framing, f)
+		if actual.Root.TBF != nil && actual.Root.TBF.Framing != f.RateSpec() {
+			t.Errorf("%s: dumped TBF framing %+v, want %+v", spec.Name, actual.Root.TBF.Framing, f.RateSpec())
+		}
+		if actual.Root.SizeOverhead != f.SizeTableOverhead() {
+			t.Errorf("%s: dumped size table overhead %d, want %d", spec.Name, actual.Root.SizeOverhead, f.SizeTableOverhead())
 		}
 		for _, c := range actual.Classes {
-			if c.Framing != f {
-				t.Errorf("%s: dumped class %s framing %+v, want %+v", spec.Name, c.Handle, c.Framing, f)
+			if c.Framing != f.RateSpec() {
+				t.Errorf("%s: dumped class %s framing %+v, want %+v", spec.Name, c.Handle, c.Framing, f.RateSpec())
 			}
 		}
+		// Another overhead is changed in place: the root stays (no
+		// delete, so no class is re-created and no packet is lost).
+		spec.Framing.Overhead = -f.Overhead
+		tg.Interface = spec
+		next, err := model.Build(tg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range model.Diff(actual, next) {
+			if c.Op == model.OpDelete || c.Op == model.OpAdd {
+				t.Errorf("%s: changing the overhead from %d to %d: %s", spec.Name, f.Overhead, -f.Overhead, c)
+			}
+		}
+		reconcile(t, k, tg, nil)
 	}
 	out := lab.Router.MustRun("tc", "-d", "class", "show", "dev", netnslab.RouterLANDev)
-	if !strings.Contains(out, "overhead 34") || !strings.Contains(out, "linklayer atm") {
-		t.Errorf("tc -d class show does not report the framing:\n%s", out)
+	if f.Overhead > 0 && (!strings.Contains(out, "linklayer atm") || strings.Contains(out, "overhead")) {
+		t.Errorf("tc -d class show after the change to a negative overhead (atm, size table):\n%s", out)
+	}
+	qout := lab.Router.MustRun("tc", "-d", "qdisc", "show", "dev", netnslab.RouterLANDev)
+	if f.Overhead < 0 && !strings.Contains(out, fmt.Sprintf("overhead %d", -f.Overhead)) {
+		t.Errorf("tc -d class show after the change to overhead %d:\n%s\n%s", -f.Overhead, out, qout)
+	}
+	if f.Overhead > 0 && !strings.Contains(qout, fmt.Sprintf("overhead %d", -f.Overhead)) {
+		t.Errorf("tc -d qdisc show does not report the size table's overhead %d:\n%s", -f.Overhead, qout)
 	}
 }

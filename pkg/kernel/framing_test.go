@@ -46,8 +46,8 @@ func TestHTBClassFramingBytes(t *testing.T) {
 			Rate: 10 * tbf.Mbit, Ceil: 20 * tbf.Mbit, Buffer: 1000, CBuffer: 1000, Quantum: 12500, Framing: tt.f}
 		o := encoded(t, tcmsg{}, func(a *attrs) { encodeHTBClass(a, &c) })
 		parms := optionAttr(t, o.options, tcaHTBParms)
-		want := append(wantRatespec(tt.linklayer, tt.f.Overhead, tt.f.MPU, 1250000),
-			wantRatespec(tt.linklayer, tt.f.Overhead, tt.f.MPU, 2500000)...)
+		want := append(wantRatespec(tt.linklayer, uint16(tt.f.Overhead), tt.f.MPU, 1250000),
+			wantRatespec(tt.linklayer, uint16(tt.f.Overhead), tt.f.MPU, 2500000)...)
 		if !bytes.Equal(parms[:24], want) {
 			t.Errorf("%+v: rate specs\n% x\nwant\n% x", tt.f, parms[:24], want)
 		}
@@ -95,5 +95,36 @@ func TestTBFFramingBytes(t *testing.T) {
 	}
 	if out.Framing != f || !model.TBFParamsEqual(in, *out) {
 		t.Errorf("decoded %+v, want %+v", *out, in)
+	}
+}
+
+// TCA_STAB as `tc qdisc add ... root stab overhead -4 htb` sends it
+// (recorded with strace, iproute2 6.1): an unflagged nest holding
+// TCA_STAB_BASE, struct tc_sizespec with only the overhead set; and the
+// dump decoder reads the overhead back.
+func TestSizeTableBytes(t *testing.T) {
+	var a attrs
+	encodeSizeTable(&a, -4)
+	want := []byte{
+		0x20, 0x00, 0x08, 0x00, // TCA_STAB, 32 bytes
+		0x1c, 0x00, 0x01, 0x00, // TCA_STAB_BASE, 28 bytes
+		0x00, 0x00, 0x00, 0x00, // cell_log, size_log, cell_align
+		0xfc, 0xff, 0xff, 0xff, // overhead -4
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // linklayer, mpu, mtu, tsize
+	}
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		t.Skip("the recorded bytes are little-endian")
+	}
+	if !bytes.Equal(a.b, want) {
+		t.Errorf("size table\n% x\nwant\n% x", a.b, want)
+	}
+	var none attrs
+	encodeSizeTable(&none, 0)
+	if len(none.b) != 0 {
+		t.Errorf("overhead 0 sends a size table: % x", none.b)
+	}
+	o, err := parseObject(append(tcmsg{}.appendTo(nil), append([]byte{8, 0, 1, 0, 'h', 't', 'b', 0}, a.b...)...))
+	if err != nil || o.stabOverhead != -4 || o.kind != "htb" {
+		t.Errorf("decoded %+v, %v", o, err)
 	}
 }

@@ -54,6 +54,11 @@ const (
 
 	sfqQoptV1Len = 72 // sizeof(struct tc_sfq_qopt_v1)
 
+	tcaStab       = 8
+	tcaStabBase   = 1
+	sizespecLen   = 24 // sizeof(struct tc_sizespec)
+	sizespecOvOff = 4  // offset of tc_sizespec.overhead (s32)
+
 	tcaU32Sel = 5
 	tcaU32Act = 7
 
@@ -187,14 +192,17 @@ type ratespec struct {
 }
 
 // framedRatespec is the rate spec of a rate of bps bytes/s on a link with
-// framing f (overhead, mpu, link layer Ethernet or ATM).
+// framing f (overhead, mpu, link layer Ethernet or ATM). A negative
+// overhead is not the rate spec's (the root qdisc's size table carries
+// it): it is sent as 0.
 func framedRatespec(f tbf.Framing, bps uint64) ratespec {
-	return ratespec{Linklayer: uint8(f.LinkLayer()), Overhead: f.Overhead, MPU: f.MPU, Rate: rate32(bps)}
+	f = f.RateSpec()
+	return ratespec{Linklayer: uint8(f.LinkLayer()), Overhead: uint16(f.Overhead), MPU: f.MPU, Rate: rate32(bps)}
 }
 
 // framing is the link framing a dumped rate spec carries.
 func (r ratespec) framing() tbf.Framing {
-	return tbf.Framing{Overhead: r.Overhead, MPU: r.MPU, ATM: r.Linklayer == uint8(tbf.LinkLayerATM)}
+	return tbf.Framing{Overhead: int(r.Overhead), MPU: r.MPU, ATM: r.Linklayer == uint8(tbf.LinkLayerATM)}
 }
 
 func (r ratespec) appendTo(b []byte) []byte {

@@ -261,12 +261,13 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 	major := RootQdisc.Major()
 	tierHandle := make(map[string]Handle, len(tiers))
 	classes := make([]Class, 0, 2+len(tiers)+len(users))
-	root.Framing, def.Framing = spec.Framing, spec.Framing
+	rs := spec.Framing.RateSpec()
+	root.Framing, def.Framing = rs, rs
 	for i := range tiers {
-		tiers[i].Framing = spec.Framing
+		tiers[i].Framing = rs
 	}
 	for i := range users {
-		users[i].Framing = spec.Framing
+		users[i].Framing = rs
 	}
 	classes = append(classes, root, def)
 	for _, c := range tiers {
@@ -288,7 +289,8 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 		c := &classes[first+int(filters[i].ClassID)] // the user's index, see userFilters
 		filters[i].ClassID, filters[i].Labels = c.Handle, c.Labels
 	}
-	tree.Root = &Qdisc{Kind: ShaperHTB, Handle: RootQdisc, DefaultMinor: DefaultClass.Minor()}
+	tree.Root = &Qdisc{Kind: ShaperHTB, Handle: RootQdisc, DefaultMinor: DefaultClass.Minor(),
+		SizeOverhead: spec.Framing.SizeTableOverhead()}
 	slices.SortFunc(classes, CompareClasses)
 	tree.Classes = classes
 	tree.Filters = filters // sorted by userFilters; ClassIDs do not change the order

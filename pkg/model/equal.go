@@ -47,11 +47,11 @@ func LeafEqual(a, b *LeafQdisc) bool {
 }
 
 // QdiscParamsEqual reports whether two root qdiscs are the same in the
-// kernel: Kind, Handle, HTB's DefaultMinor, TBF's parameters
+// kernel: Kind, Handle, the size table's SizeOverhead, HTB's DefaultMinor, TBF's parameters
 // (TBFParamsEqual). Stats are ignored. Kind or Handle differing means the
 // qdisc must be replaced; anything else can be changed in place.
 func QdiscParamsEqual(a, b Qdisc) bool {
-	if !sameQdisc(a, b) {
+	if !sameQdisc(a, b) || a.SizeOverhead != b.SizeOverhead {
 		return false
 	}
 	switch a.Kind {

@@ -102,6 +102,9 @@ func qdiscMismatches(actual, desired Tree) []string {
 		return []string{fmt.Sprintf("%s: %s %s, want %s %s", name, a.Kind, a.Handle, w.Kind, w.Handle)}
 	}
 	var m []string
+	if a.SizeOverhead != w.SizeOverhead {
+		m = append(m, fmt.Sprintf("%s: size table overhead %d, want %d", name, a.SizeOverhead, w.SizeOverhead))
+	}
 	if w.Kind != ShaperTBF && a.DefaultMinor != w.DefaultMinor {
 		m = append(m, fmt.Sprintf("%s: default minor %x, want %x", name, a.DefaultMinor, w.DefaultMinor))
 	}

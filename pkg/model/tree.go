@@ -119,6 +119,10 @@ type Qdisc struct {
 	DefaultMinor uint16
 	// TBF holds the parameters of a TBF root; nil for HTB.
 	TBF *TBFParams
+	// SizeOverhead is the overhead of the qdisc's size table (TCA_STAB,
+	// no table): a negative link overhead, which the rate specs cannot
+	// carry (tbf.Framing.SizeTableOverhead); 0: no size table.
+	SizeOverhead int32
 	// Stats are filled in actual trees.
 	Stats *Stats
 }
@@ -136,7 +140,7 @@ type TBFParams struct {
 	PeakRate tbf.Rate
 	MTU      tbf.Size
 	// Framing is the link's per-packet overhead, mpu and link layer, sent
-	// in both rate specs.
+	// in both rate specs (its rate-spec part, tbf.Framing.RateSpec).
 	Framing tbf.Framing
 }
 
@@ -156,7 +160,8 @@ type Class struct {
 	Quantum         uint32 // bytes; always explicit
 	Prio            uint32
 	// Framing is the link's per-packet overhead, mpu and link layer, sent
-	// in the rate and ceil rate specs.
+	// in the rate and ceil rate specs (its rate-spec part,
+	// tbf.Framing.RateSpec; a negative overhead is the root's SizeOverhead).
 	Framing tbf.Framing
 	// Leaf is the qdisc under a leaf class; nil leaves the kernel default.
 	// Convention for actual (dumped) trees: a class whose leaf is the

@@ -8,9 +8,13 @@ package tbf
 //
 // The zero value is plain Ethernet: no overhead, no minimum, no cells.
 type Framing struct {
-	// Overhead is added to every packet's length (the L2 frame without FCS).
-	// The kernel's field is u16: a negative overhead does not fit it.
-	Overhead uint16
+	// Overhead is added to every packet's length (the L2 frame without
+	// FCS); it may be negative (bytes the link does not carry). The
+	// kernel's rate spec holds it as u16, so a negative overhead is
+	// applied by a size table on the root qdisc instead (SizeTableOverhead):
+	// the packet length becomes len + Overhead, at least 1, before any
+	// class sees it.
+	Overhead int
 	// MPU is the minimum packet unit: a packet is charged at least MPU
 	// bytes (after the overhead is added).
 	MPU uint16
@@ -22,9 +26,40 @@ type Framing struct {
 // kernel's u16 fields hold more; these are the plausible link overheads,
 // as tc-cake(8) bounds them).
 const (
+	MinOverhead = -64
 	MaxOverhead = 256
 	MaxMPU      = 256
 )
+
+// RateSpec is the part of f that the kernel's rate specs carry: f with a
+// negative overhead left to the size table (Overhead 0).
+func (f Framing) RateSpec() Framing {
+	f.Overhead = max(f.Overhead, 0)
+	return f
+}
+
+// SizeTableOverhead is the overhead the root qdisc's size table adds
+// (struct tc_sizespec.overhead, no table): f's overhead when negative,
+// else 0 (no size table).
+func (f Framing) SizeTableOverhead() int32 {
+	return int32(min(f.Overhead, 0))
+}
+
+// QdiscLen is the packet length the classes see (qdisc_pkt_len): len
+// adjusted by the size table, at least 1 (__qdisc_calculate_pkt_len).
+func (f Framing) QdiscLen(length int) int {
+	if o := f.SizeTableOverhead(); o != 0 {
+		return max(length+int(o), 1)
+	}
+	return length
+}
+
+// L2T is the time in ns the kernel charges a packet of length bytes at
+// bytesPerSec with this framing: the size table first, then the rate
+// spec's overhead, mpu and cells (psched_l2t_ns).
+func (f Framing) L2T(bytesPerSec uint64, length int) uint64 {
+	return f.RateConfig(bytesPerSec).L2T(f.QdiscLen(length))
+}
 
 // LinkLayer is the tc_ratespec.linklayer value of f: Ethernet or ATM.
 func (f Framing) LinkLayer() LinkLayer {
@@ -35,17 +70,19 @@ func (f Framing) LinkLayer() LinkLayer {
 }
 
 // RateConfig returns the kernel's psched_ratecfg for a rate of bytesPerSec
-// with this framing (NewRateConfig plus the link layer).
+// with the rate-spec part of this framing (NewRateConfig plus the link
+// layer; a negative overhead is the size table's, see L2T).
 func (f Framing) RateConfig(bytesPerSec uint64) RateConfig {
-	rc := NewRateConfig(bytesPerSec, int(f.Overhead), uint32(f.MPU))
+	rc := NewRateConfig(bytesPerSec, f.RateSpec().Overhead, uint32(f.MPU))
 	rc.LinkLayer = f.LinkLayer()
 	return rc
 }
 
 // Charged is the number of bytes the kernel charges a packet of length
-// bytes: length + Overhead, at least MPU, and for ATM ceil(len/48)*53.
+// bytes: length + Overhead (at least 1), at least MPU, and for ATM
+// ceil(len/48)*53.
 func (f Framing) Charged(length int) int {
-	l := length + int(f.Overhead)
+	l := max(length+f.Overhead, 1)
 	l = max(l, int(f.MPU))
 	if f.ATM {
 		l = (l + 47) / 48 * 53

@@ -358,3 +358,19 @@ func TestLeafEqualParameters(t *testing.T) {
 		t.Error("cake modes compare equal")
 	}
 }
+
+// A latency-sized bfifo is not resized for a small change of the ceil
+// (a ramp step), but is for a large one; a fixed limit must match exactly.
+func TestLeafEqualBfifoResize(t *testing.T) {
+	sized := func(limit uint32) *LeafQdisc { return &LeafQdisc{Kind: LeafBfifo, Limit: limit, Latency: 50 * time.Millisecond} }
+	dumped := &LeafQdisc{Kind: LeafBfifo, Limit: 31250}
+	if !LeafEqual(dumped, sized(36000)) || !LeafEqual(dumped, sized(25000)) {
+		t.Error("a bfifo within 25% of its size is resized")
+	}
+	if LeafEqual(dumped, sized(40000)) || LeafEqual(dumped, sized(24000)) {
+		t.Error("a bfifo more than 25% off is not resized")
+	}
+	if LeafEqual(dumped, &LeafQdisc{Kind: LeafBfifo, Limit: 31251}) {
+		t.Error("a configured bfifo limit matched a different one")
+	}
+}

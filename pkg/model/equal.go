@@ -25,7 +25,8 @@ func ClassParamsEqual(a, b Class) bool {
 // where both sides give one: 0 (or "") on either side is the kernel's
 // default and matches any value. Target and Interval, which the kernel
 // keeps in units of 1.024 us and dumps in whole microseconds, match within
-// 1% + 2us. Latency is ignored (Build turns it into Limit).
+// 1% + 2us. Latency is not compared (Build turns it into Limit), but a
+// bfifo with a Latency on either side matches limits within BfifoResize.
 func LeafEqual(a, b *LeafQdisc) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -41,7 +42,15 @@ func LeafEqual(a, b *LeafQdisc) bool {
 		}
 		return d <= max(x, y)/100+2*time.Microsecond
 	}
-	return a.Kind == b.Kind && u32(a.Limit, b.Limit) && u32(a.Flows, b.Flows) && u32(a.Quantum, b.Quantum) &&
+	limit := u32(a.Limit, b.Limit)
+	if !limit && a.Kind == LeafBfifo && (a.Latency != 0 || b.Latency != 0) {
+		// A latency-sized bfifo follows its class's ceil; during a ramp
+		// the ceil moves in small steps. The queue is resized only when
+		// it is off by more than BfifoResize, not at every step.
+		lo, hi := min(a.Limit, b.Limit), max(a.Limit, b.Limit)
+		limit = float64(hi) <= float64(lo)*(1+BfifoResize)
+	}
+	return a.Kind == b.Kind && limit && u32(a.Flows, b.Flows) && u32(a.Quantum, b.Quantum) &&
 		dur(a.Target, b.Target) && dur(a.Interval, b.Interval) &&
 		(a.Diffserv == "" || b.Diffserv == "" || a.Diffserv == b.Diffserv)
 }
@@ -122,3 +131,7 @@ func filterOK(a, d Filter) bool { return a.ClassID == d.ClassID && !a.Damaged &&
 // Equal reports whether actual already is desired as far as the kernel is
 // concerned: Diff(actual, desired) is empty.
 func Equal(actual, desired Tree) bool { return len(Diff(actual, desired)) == 0 }
+
+// BfifoResize is how far (as a fraction) a latency-sized bfifo's limit may
+// be from the one its class's ceil asks for before it is resized.
+const BfifoResize = 0.25

@@ -362,7 +362,9 @@ func TestLeafEqualParameters(t *testing.T) {
 // A latency-sized bfifo is not resized for a small change of the ceil
 // (a ramp step), but is for a large one; a fixed limit must match exactly.
 func TestLeafEqualBfifoResize(t *testing.T) {
-	sized := func(limit uint32) *LeafQdisc { return &LeafQdisc{Kind: LeafBfifo, Limit: limit, Latency: 50 * time.Millisecond} }
+	sized := func(limit uint32) *LeafQdisc {
+		return &LeafQdisc{Kind: LeafBfifo, Limit: limit, Latency: 50 * time.Millisecond}
+	}
 	dumped := &LeafQdisc{Kind: LeafBfifo, Limit: 31250}
 	if !LeafEqual(dumped, sized(36000)) || !LeafEqual(dumped, sized(25000)) {
 		t.Error("a bfifo within 25% of its size is resized")

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -215,5 +216,68 @@ func framingReconcileStable(t *testing.T, f tbf.Framing) {
 	}
 	if f.Overhead > 0 && !strings.Contains(qout, fmt.Sprintf("overhead %d", -f.Overhead)) {
 		t.Errorf("tc -d qdisc show does not report the size table's overhead %d:\n%s", -f.Overhead, qout)
+	}
+}
+
+// The rate specs carry the framing as iproute2's tc writes it for the same
+// options (recorded with strace): linklayer, overhead, mpu and rate of HTB's
+// rate and ceil and TBF's rate and peak rate. (tc also fills cell_log and
+// cell_align for its rate table, which the kernel ignores when the link
+// layer is set; shaperd sends no rate table and leaves them 0.)
+func TestFramingRatespecsMatchTc(t *testing.T) {
+	netnslab.Require(t)
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Fatalf("strace is needed to record tc's requests (apt-get install strace): %v", err)
+	}
+	ns := netnslab.NewNS(t, "tcrs")
+	peer := netnslab.NewNS(t, "tcrs2")
+	netnslab.Veth(t, ns, "e0", peer, "e1")
+	ns.MustRun("tc", "qdisc", "add", "dev", "e0", "root", "handle", "1:", "htb")
+	f := tbf.Framing{Overhead: 34, MPU: 64, ATM: true}
+	parms := func(b []byte, typ uint16) []byte {
+		var opts, p []byte
+		_ = eachAttr(b, func(ty uint16, v []byte) {
+			if ty == tcaOptions {
+				opts = v
+			}
+		})
+		_ = eachAttr(opts, func(ty uint16, v []byte) {
+			if ty == typ {
+				p = v
+			}
+		})
+		if len(p) < 24 {
+			t.Fatalf("no parameters %d in % x", typ, b)
+		}
+		return p
+	}
+	// linklayer, overhead, mpu and rate of the two rate specs at the start of p.
+	fields := func(p []byte) []byte {
+		var out []byte
+		for _, rs := range [][]byte{p[:12], p[12:24]} {
+			out = append(out, rs[1])
+			out = append(out, rs[2:4]...)
+			out = append(out, rs[6:12]...)
+		}
+		return out
+	}
+	tcHTB := tcSent(t, ns, rtmNewTClass, "class", "add", "dev", "e0", "parent", "1:", "classid", "1:10", "htb",
+		"rate", "10mbit", "ceil", "20mbit", "overhead", "34", "mpu", "64", "linklayer", "atm")
+	var a attrs
+	c := model.Class{Rate: 10 * tbf.Mbit, Ceil: 20 * tbf.Mbit, Buffer: 1000, CBuffer: 1000, Quantum: 12500, Framing: f}
+	encodeHTBClass(&a, &c)
+	if got, want := fields(parms(a.b, tcaHTBParms)), fields(parms(tcHTB, tcaHTBParms)); !bytes.Equal(got, want) {
+		t.Errorf("HTB rate specs: shaperd % x, tc % x", got, want)
+	}
+	tcTBF := tcSent(t, peer, rtmNewQdisc, "qdisc", "replace", "dev", "e1", "root", "handle", "1:", "tbf",
+		"rate", "10mbit", "burst", "16000", "limit", "80000", "peakrate", "50mbit", "mtu", "1514",
+		"overhead", "34", "mpu", "64", "linklayer", "atm")
+	var b attrs
+	p := model.TBFParams{Rate: 10 * tbf.Mbit, Burst: 16000, Limit: 80000, PeakRate: 50 * tbf.Mbit, MTU: 1514, Framing: f}
+	if err := encodeTBFQdisc(&b, &p); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fields(parms(b.b, tcaTBFParms)), fields(parms(tcTBF, tcaTBFParms)); !bytes.Equal(got, want) {
+		t.Errorf("TBF rate specs: shaperd % x, tc % x", got, want)
 	}
 }

@@ -18,27 +18,42 @@ import (
 // sent (after nlmsghdr and tcmsg), whether or not the kernel accepted it.
 func tcRequest(t *testing.T, ns *netnslab.NS, dev string, args ...string) []byte {
 	t.Helper()
-	argv := append([]string{"strace", "-e", "trace=sendmsg", "-e", "write=all", "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:"}, args...)
-	out, _ := ns.Command(argv...).CombinedOutput()
+	b := tcSent(t, ns, rtmNewQdisc, append([]string{"qdisc", "add", "dev", dev, "root", "handle", "1:"}, args...)...)
 	_, _ = ns.Run("tc", "qdisc", "del", "dev", dev, "root")
-	var msg []byte
-	line := regexp.MustCompile(`^ \| [0-9a-f]{5}  ((?:[0-9a-f]{2}  ?)+)`)
+	return b
+}
+
+// tcSent runs `tc ARGS...` under strace in ns and returns the attributes
+// of the request of type typ it sent (after nlmsghdr and tcmsg).
+func tcSent(t *testing.T, ns *netnslab.NS, typ byte, args ...string) []byte {
+	t.Helper()
+	argv := append([]string{"strace", "-e", "trace=sendmsg", "-e", "write=all", "tc"}, args...)
+	out, _ := ns.Command(argv...).CombinedOutput()
+	// One hex dump per sendmsg, each starting at offset 00000.
+	var msgs [][]byte
+	line := regexp.MustCompile(`^ \| ([0-9a-f]{5})  ((?:[0-9a-f]{2}  ?)+)`)
 	for _, l := range strings.Split(string(out), "\n") {
 		m := line.FindStringSubmatch(l)
 		if m == nil {
 			continue
 		}
-		b, err := hex.DecodeString(strings.ReplaceAll(m[1], " ", ""))
+		b, err := hex.DecodeString(strings.ReplaceAll(m[2], " ", ""))
 		if err != nil {
 			t.Fatalf("strace dump %q: %v", l, err)
 		}
-		msg = append(msg, b...)
+		if m[1] == "00000" {
+			msgs = append(msgs, nil)
+		}
+		msgs[len(msgs)-1] = append(msgs[len(msgs)-1], b...)
 	}
 	const hdr = 16 + tcmsgLen // nlmsghdr + tcmsg
-	if len(msg) <= hdr || msg[4] != rtmNewQdisc {
-		t.Fatalf("no RTM_NEWQDISC request in strace output of %v:\n%s", args, out)
+	for _, msg := range msgs {
+		if len(msg) > hdr && msg[4] == typ {
+			return msg[hdr:]
+		}
 	}
-	return msg[hdr:]
+	t.Fatalf("no request of type %d in strace output of tc %v:\n%s", typ, args, out)
+	return nil
 }
 
 // The leaf encoder writes exactly the attributes iproute2's tc sends for

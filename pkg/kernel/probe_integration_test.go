@@ -1,7 +1,11 @@
 package kernel
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -86,5 +90,69 @@ func TestProbeOnOwnLink(t *testing.T) {
 	}
 	if out, _ := lab.Router.Run("ip", "link", "show", ProbeLinkName); strings.Contains(out, ProbeLinkName) {
 		t.Errorf("the probe device is still there: %s", out)
+	}
+}
+
+// As the systemd unit runs it (CAP_NET_ADMIN only, so no namespace can be
+// created), LeafKinds still answers, from a temporary device of its own,
+// the same as the throwaway-namespace probe, and leaves the namespace's
+// devices as they were. The test runs itself in a lab namespace under
+// setpriv with that capability set.
+func TestLeafKindsWithNetAdminOnly(t *testing.T) {
+	if os.Getenv("SHAPERD_PROBE_CHILD") == "1" {
+		k, err := Open(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		if _, err := ProbeQdiscKinds(LeafKinds); err == nil {
+			t.Fatal("a namespace could be created: the capabilities were not dropped")
+		}
+		have, err := k.LeafKinds()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(have)
+		fmt.Printf("KINDS %s\n", b)
+		return
+	}
+	netnslab.Require(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatalf("setpriv (util-linux) is needed: %v", err)
+	}
+	want, err := ProbeQdiscKinds(LeafKinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := netnslab.NewNS(t, "probecap")
+	peer := netnslab.NewNS(t, "probecap2")
+	netnslab.Veth(t, ns, "c0", peer, "c1")
+	before := ns.MustRun("ip", "-o", "link")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := ns.Command("setpriv", "--bounding-set", "-all,+net_admin", "--inh-caps", "-all,+net_admin",
+		"--ambient-caps", "-all,+net_admin", "--", self, "-test.run", "^TestLeafKindsWithNetAdminOnly$", "-test.v")
+	cmd.Env = append(os.Environ(), "SHAPERD_PROBE_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`KINDS (\{.*\})`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("child printed no kinds:\n%s", out)
+	}
+	var have map[string]bool
+	if err := json.Unmarshal(m[1], &have); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range LeafKinds {
+		if have[kind] != want[kind] {
+			t.Errorf("%s: with CAP_NET_ADMIN only %v, in a throwaway namespace %v", kind, have[kind], want[kind])
+		}
+	}
+	if after := ns.MustRun("ip", "-o", "link"); after != before {
+		t.Errorf("links changed:\n%s\n->\n%s", before, after)
 	}
 }

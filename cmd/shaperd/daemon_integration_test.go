@@ -92,9 +92,8 @@ func TestDaemonAsUnit(t *testing.T) {
 	u0, u2 := u.Users4[0], u.Users4[2]
 
 	t.Run("started as the unit starts it", func(t *testing.T) {
-		if !u.Notify.Has("STATUS=shaping") {
-			t.Errorf("no STATUS= after READY=1: %q", u.Notify.States())
-		}
+		// STATUS= follows READY=1 in its own datagram: wait for it.
+		u.WaitNotify("STATUS=shaping", 5*time.Second)
 		st := u.status()
 		if len(st.Interfaces) != 3 || len(st.Users) != 9 {
 			t.Fatalf("status: %d interfaces, %d user entries; want 3, 9", len(st.Interfaces), len(st.Users))

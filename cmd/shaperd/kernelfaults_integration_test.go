@@ -7,14 +7,18 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/pkg/kernel"
 )
 
 // Two faults of the kernel's kind, with shaperd started as the unit starts
 // it: the kernel refuses part of the plan, and another tool owns the root.
 
-// degradedConfig asks for fq_codel leaves on r-lan, which this kernel does
-// not have: every user's leaf qdisc is refused there.
-var degradedConfig = strings.Replace(daemonConfig, "default_tier = \"bronze\"\n", "default_tier = \"bronze\"\nleaf_qdisc = \"fq_codel\"\n", 1)
+// degradedConfig asks for codel leaves on r-lan, which this kernel does
+// not have: every user's leaf qdisc is refused there. (codel is not one of
+// the kinds shaperd probes and replaces: it is sent as configured. A
+// probed kind such as fq_codel falls back to a bfifo instead, see
+// TestLeafFallbackAsUnit.)
+var degradedConfig = strings.Replace(daemonConfig, "default_tier = \"bronze\"\n", "default_tier = \"bronze\"\nleaf_qdisc = \"codel\"\n", 1)
 
 // interfaceStatus returns the status of the interface on device.
 func interfaceStatus(u *unitLab, device string) control.InterfaceStatus {
@@ -27,7 +31,7 @@ func interfaceStatus(u *unitLab, device string) control.InterfaceStatus {
 }
 
 // TestKernelRefusesPartOfThePlan (issue 8 §3, §4): the refused leaf qdiscs
-// make r-lan degraded with every user's error naming fq_codel, while their
+// make r-lan degraded with every user's error naming codel, while their
 // classes and filters are in the kernel and their traffic is shaped; the
 // upload interface stays ok; the service is READY and says what is not ok.
 // A cls_bpf filter added by hand is listed as foreign and does not stop
@@ -40,22 +44,22 @@ func TestKernelRefusesPartOfThePlan(t *testing.T) {
 	if !u.Notify.Has("STATUS=shaping 3 interfaces, 3 users; not ok: r-lan/egress degraded") {
 		t.Errorf("STATUS= does not say r-lan is degraded: %q", u.Notify.States())
 	}
-	if e := interfaceStatus(u, "r-lan").Error; !strings.Contains(e, "fq_codel") {
-		t.Errorf("r-lan error %q; want the refused fq_codel named", e)
+	if e := interfaceStatus(u, "r-lan").Error; !strings.Contains(e, "codel") {
+		t.Errorf("r-lan error %q; want the refused codel named", e)
 	}
 	errs := 0
 	for _, us := range u.status().Users {
 		if us.Error != "" {
 			errs++
-			if !strings.Contains(us.Error, "fq_codel") || !strings.Contains(us.Error, "user "+us.Name) {
-				t.Errorf("%s's error %q; want fq_codel and the user named", us.Name, us.Error)
+			if !strings.Contains(us.Error, "codel") || !strings.Contains(us.Error, "user "+us.Name) {
+				t.Errorf("%s's error %q; want codel and the user named", us.Name, us.Error)
 			}
 		}
 	}
 	if errs != len(u.Users4) {
 		t.Errorf("%d users with an error, want %d", errs, len(u.Users4))
 	}
-	if code, out := u.shaperctl("status"); !strings.Contains(out, "degraded") || !strings.Contains(out, "fq_codel") {
+	if code, out := u.shaperctl("status"); !strings.Contains(out, "degraded") || !strings.Contains(out, "codel") {
 		t.Errorf("shaperctl status (exit %d) does not show the refusal:\n%s", code, out)
 	}
 	if got := measureDownload(t, u.RouterLab, u.Users4[2], 40e6); !within(got, 40e6, 0.8, 1.1) {
@@ -125,5 +129,49 @@ func TestForeignRootNeedsTakeover(t *testing.T) {
 	}
 	if !strings.Contains(u.Logs.String(), "takeover") {
 		t.Errorf("the takeover is not logged:\n%s", u.Logs.String())
+	}
+}
+
+// TestLeafFallbackAsUnit (issue 11 §2): a leaf kind the kernel lacks is
+// replaced by a bfifo sized to queue_latency at the class's ceil, with a
+// warning naming the fallback; the interface is ok and every user class
+// has the bfifo. Interfaces without leaf_qdisc get the default (fq_codel
+// where the kernel has it, else the same bfifo).
+func TestLeafFallbackAsUnit(t *testing.T) {
+	have, err := kernel.LeafKindsAvailable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if have["fq_codel"] {
+		t.Skip("this kernel has fq_codel: nothing falls back")
+	}
+	cfg := strings.Replace(daemonConfig, "default_tier = \"bronze\"\n", "default_tier = \"bronze\"\nleaf_qdisc = \"fq_codel\"\nqueue_latency = \"20ms\"\n", 1)
+	u := newUnitLab(t, 3, cfg, labUsers)
+	waitFor(t, 15*time.Second, "r-lan and r-ifb ok", func() bool {
+		return interfaceStatus(u, "r-lan").State == control.StateOK && interfaceStatus(u, "r-ifb").State == control.StateOK
+	})
+	if logs := u.Logs.String(); !strings.Contains(logs, "interface[0].leaf_qdisc: fq_codel not available in this kernel; using bfifo sized to 20ms") ||
+		!strings.Contains(logs, "default leaf qdisc: fq_codel not available in this kernel; using bfifo sized to 50ms") {
+		t.Errorf("no fallback warnings in the log:\n%s", tail(logs, 3000))
+	}
+	for dev, latency := range map[string]float64{"r-lan": 0.020, "r-ifb": 0.050} {
+		tr, err := u.k.Dump(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, c := range tr.Classes {
+			if c.Labels.Kind == "root" || c.Handle.Minor() < 0x100 {
+				continue
+			}
+			n++
+			want := uint32(max(float64(c.Ceil.BytesPerSecond())*latency, 3028))
+			if c.Leaf == nil || c.Leaf.Kind != "bfifo" || c.Leaf.Limit != want {
+				t.Errorf("%s class %s (ceil %s): leaf %+v, want bfifo limit %d", dev, c.Handle, c.Ceil, c.Leaf, want)
+			}
+		}
+		if n != len(u.Users4) {
+			t.Errorf("%s: %d user classes, want %d", dev, n, len(u.Users4))
+		}
 	}
 }

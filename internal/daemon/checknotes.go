@@ -11,11 +11,14 @@ import (
 // configuration besides "ok": each interface and tier aggregate whose
 // guaranteed rates add up to more than its bandwidth, with the factor the
 // guarantees are scaled by (information, not an error). Overrides and
-// quota usage are not considered: it is the plan as written, now.
+// quota usage are not considered: it is the plan as written, now. It also
+// probes the running kernel's leaf qdisc kinds and names each configured
+// kind it lacks (and the default) with the bfifo that replaces it.
 func CheckNotes(path string) []string {
 	plan, err := config.Load(path)
 	if err != nil {
 		return nil
 	}
-	return policy.Evaluate(plan, policy.Overrides{}, nil, time.Now()).OversubscriptionNotes()
+	notes := policy.Evaluate(plan, policy.Overrides{}, nil, time.Now()).OversubscriptionNotes()
+	return append(notes, leafCheckNotes(plan)...)
 }

@@ -202,6 +202,7 @@ func New(opts Options) (*Daemon, error) {
 		d.Close()
 		return nil, err
 	}
+	d.resolveLeaves(plan)
 	d.setPlan(plan)
 	d.ramper = policy.NewRamper(rampPolicy(plan.Policy))
 	d.ifaces = d.makeIfaces(plan, nil)
@@ -254,6 +255,11 @@ func (d *Daemon) setPlan(plan *config.Plan) {
 	d.quotas = false
 	for _, t := range plan.Tiers {
 		if t.Quota != 0 {
+			d.quotas = true
+		}
+	}
+	for i := range plan.Users {
+		if plan.Users[i].Quota != 0 { // a user's own quota
 			d.quotas = true
 		}
 	}

@@ -54,6 +54,7 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 		}
 		return err
 	}
+	d.resolveLeaves(plan)
 	now := d.clock.Now()
 	ifaces := d.makeIfaces(plan, d.ifaces)
 	ov := d.overrides.Clone()

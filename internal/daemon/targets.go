@@ -17,15 +17,21 @@ func targetsEqual(a, b *model.Targets) bool {
 	for i := range a.Users {
 		x, y := &a.Users[i], &b.Users[i]
 		if x.Name != y.Name || x.Tier != y.Tier || x.Rate != y.Rate || x.Ceil != y.Ceil ||
-			x.Burst != y.Burst || x.CBurst != y.CBurst || x.Prio != y.Prio || !slices.Equal(x.Prefixes, y.Prefixes) {
+			x.Burst != y.Burst || x.CBurst != y.CBurst || x.Prio != y.Prio || !slices.Equal(x.Prefixes, y.Prefixes) ||
+			!leafPtrEqual(x.Leaf, y.Leaf) {
 			return false
 		}
 	}
 	return true
 }
 
+// leafPtrEqual compares two leaf settings by value (nil only equals nil).
+func leafPtrEqual(a, b *model.LeafQdisc) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
 func specEqual(a, b *model.InterfaceSpec) bool {
-	leafEqual := (a.Leaf == nil) == (b.Leaf == nil) && (a.Leaf == nil || *a.Leaf == *b.Leaf)
+	leafEqual := leafPtrEqual(a.Leaf, b.Leaf)
 	x, y := *a, *b
 	x.Leaf, y.Leaf = nil, nil
 	return leafEqual && x == y

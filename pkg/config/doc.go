@@ -14,5 +14,7 @@
 // "user[3].addresses[0]").
 //
 // The package does not touch the kernel: a leaf qdisc kind it accepts may
-// still be refused by the running kernel, which the daemon reports.
+// be missing from the running kernel. The daemon probes the kinds it knows
+// (Plan.LeafKinds) and the policy replaces a missing one by a bfifo; the
+// kernel refuses any other missing kind, which the daemon reports.
 package config

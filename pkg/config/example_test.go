@@ -43,8 +43,11 @@ func TestExampleConfig(t *testing.T) {
 	if silver.Quota == 0 || silver.OverQuotaRate == 0 {
 		t.Errorf("silver has no quota: %+v", silver)
 	}
-	if len(plan.Users) != 4 || plan.Users[0].Name != "alice" {
+	if len(plan.Users) != 5 || plan.Users[0].Name != "alice" {
 		t.Fatalf("users: %+v", plan.Users)
+	}
+	if erin := plan.Users[4]; erin.Name != "erin" || !erin.PrioSet || erin.Quota == 0 || erin.QuotaPeriod != PeriodDay || erin.QueueLatency == 0 {
+		t.Errorf("erin's own settings: %+v", erin)
 	}
 	var v4, v6, prefix bool
 	for _, u := range plan.Users {

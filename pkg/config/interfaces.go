@@ -29,7 +29,7 @@ var notLeafKinds = []string{
 }
 
 var (
-	htbOnlyKeys = []string{"default_tier", "default_rate", "default_ceil", "leaf_qdisc", "leaf_limit"}
+	htbOnlyKeys = append([]string{"default_tier", "default_rate", "default_ceil"}, leafKeys...)
 	tbfOnlyKeys = []string{"burst", "latency", "peakrate", "mtu"}
 )
 
@@ -138,6 +138,7 @@ func decodeInterface(t *table, tiers []Tier) Interface {
 		in.IFB = defaultIFB(in.Name)
 	}
 	in.Bandwidth, _ = t.rate("bandwidth")
+	decodeFraming(t, &in)
 
 	// Keys of the other shaper.
 	other, otherKind := tbfOnlyKeys, ShaperTBF
@@ -181,25 +182,26 @@ func decodeHTB(t *table, in *Interface, tiers []Tier) {
 		in.DefaultRate = max(in.Bandwidth/100, MinRate)
 		in.DefaultCeil = max(in.Bandwidth, in.DefaultRate)
 	}
-	if s, ok := t.str("leaf_qdisc"); ok {
-		switch {
-		case s == "" || strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_") != "":
-			t.errf("leaf_qdisc", "%q is not a qdisc kind (such as pfifo, bfifo, fq_codel)", s)
-		case slices.Contains(notLeafKinds, s):
-			t.errf("leaf_qdisc", "%q cannot be the leaf qdisc of a class: it is classful, root-only or needs options shaperd does not send (use a queue such as pfifo, bfifo, fq_codel, fq, sfq, codel or cake)", s)
-		default:
-			in.LeafQdisc = s
-		}
+	var latency time.Duration
+	in.Leaf, latency = decodeLeaf(t)
+	in.QueueLatency = DefaultQueueLatency
+	if latency != 0 {
+		in.QueueLatency = latency
 	}
-	if n, ok := t.integer("leaf_limit", 0, 1<<32-1); ok {
-		leaf, _ := t.m["leaf_qdisc"].(string)
-		switch {
-		case !t.has("leaf_qdisc"):
-			t.errf("leaf_limit", "needs leaf_qdisc")
-		case n != 0 && leaf != "pfifo" && leaf != "bfifo":
-			t.errf("leaf_limit", "is only used with leaf_qdisc \"pfifo\" (packets) or \"bfifo\" (bytes); %q is sent without options and keeps its own default", leaf)
-		}
-		in.LeafLimit = uint32(n)
+}
+
+// decodeFraming reads the link's per-packet accounting: overhead (bytes
+// added to every packet, -64..256), mpu (0..256) and linklayer
+// ("ethernet" or "atm").
+func decodeFraming(t *table, in *Interface) {
+	if n, ok := t.integer("overhead", tbf.MinOverhead, tbf.MaxOverhead); ok {
+		in.Framing.Overhead = int(n)
+	}
+	if n, ok := t.integer("mpu", 0, tbf.MaxMPU); ok {
+		in.Framing.MPU = uint16(n)
+	}
+	if s, ok := t.enum("linklayer", "ethernet", "atm"); ok {
+		in.Framing.ATM = s == "atm"
 	}
 }
 

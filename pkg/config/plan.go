@@ -25,6 +25,12 @@ type Plan struct {
 	// come from (LoadShared); empty when they come from Path. UsersPath
 	// then names the fleet's users document.
 	SharedPath string
+	// LeafKinds says which leaf qdisc kinds the running kernel has, as the
+	// daemon probed them (kernel.LeafKindsAvailable); a kind missing from
+	// the map was not probed and is used as configured. nil: not probed
+	// (offline): every leaf is used as configured and an interface without
+	// leaf_qdisc keeps the kernel's default (pfifo). Load leaves it nil.
+	LeafKinds map[string]bool
 
 	keys keyPos // where each key is written (see Errorf)
 }
@@ -139,14 +145,20 @@ type Interface struct {
 	// DefaultCeil >= DefaultRate whenever DefaultRate != 0.
 	DefaultTier              string
 	DefaultRate, DefaultCeil tbf.Rate
-	// LeafQdisc is the kind of qdisc under every user class ("pfifo",
-	// "bfifo", "fq_codel", ...); empty: the kernel's default. Classful,
-	// root-only and options-only kinds (htb, prio, tbf, red, mq, ...) are
-	// refused; the running kernel may refuse others.
-	LeafQdisc string
-	// LeafLimit is the leaf qdisc's limit (packets for pfifo, bytes for
-	// bfifo; refused with other kinds); 0: the kernel's default.
-	LeafLimit uint32
+	// Leaf is the qdisc under every user class and the default class
+	// (leaf_qdisc and its parameters); Kind "": shaperd's default, fq_codel
+	// where the kernel has it, else a bfifo sized to QueueLatency.
+	// Classful, root-only and options-only kinds are refused.
+	Leaf Leaf
+	// QueueLatency sizes bfifo leaves without leaf_limit (and the bfifo
+	// that replaces a kind the kernel lacks): ceil * QueueLatency bytes, at
+	// least two full frames. Default DefaultQueueLatency.
+	QueueLatency time.Duration
+
+	// Framing is the link's per-packet accounting (keys overhead, mpu,
+	// linklayer): the kernel charges every packet len+overhead bytes, at
+	// least mpu, in 53-byte cells per 48 bytes on ATM. Zero: Ethernet.
+	Framing tbf.Framing
 
 	// TBF only. Burst is the bucket size (0: a default from the rate; else
 	// at least 1514b), Latency bounds queueing (limit = rate*latency +
@@ -189,6 +201,10 @@ type Tier struct {
 	Quota                        tbf.Size
 	QuotaPeriod                  Period
 	OverQuotaRate, OverQuotaCeil tbf.Rate
+	// Leaf is the leaf qdisc of the tier's users (Kind "": the
+	// interface's); QueueLatency (0: the interface's) sizes its bfifo.
+	Leaf         Leaf
+	QueueLatency time.Duration
 }
 
 // Period is a quota period; periods start at midnight in Policy.Location,
@@ -222,6 +238,66 @@ type User struct {
 	// policy applies these rules to the tier's current (scheduled) values.
 	Rate, Ceil             tbf.Rate
 	UploadRate, UploadCeil tbf.Rate
+	// Leaf is the user's own leaf qdisc (Kind "": the tier's, else the
+	// interface's); QueueLatency (0: the tier's, else the interface's)
+	// sizes its bfifo.
+	Leaf         Leaf
+	QueueLatency time.Duration
+	// The user's own HTB and quota settings; each one that is set replaces
+	// the tier's (TierFor merges them): Burst, CBurst (0: the tier's),
+	// Prio (when PrioSet), Quota (0: the tier's), QuotaPeriod ("": the
+	// tier's), OverQuotaRate/OverQuotaCeil (0: the tier's).
+	Burst, CBurst                tbf.Size
+	Prio                         uint32
+	PrioSet                      bool
+	Quota                        tbf.Size
+	QuotaPeriod                  Period
+	OverQuotaRate, OverQuotaCeil tbf.Rate
+}
+
+// OwnTierSettings reports whether the user replaces any of its tier's
+// burst, cburst, prio or quota settings.
+func (u *User) OwnTierSettings() bool {
+	return u.Burst != 0 || u.CBurst != 0 || u.PrioSet || u.Quota != 0 || u.QuotaPeriod != "" ||
+		u.OverQuotaRate != 0 || u.OverQuotaCeil != 0
+}
+
+// TierFor returns the tier settings that apply to user u of tier t: t
+// itself when u sets none of its own, else a copy of t with the user's
+// burst, cburst, prio, quota, quota_period, over_quota_rate and
+// over_quota_ceil in place of the tier's (each only when set). A user's
+// over_quota_rate without over_quota_ceil gets a ceil equal to that rate
+// when the tier has none above it (the same rule as in a tier).
+func TierFor(t *Tier, u *User) *Tier {
+	if t == nil || u == nil || !u.OwnTierSettings() {
+		return t
+	}
+	c := *t
+	if u.Burst != 0 {
+		c.Burst = u.Burst
+	}
+	if u.CBurst != 0 {
+		c.CBurst = u.CBurst
+	}
+	if u.PrioSet {
+		c.Prio = u.Prio
+	}
+	if u.Quota != 0 {
+		c.Quota = u.Quota
+	}
+	if u.QuotaPeriod != "" {
+		c.QuotaPeriod = u.QuotaPeriod
+	}
+	if u.OverQuotaRate != 0 {
+		c.OverQuotaRate = u.OverQuotaRate
+		c.OverQuotaCeil = max(u.OverQuotaRate, u.OverQuotaCeil)
+		if u.OverQuotaCeil == 0 && t.OverQuotaCeil >= u.OverQuotaRate && t.Quota != 0 {
+			c.OverQuotaCeil = t.OverQuotaCeil
+		}
+	} else if u.OverQuotaCeil != 0 {
+		c.OverQuotaCeil = max(u.OverQuotaCeil, c.OverQuotaRate)
+	}
+	return &c
 }
 
 // Tier returns the tier called name.

@@ -93,6 +93,7 @@ func decodeTier(t *table, name string) Tier {
 		}
 	}
 	decodeQuota(t, &tier)
+	tier.Leaf, tier.QueueLatency = decodeLeaf(t)
 	t.finish()
 	return tier
 }

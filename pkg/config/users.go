@@ -78,6 +78,8 @@ func decodeUser(t *table, tiers []Tier) (u User, at []int) {
 	if !t.has("upload_ceil") {
 		u.UploadCeil = 0
 	}
+	decodeUserTierSettings(t, &u, tiers)
+	u.Leaf, u.QueueLatency = decodeLeaf(t)
 	t.finish()
 	return u, at
 }
@@ -188,4 +190,50 @@ func reportShared(f *file, users []User, addrs []addrEntry, group []int) {
 		more = fmt.Sprintf(" and %d more", n)
 	}
 	f.errf(b.path, "%s is written %d times, by users %s%s (first at %s)", p, len(group), strings.Join(names, ", "), more, f.where(a.path))
+}
+
+// decodeUserTierSettings reads a user's own burst, cburst, prio, quota,
+// quota_period, over_quota_rate and over_quota_ceil, each replacing the
+// tier's, with the tier's rules: prio 0..7, quota not 0, a quota needs an
+// over_quota_rate (the user's or the tier's), the quota keys need a quota
+// (the user's or the tier's), over_quota_ceil not below over_quota_rate.
+func decodeUserTierSettings(t *table, u *User, tiers []Tier) {
+	u.Burst, _ = t.size("burst")
+	u.CBurst, _ = t.size("cburst")
+	if n, ok := t.integer("prio", 0, 7); ok {
+		u.Prio, u.PrioSet = uint32(n), true
+	}
+	var tier *Tier
+	if i := tierIndex(tiers, u.Tier); i >= 0 {
+		tier = &tiers[i]
+	}
+	q, qSet := t.size("quota")
+	if qSet && q == 0 {
+		t.errf("quota", "quota is 0 (leave the key out for the tier's quota)")
+	}
+	u.Quota = q
+	if p, ok := t.enum("quota_period", string(PeriodDay), string(PeriodWeek), string(PeriodMonth)); ok {
+		u.QuotaPeriod = Period(p)
+	}
+	rate, ceil, rateSet, ceilSet := rateCeil(t, "over_quota_rate", "over_quota_ceil")
+	if rateSet {
+		u.OverQuotaRate = rate
+	}
+	if ceilSet {
+		u.OverQuotaCeil = ceil
+	}
+	tierQuota := tier != nil && tier.Quota != 0
+	if !qSet && !tierQuota && tier != nil {
+		for _, k := range []string{"quota_period", "over_quota_rate", "over_quota_ceil"} {
+			if t.has(k) {
+				t.errf(k, "is only used with quota (tier %s has none; set quota here)", tier.Name)
+			}
+		}
+	}
+	if qSet && q != 0 && !rateSet && !t.has("over_quota_rate") && !tierQuota && tier != nil {
+		t.errf("quota", "needs over_quota_rate (the rate beyond the quota; tier %s has none)", tier.Name)
+	}
+	if ceilSet && !rateSet && tier != nil && tierQuota && ceil < tier.OverQuotaRate {
+		t.errf("over_quota_ceil", "%s is below tier %s's over_quota_rate %s", ceil, tier.Name, tier.OverQuotaRate)
+	}
 }

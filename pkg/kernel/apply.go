@@ -391,15 +391,25 @@ func (a *applier) qdisc(c *model.Change) error {
 	encode := func(at *attrs) error {
 		switch q.Kind {
 		case model.ShaperHTB:
-			encodeHTBQdisc(at, q)
+			if c.Op == model.OpChange {
+				// HTB has no change operation for its options: an
+				// in-place change sends the kind and the size table only.
+				at.str(tcaKind, string(model.ShaperHTB))
+			} else {
+				encodeHTBQdisc(at, q)
+			}
 		case model.ShaperTBF:
 			if q.TBF == nil {
 				return fmt.Errorf("%s: %s without TBF parameters", c.Device, object)
 			}
-			return encodeTBFQdisc(at, q.TBF)
+			if err := encodeTBFQdisc(at, q.TBF); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("%s: %s: unknown shaper kind", c.Device, object)
 		}
+		// Every write carries the size table: a change without one removes it.
+		encodeSizeTable(at, q.SizeOverhead)
 		return nil
 	}
 	switch c.Op {

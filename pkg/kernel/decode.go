@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -15,6 +16,8 @@ type object struct {
 	kind    string
 	options []byte
 	stats   *model.Stats
+	// stabOverhead is the overhead of a qdisc's size table (TCA_STAB).
+	stabOverhead int32
 }
 
 // parseObject decodes a RTM_NEWQDISC/NEWTCLASS/NEWTFILTER message body.
@@ -33,6 +36,12 @@ func parseObject(b []byte) (object, error) {
 			o.options = p
 		case tcaStats2:
 			o.stats = parseStats2(p)
+		case tcaStab:
+			_ = eachAttr(p, func(typ uint16, b []byte) {
+				if typ == tcaStabBase && len(b) >= sizespecOvOff+4 {
+					o.stabOverhead = int32(binary.NativeEndian.Uint32(b[sizespecOvOff:]))
+				}
+			})
 		}
 	})
 	return o, err
@@ -117,9 +126,11 @@ func decodeHTBClass(o object) (model.Class, error) {
 		return c, fmt.Errorf("class %s: no HTB parameters in dump", c.Handle)
 	}
 	ne := binary.NativeEndian
-	rate := max(uint64(parseRatespec(parms).Rate), rate64)
+	rs := parseRatespec(parms)
+	rate := max(uint64(rs.Rate), rate64)
 	ceil := max(uint64(parseRatespec(parms[12:]).Rate), ceil64)
 	c.Rate, c.Ceil = tbf.RateFromBytes(rate), tbf.RateFromBytes(ceil)
+	c.Framing = rs.framing()
 	c.Buffer, c.CBuffer = ne.Uint32(parms[24:]), ne.Uint32(parms[28:])
 	c.Quantum = ne.Uint32(parms[32:])
 	c.Prio = ne.Uint32(parms[40:])
@@ -162,7 +173,7 @@ func decodeHTBQdisc(o object) (uint16, error) {
 
 // decodeTBF returns a dumped TBF's parameters. The kernel reports the
 // bucket and peak bucket as ticks; Burst and MTU are the byte sizes they
-// hold at the rate (tbf.BurstFromTicks), which model.TBFParamsEqual
+// hold at the rate and framing (the rate config's MaxSizeFromTicks), which model.TBFParamsEqual
 // compares with a tolerance of one tick.
 func decodeTBF(o object) (*model.TBFParams, error) {
 	parms, rate64, prate64, err := shaperOptions(o.options, tcaTBFParms, tcaTBFRate64, tcaTBFPrate64)
@@ -173,26 +184,88 @@ func decodeTBF(o object) (*model.TBFParams, error) {
 		return nil, fmt.Errorf("no TBF parameters in dump")
 	}
 	ne := binary.NativeEndian
-	rate := max(uint64(parseRatespec(parms).Rate), rate64)
+	rs := parseRatespec(parms)
+	rate := max(uint64(rs.Rate), rate64)
 	peak := max(uint64(parseRatespec(parms[12:]).Rate), prate64)
 	p := &model.TBFParams{
-		Rate:  tbf.RateFromBytes(rate),
-		Limit: tbf.Size(ne.Uint32(parms[24:])),
+		Rate:    tbf.RateFromBytes(rate),
+		Limit:   tbf.Size(ne.Uint32(parms[24:])),
+		Framing: rs.framing(),
 	}
-	p.Burst = tbf.BurstFromTicks(p.Rate, ne.Uint32(parms[28:]))
+	// The kernel's buckets are l2t(burst) and l2t(mtu) at the framing.
+	p.Burst = framedSize(p.Framing, rate, ne.Uint32(parms[28:]))
 	if peak != 0 {
 		p.PeakRate = tbf.RateFromBytes(peak)
-		p.MTU = tbf.BurstFromTicks(p.PeakRate, ne.Uint32(parms[32:]))
+		p.MTU = framedSize(p.Framing, peak, ne.Uint32(parms[32:]))
 	}
 	return p, nil
 }
 
+// framedSize is the bucket size in bytes that a dumped TBF bucket of ticks
+// holds at rate bytes/s and framing f. Without framing it is the rate
+// config's MaxSizeFromTicks. With framing, turning ticks back into bytes
+// loses up to an ATM cell (l2t rounds down, then t2l drops the partial
+// cell), so the result is raised to the largest size the kernel would
+// have dumped as the same ticks.
+func framedSize(f tbf.Framing, rate uint64, ticks uint32) tbf.Size {
+	rc := f.RateConfig(rate)
+	size := rc.MaxSizeFromTicks(ticks)
+	if f == (tbf.Framing{}) || rate == 0 {
+		return tbf.Size(size)
+	}
+	for i := 0; i < 4096 && size < 0xFFFFFFFF; i++ {
+		if tbf.TBFFromBurst(rc, uint32(size+1)).DumpTicks() > ticks {
+			break
+		}
+		size++
+	}
+	return tbf.Size(size)
+}
+
 // decodeLeaf returns the leaf qdisc as the model sees it: kind, and the
-// limit of pfifo/bfifo.
+// parameters of pfifo, bfifo (limit), fq_codel (limit, flows, quantum,
+// target, interval), sfq (limit, flows, quantum) and cake (diffserv mode).
 func decodeLeaf(o object) *model.LeafQdisc {
 	l := &model.LeafQdisc{Kind: o.kind}
-	if (o.kind == "pfifo" || o.kind == "bfifo") && len(o.options) >= 4 {
-		l.Limit = binary.NativeEndian.Uint32(o.options)
+	ne := binary.NativeEndian
+	switch o.kind {
+	case model.LeafPfifo, model.LeafBfifo:
+		if len(o.options) >= 4 {
+			l.Limit = ne.Uint32(o.options)
+		}
+	case model.LeafFQCodel:
+		_ = eachAttr(o.options, func(typ uint16, p []byte) {
+			if len(p) < 4 {
+				return
+			}
+			v := ne.Uint32(p)
+			switch typ {
+			case tcaFQCodelLimit:
+				l.Limit = v
+			case tcaFQCodelFlows:
+				l.Flows = v
+			case tcaFQCodelQuantum:
+				l.Quantum = v
+			case tcaFQCodelTarget:
+				l.Target = time.Duration(v) * time.Microsecond
+			case tcaFQCodelInterval:
+				l.Interval = time.Duration(v) * time.Microsecond
+			}
+		})
+	case model.LeafSFQ:
+		if len(o.options) >= 20 {
+			l.Quantum, l.Limit, l.Flows = ne.Uint32(o.options), ne.Uint32(o.options[8:]), ne.Uint32(o.options[16:])
+		}
+	case model.LeafCake:
+		_ = eachAttr(o.options, func(typ uint16, p []byte) {
+			if typ == tcaCakeDiffservMode && len(p) >= 4 {
+				for name, mode := range model.CakeDiffservModes {
+					if mode == ne.Uint32(p) {
+						l.Diffserv = name
+					}
+				}
+			}
+		})
 	}
 	return l
 }

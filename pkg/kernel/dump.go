@@ -102,7 +102,8 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 	if root == nil || !isShaperRoot(*root) {
 		return t, nil
 	}
-	rq := &model.Qdisc{Kind: model.ShaperKind(root.kind), Handle: model.Handle(root.msg.Handle), Stats: root.stats}
+	rq := &model.Qdisc{Kind: model.ShaperKind(root.kind), Handle: model.Handle(root.msg.Handle), Stats: root.stats,
+		SizeOverhead: root.stabOverhead}
 	switch rq.Kind {
 	case model.ShaperHTB:
 		if rq.DefaultMinor, err = decodeHTBQdisc(*root); err != nil {

@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -28,6 +29,7 @@ func encodeHTBQdisc(a *attrs, q *model.Qdisc) {
 }
 
 // encodeHTBClass returns TCA_KIND and TCA_OPTIONS of an HTB class: the
+// link framing (overhead, mpu, link layer) in both rate specs, the
 // 32-bit rate fields saturated (never 0), TCA_HTB_RATE64/CEIL64 when the
 // rate needs more than 32 bits, buffer/cbuffer ticks and quantum as given.
 func encodeHTBClass(a *attrs, c *model.Class) {
@@ -36,8 +38,8 @@ func encodeHTBClass(a *attrs, c *model.Class) {
 	a.nest(tcaOptions, func() {
 		ne := binary.NativeEndian
 		p := make([]byte, 0, 44)
-		p = ratespec{Linklayer: tcLinklayerEth, Rate: rate32(rate)}.appendTo(p)
-		p = ratespec{Linklayer: tcLinklayerEth, Rate: rate32(ceil)}.appendTo(p)
+		p = framedRatespec(c.Framing, rate).appendTo(p)
+		p = framedRatespec(c.Framing, ceil).appendTo(p)
 		p = ne.AppendUint32(p, c.Buffer)
 		p = ne.AppendUint32(p, c.CBuffer)
 		p = ne.AppendUint32(p, c.Quantum)
@@ -55,7 +57,9 @@ func encodeHTBClass(a *attrs, c *model.Class) {
 
 // encodeTBFQdisc returns TCA_KIND and TCA_OPTIONS of a TBF root qdisc. It
 // sends TCA_TBF_BURST (so the kernel's max_size is the burst) and, with a
-// peak rate, TCA_TBF_PBURST = MTU, plus 64-bit rates when needed.
+// peak rate, TCA_TBF_PBURST = MTU, plus 64-bit rates when needed. Both rate
+// specs carry the link framing; the kernel then computes the buckets as
+// l2t(burst) and l2t(mtu) with it.
 func encodeTBFQdisc(a *attrs, p *model.TBFParams) error {
 	rate, peak := p.Rate.BytesPerSecond(), p.PeakRate.BytesPerSecond()
 	if rate == 0 {
@@ -78,9 +82,9 @@ func encodeTBFQdisc(a *attrs, p *model.TBFParams) error {
 	a.nest(tcaOptions, func() {
 		ne := binary.NativeEndian
 		q := make([]byte, 0, 36)
-		q = ratespec{Linklayer: tcLinklayerEth, Rate: rate32(rate)}.appendTo(q)
+		q = framedRatespec(p.Framing, rate).appendTo(q)
 		if peak != 0 {
-			q = ratespec{Linklayer: tcLinklayerEth, Rate: rate32(peak)}.appendTo(q)
+			q = framedRatespec(p.Framing, peak).appendTo(q)
 		} else {
 			q = ratespec{}.appendTo(q)
 		}
@@ -102,14 +106,84 @@ func encodeTBFQdisc(a *attrs, p *model.TBFParams) error {
 	return nil
 }
 
-// encodeLeaf returns TCA_KIND and, for pfifo/bfifo with a limit, TCA_OPTIONS
-// (struct tc_fifo_qopt). Any other kind is sent without options, so the
-// kernel decides whether it knows it.
+// encodeSizeTable appends TCA_STAB with struct tc_sizespec {overhead} and
+// no table (tsize 0), as `tc qdisc ... stab overhead N` sends it: the
+// kernel then counts every packet as len + overhead bytes (at least 1)
+// before the qdisc and its classes see it. Overhead 0 sends nothing (no
+// size table).
+func encodeSizeTable(a *attrs, overhead int32) {
+	if overhead == 0 {
+		return
+	}
+	a.nestPlain(tcaStab, func() {
+		spec := make([]byte, sizespecLen)
+		binary.NativeEndian.PutUint32(spec[sizespecOvOff:], uint32(overhead))
+		a.bytes(tcaStabBase, spec)
+	})
+}
+
+// encodeLeaf returns TCA_KIND and TCA_OPTIONS of a leaf qdisc:
+//   - pfifo, bfifo: struct tc_fifo_qopt {limit} when a limit is set;
+//   - fq_codel: nested TCA_FQ_CODEL_LIMIT, FLOWS, QUANTUM, INTERVAL, TARGET
+//     (u32; times in microseconds), in tc's order, each only when set;
+//   - sfq: struct tc_sfq_qopt_v1 {v0 {quantum, perturb_period 0, limit,
+//     divisor 0, flows}, the rest 0} when any is set (0 keeps the
+//     kernel's value);
+//   - cake: nested TCA_CAKE_DIFFSERV_MODE when a mode is set (no
+//     bandwidth: cake runs unlimited under its HTB class).
+//
+// The bytes are those iproute2 sends for the same options (nested options
+// without NLA_F_NESTED, as tc writes them; TestLeafEncodingMatchesTc
+// compares). Any other kind is sent without options, so the kernel
+// decides whether it knows it. Parameters that are zero are the kernel's
+// defaults.
 func encodeLeaf(a *attrs, l *model.LeafQdisc) {
 	a.str(tcaKind, l.Kind)
-	if (l.Kind == "pfifo" || l.Kind == "bfifo") && l.Limit != 0 {
-		a.u32(tcaOptions, l.Limit)
+	switch l.Kind {
+	case model.LeafPfifo, model.LeafBfifo:
+		if l.Limit != 0 {
+			a.u32(tcaOptions, l.Limit)
+		}
+	case model.LeafFQCodel:
+		if l.Limit == 0 && l.Flows == 0 && l.Quantum == 0 && l.Interval == 0 && l.Target == 0 {
+			return
+		}
+		a.nestPlain(tcaOptions, func() {
+			for _, f := range []struct {
+				typ uint16
+				v   uint32
+			}{
+				{tcaFQCodelLimit, l.Limit}, {tcaFQCodelFlows, l.Flows}, {tcaFQCodelQuantum, l.Quantum},
+				{tcaFQCodelInterval, micros(l.Interval)}, {tcaFQCodelTarget, micros(l.Target)},
+			} {
+				if f.v != 0 {
+					a.u32(f.typ, f.v)
+				}
+			}
+		})
+	case model.LeafSFQ:
+		if l.Limit == 0 && l.Flows == 0 && l.Quantum == 0 {
+			return
+		}
+		ne := binary.NativeEndian
+		q := make([]byte, 0, sfqQoptV1Len)
+		q = ne.AppendUint32(q, l.Quantum)
+		q = ne.AppendUint32(q, 0) // perturb_period: none
+		q = ne.AppendUint32(q, l.Limit)
+		q = ne.AppendUint32(q, 0) // divisor: the kernel's (1024)
+		q = ne.AppendUint32(q, l.Flows)
+		q = q[:sfqQoptV1Len] // the rest of tc_sfq_qopt_v1 (depth, headdrop, RED) zero: defaults
+		a.bytes(tcaOptions, q)
+	case model.LeafCake:
+		if mode, ok := model.CakeDiffservModes[l.Diffserv]; ok {
+			a.nestPlain(tcaOptions, func() { a.u32(tcaCakeDiffservMode, mode) })
+		}
 	}
+}
+
+// micros is d in whole microseconds for the kernel's u32 fields.
+func micros(d time.Duration) uint32 {
+	return uint32(min(max(d.Microseconds(), 0), 0xFFFFFFFF))
 }
 
 // encodeRedirectFilter returns the u32 match-all filter with a mirred

@@ -56,6 +56,10 @@ type Kernel struct {
 	// takeover names the devices whose foreign root qdisc Apply may
 	// replace (SetTakeover).
 	takeover map[string]bool
+	// leafKinds and leafErr cache LeafKinds's probe on a device of its
+	// own, when no throwaway namespace could be made.
+	leafKinds map[string]bool
+	leafErr   error
 }
 
 // SetTakeover allows (or forbids, the default) Apply to replace a root

@@ -3,6 +3,8 @@ package kernel
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // Netlink and tc constants (include/uapi/linux/rtnetlink.h, pkt_sched.h,
@@ -41,6 +43,21 @@ const (
 	tcaTBFPrate64 = 5
 	tcaTBFBurst   = 6
 	tcaTBFPburst  = 7
+
+	tcaFQCodelTarget   = 1
+	tcaFQCodelLimit    = 2
+	tcaFQCodelInterval = 3
+	tcaFQCodelFlows    = 5
+	tcaFQCodelQuantum  = 6
+
+	tcaCakeDiffservMode = 3
+
+	sfqQoptV1Len = 72 // sizeof(struct tc_sfq_qopt_v1)
+
+	tcaStab       = 8
+	tcaStabBase   = 1
+	sizespecLen   = 24 // sizeof(struct tc_sizespec)
+	sizespecOvOff = 4  // offset of tc_sizespec.overhead (s32)
 
 	tcaU32Sel = 5
 	tcaU32Act = 7
@@ -138,6 +155,16 @@ func (a *attrs) nest(typ uint16, fn func()) {
 	binary.NativeEndian.PutUint16(a.b[start+2:], typ|nlaFNested)
 }
 
+// nestPlain is nest without the NLA_F_NESTED flag, as iproute2 writes the
+// options of most qdiscs (the kernel parses them either way).
+func (a *attrs) nestPlain(typ uint16, fn func()) {
+	start := len(a.b)
+	a.b = append(a.b, 0, 0, 0, 0)
+	fn()
+	binary.NativeEndian.PutUint16(a.b[start:], uint16(len(a.b)-start))
+	binary.NativeEndian.PutUint16(a.b[start+2:], typ)
+}
+
 // eachAttr calls fn for every attribute in b (type without flag bits).
 // It stops at the first malformed attribute and returns an error.
 func eachAttr(b []byte, fn func(typ uint16, p []byte)) error {
@@ -155,20 +182,41 @@ func eachAttr(b []byte, fn func(typ uint16, p []byte)) error {
 	return nil
 }
 
-// ratespec is struct tc_ratespec (12 bytes).
+// ratespec is struct tc_ratespec (12 bytes): cell_log u8, linklayer u8,
+// overhead u16, cell_align s16, mpu u16, rate u32.
 type ratespec struct {
 	Linklayer uint8
+	Overhead  uint16
+	MPU       uint16
 	Rate      uint32 // bytes/s, saturated at 2^32-1
 }
 
+// framedRatespec is the rate spec of a rate of bps bytes/s on a link with
+// framing f (overhead, mpu, link layer Ethernet or ATM). A negative
+// overhead is not the rate spec's (the root qdisc's size table carries
+// it): it is sent as 0.
+func framedRatespec(f tbf.Framing, bps uint64) ratespec {
+	f = f.RateSpec()
+	return ratespec{Linklayer: uint8(f.LinkLayer()), Overhead: uint16(f.Overhead), MPU: f.MPU, Rate: rate32(bps)}
+}
+
+// framing is the link framing a dumped rate spec carries.
+func (r ratespec) framing() tbf.Framing {
+	return tbf.Framing{Overhead: int(r.Overhead), MPU: r.MPU, ATM: r.Linklayer == uint8(tbf.LinkLayerATM)}
+}
+
 func (r ratespec) appendTo(b []byte) []byte {
-	b = append(b, 0, r.Linklayer)   // cell_log, linklayer
-	b = append(b, 0, 0, 0, 0, 0, 0) // overhead u16, cell_align s16, mpu u16
-	return binary.NativeEndian.AppendUint32(b, r.Rate)
+	ne := binary.NativeEndian
+	b = append(b, 0, r.Linklayer) // cell_log, linklayer
+	b = ne.AppendUint16(b, r.Overhead)
+	b = ne.AppendUint16(b, 0) // cell_align
+	b = ne.AppendUint16(b, r.MPU)
+	return ne.AppendUint32(b, r.Rate)
 }
 
 func parseRatespec(b []byte) ratespec {
-	return ratespec{Linklayer: b[1], Rate: binary.NativeEndian.Uint32(b[8:])}
+	ne := binary.NativeEndian
+	return ratespec{Linklayer: b[1], Overhead: ne.Uint16(b[2:]), MPU: ne.Uint16(b[6:]), Rate: ne.Uint32(b[8:])}
 }
 
 // rate32 is the 32-bit rate field for a 64-bit rate: saturated, never 0 for

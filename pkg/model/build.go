@@ -3,6 +3,7 @@ package model
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -133,11 +134,24 @@ func normLeaf(l *LeafQdisc) (*LeafQdisc, error) {
 	if l.Kind == "" {
 		return nil, fmt.Errorf("leaf qdisc without a kind")
 	}
-	if l.Kind == "pfifo" && l.Limit == 0 {
+	if l.Kind == LeafPfifo && l.Limit == 0 {
 		return nil, nil
 	}
 	c := *l
 	return &c, nil
+}
+
+// sizeLeaf returns the leaf of a class with ceil: a bfifo with Latency and
+// no Limit gets its own copy with Limit = ceil * Latency bytes, at least
+// MinBfifoLimit (at most the kernel's u32); any other leaf is returned as is.
+func sizeLeaf(l *LeafQdisc, ceil tbf.Rate) *LeafQdisc {
+	if l == nil || l.Kind != LeafBfifo || l.Limit != 0 || l.Latency <= 0 {
+		return l
+	}
+	c := *l
+	bytes := float64(ceil.BytesPerSecond()) * l.Latency.Seconds()
+	c.Limit = uint32(min(max(bytes, MinBfifoLimit), math.MaxUint32))
+	return &c
 }
 
 // classSpec is what a class is made from.
@@ -209,7 +223,7 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 	if defCeil == 0 {
 		defCeil = spec.Bandwidth
 	}
-	def, err := makeClass(classSpec{rate: defRate, ceil: defCeil}, leaf, Labels{Kind: "default"})
+	def, err := makeClass(classSpec{rate: defRate, ceil: defCeil}, sizeLeaf(leaf, defCeil), Labels{Kind: "default"})
 	if err != nil {
 		return fmt.Errorf("default class: %w", err)
 	}
@@ -247,6 +261,14 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 	major := RootQdisc.Major()
 	tierHandle := make(map[string]Handle, len(tiers))
 	classes := make([]Class, 0, 2+len(tiers)+len(users))
+	rs := spec.Framing.RateSpec()
+	root.Framing, def.Framing = rs, rs
+	for i := range tiers {
+		tiers[i].Framing = rs
+	}
+	for i := range users {
+		users[i].Framing = rs
+	}
 	classes = append(classes, root, def)
 	for _, c := range tiers {
 		m, _ := ids.Tier(c.Labels.Tier)
@@ -267,7 +289,8 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 		c := &classes[first+int(filters[i].ClassID)] // the user's index, see userFilters
 		filters[i].ClassID, filters[i].Labels = c.Handle, c.Labels
 	}
-	tree.Root = &Qdisc{Kind: ShaperHTB, Handle: RootQdisc, DefaultMinor: DefaultClass.Minor()}
+	tree.Root = &Qdisc{Kind: ShaperHTB, Handle: RootQdisc, DefaultMinor: DefaultClass.Minor(),
+		SizeOverhead: spec.Framing.SizeTableOverhead()}
 	slices.SortFunc(classes, CompareClasses)
 	tree.Classes = classes
 	tree.Filters = filters // sorted by userFilters; ClassIDs do not change the order
@@ -350,7 +373,17 @@ func userClasses(us []UserTarget, leaf *LeafQdisc) ([]Class, []string, error) {
 			return nil, nil, fmt.Errorf("user %s: listed twice", u.Name)
 		}
 		seen[u.Name] = true
-		c, err := makeClass(classSpec{rate: u.Rate, ceil: u.Ceil, burst: u.Burst, cburst: u.CBurst, prio: u.Prio}, leaf,
+		ul, err := leaf, error(nil)
+		if u.Leaf != nil {
+			if ul, err = normLeaf(u.Leaf); err != nil {
+				return nil, nil, fmt.Errorf("user %s: %w", u.Name, err)
+			}
+		}
+		ceil := u.Ceil
+		if ceil == 0 {
+			ceil = u.Rate
+		}
+		c, err := makeClass(classSpec{rate: u.Rate, ceil: u.Ceil, burst: u.Burst, cburst: u.CBurst, prio: u.Prio}, sizeLeaf(ul, ceil),
 			Labels{Kind: "user", Tier: u.Tier, User: u.Name})
 		if err != nil {
 			return nil, nil, fmt.Errorf("user %s: %w", u.Name, err)

@@ -55,7 +55,7 @@ func buildTBF(spec InterfaceSpec) (*Qdisc, error) {
 		return nil, &FieldError{"latency", fmt.Errorf("tbf limit %s (rate %s * latency %v + burst %s) exceeds the kernel's 32-bit limit",
 			tbf.Size(limit), rate, latency, burst)}
 	}
-	p := &TBFParams{Rate: rate, Burst: burst, Limit: tbf.Size(limit)}
+	p := &TBFParams{Rate: rate, Burst: burst, Limit: tbf.Size(limit), Framing: spec.Framing.RateSpec()}
 	if spec.PeakRate != 0 {
 		if spec.PeakRate.BytesPerSecond() <= rate.BytesPerSecond() {
 			return nil, &FieldError{"peakrate", fmt.Errorf("tbf peak rate %s must be above the rate %s (in whole bytes per second)", spec.PeakRate, rate)}
@@ -69,7 +69,7 @@ func buildTBF(spec InterfaceSpec) (*Qdisc, error) {
 		}
 		p.PeakRate, p.MTU = spec.PeakRate, mtu
 	}
-	return &Qdisc{Kind: ShaperTBF, Handle: RootQdisc, TBF: p}, nil
+	return &Qdisc{Kind: ShaperTBF, Handle: RootQdisc, TBF: p, SizeOverhead: spec.Framing.SizeTableOverhead()}, nil
 }
 
 // checkTBFBucket refuses a bucket the kernel cannot hold: more than u32

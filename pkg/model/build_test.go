@@ -300,3 +300,79 @@ func TestBuildStableAcrossRebuilds(t *testing.T) {
 		}
 	}
 }
+
+// A bfifo with a latency and no limit is sized per class to ceil*latency,
+// at least two frames; a user's own leaf replaces the interface's; other
+// leaves are shared as given.
+func TestBuildLeafSizing(t *testing.T) {
+	tg := Targets{
+		Interface: InterfaceSpec{Name: "lan0", Bandwidth: 100 * tbf.Mbit,
+			Leaf: &LeafQdisc{Kind: LeafBfifo, Latency: 50 * time.Millisecond}},
+		Users: []UserTarget{
+			{Name: "a", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.10/32")}, Rate: 5 * tbf.Mbit},
+			{Name: "b", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.11/32")}, Rate: 1 * tbf.Mbit, Ceil: 20 * tbf.Mbit},
+			{Name: "c", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.12/32")}, Rate: 100 * tbf.Kbit},
+			{Name: "d", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.13/32")}, Rate: 5 * tbf.Mbit,
+				Leaf: &LeafQdisc{Kind: LeafFQCodel, Target: 5 * time.Millisecond}},
+		},
+	}
+	tree, err := Build(tg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*LeafQdisc{
+		"a": {Kind: LeafBfifo, Limit: 31250, Latency: 50 * time.Millisecond},         // 625000 B/s * 50ms
+		"b": {Kind: LeafBfifo, Limit: 125000, Latency: 50 * time.Millisecond},        // at the ceil
+		"c": {Kind: LeafBfifo, Limit: MinBfifoLimit, Latency: 50 * time.Millisecond}, // 625 B: two frames
+		"d": {Kind: LeafFQCodel, Target: 5 * time.Millisecond},
+	}
+	for _, c := range tree.Classes {
+		if w, ok := want[c.Labels.User]; ok {
+			if c.Leaf == nil || *c.Leaf != *w {
+				t.Errorf("user %s: leaf %+v, want %+v", c.Labels.User, c.Leaf, w)
+			}
+		}
+		if c.Labels.Kind == "default" && (c.Leaf == nil || c.Leaf.Limit != 625000) { // ceil 100mbit
+			t.Errorf("default class leaf %+v, want bfifo limit 625000", c.Leaf)
+		}
+	}
+}
+
+func TestLeafEqualParameters(t *testing.T) {
+	fq := &LeafQdisc{Kind: LeafFQCodel, Limit: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond}
+	dumped := &LeafQdisc{Kind: LeafFQCodel, Limit: 1000, Target: 4999 * time.Microsecond, Interval: 99999 * time.Microsecond, Flows: 1024, Quantum: 1514}
+	if !LeafEqual(fq, dumped) {
+		t.Error("fq_codel with the kernel's rounding and defaults is not equal")
+	}
+	for _, other := range []*LeafQdisc{
+		{Kind: LeafFQCodel, Limit: 2000},
+		{Kind: LeafFQCodel, Target: 10 * time.Millisecond},
+		{Kind: LeafFQCodel, Flows: 64},
+		{Kind: LeafSFQ, Limit: 1000},
+	} {
+		if LeafEqual(dumped, other) {
+			t.Errorf("%+v equals %+v", other, dumped)
+		}
+	}
+	if LeafEqual(&LeafQdisc{Kind: LeafCake, Diffserv: "besteffort"}, &LeafQdisc{Kind: LeafCake, Diffserv: "diffserv4"}) {
+		t.Error("cake modes compare equal")
+	}
+}
+
+// A latency-sized bfifo is not resized for a small change of the ceil
+// (a ramp step), but is for a large one; a fixed limit must match exactly.
+func TestLeafEqualBfifoResize(t *testing.T) {
+	sized := func(limit uint32) *LeafQdisc {
+		return &LeafQdisc{Kind: LeafBfifo, Limit: limit, Latency: 50 * time.Millisecond}
+	}
+	dumped := &LeafQdisc{Kind: LeafBfifo, Limit: 31250}
+	if !LeafEqual(dumped, sized(36000)) || !LeafEqual(dumped, sized(25000)) {
+		t.Error("a bfifo within 25% of its size is resized")
+	}
+	if LeafEqual(dumped, sized(40000)) || LeafEqual(dumped, sized(24000)) {
+		t.Error("a bfifo more than 25% off is not resized")
+	}
+	if LeafEqual(dumped, &LeafQdisc{Kind: LeafBfifo, Limit: 31251}) {
+		t.Error("a configured bfifo limit matched a different one")
+	}
+}

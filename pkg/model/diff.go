@@ -153,11 +153,12 @@ func (d *differ) root(actual, desired Tree) bool {
 	case w == nil:
 		d.qdiscDels = append(d.qdiscDels, qdiscChange(OpDelete, actual.Device, a))
 		return true
-	case !sameQdisc(*a, *w), w.Kind == ShaperHTB && !QdiscParamsEqual(*a, *w):
-		// The kernel cannot change an HTB qdisc in place ("Change operation
-		// not supported by specified qdisc"), so a different default class
-		// replaces it. shaperd's own trees always use DefaultClass, so this
-		// only happens when adopting a foreign HTB root.
+	case !sameQdisc(*a, *w), w.Kind == ShaperHTB && a.DefaultMinor != w.DefaultMinor:
+		// The kernel cannot change an HTB qdisc's options in place
+		// ("Change operation not supported by specified qdisc"), so a
+		// different default class replaces it. shaperd's own trees always
+		// use DefaultClass, so this only happens when adopting a foreign
+		// HTB root. (Its size table can be changed in place: below.)
 		d.qdisc = append(d.qdisc, qdiscChange(OpDelete, actual.Device, a), qdiscChange(OpAdd, desired.Device, w))
 		return true
 	case !QdiscParamsEqual(*a, *w):

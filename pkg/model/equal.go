@@ -2,38 +2,65 @@ package model
 
 import (
 	"math"
+	"time"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // ClassParamsEqual reports whether the kernel holds the same parameters for
 // classes a and b: rate and ceil in bytes per second (what the kernel
-// keeps), Buffer and CBuffer ticks, Quantum, Prio and Leaf (LeafEqual).
+// keeps), Buffer and CBuffer ticks, Quantum, Prio, Framing and Leaf (LeafEqual).
 // Handle, Parent, Burst/CBurst (informative), Labels and Stats are ignored.
 func ClassParamsEqual(a, b Class) bool {
 	return a.Rate.BytesPerSecond() == b.Rate.BytesPerSecond() &&
 		a.Ceil.BytesPerSecond() == b.Ceil.BytesPerSecond() &&
 		a.Buffer == b.Buffer && a.CBuffer == b.CBuffer &&
 		a.Quantum == b.Quantum && a.Prio == b.Prio &&
+		a.Framing == b.Framing &&
 		LeafEqual(a.Leaf, b.Leaf)
 }
 
 // LeafEqual compares leaf qdiscs: nil (the kernel's default pfifo) equals
-// only nil; otherwise kinds must match, and a Limit of 0 on either side (the
-// kernel's default limit) matches any limit.
+// only nil; otherwise kinds must match, and each parameter must match
+// where both sides give one: 0 (or "") on either side is the kernel's
+// default and matches any value. Target and Interval, which the kernel
+// keeps in units of 1.024 us and dumps in whole microseconds, match within
+// 1% + 2us. Latency is not compared (Build turns it into Limit), but a
+// bfifo with a Latency on either side matches limits within BfifoResize.
 func LeafEqual(a, b *LeafQdisc) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.Kind == b.Kind && (a.Limit == 0 || b.Limit == 0 || a.Limit == b.Limit)
+	u32 := func(x, y uint32) bool { return x == 0 || y == 0 || x == y }
+	dur := func(x, y time.Duration) bool {
+		if x == 0 || y == 0 {
+			return true
+		}
+		d := x - y
+		if d < 0 {
+			d = -d
+		}
+		return d <= max(x, y)/100+2*time.Microsecond
+	}
+	limit := u32(a.Limit, b.Limit)
+	if !limit && a.Kind == LeafBfifo && (a.Latency != 0 || b.Latency != 0) {
+		// A latency-sized bfifo follows its class's ceil; during a ramp
+		// the ceil moves in small steps. The queue is resized only when
+		// it is off by more than BfifoResize, not at every step.
+		lo, hi := min(a.Limit, b.Limit), max(a.Limit, b.Limit)
+		limit = float64(hi) <= float64(lo)*(1+BfifoResize)
+	}
+	return a.Kind == b.Kind && limit && u32(a.Flows, b.Flows) && u32(a.Quantum, b.Quantum) &&
+		dur(a.Target, b.Target) && dur(a.Interval, b.Interval) &&
+		(a.Diffserv == "" || b.Diffserv == "" || a.Diffserv == b.Diffserv)
 }
 
 // QdiscParamsEqual reports whether two root qdiscs are the same in the
-// kernel: Kind, Handle, HTB's DefaultMinor, TBF's parameters
+// kernel: Kind, Handle, the size table's SizeOverhead, HTB's DefaultMinor, TBF's parameters
 // (TBFParamsEqual). Stats are ignored. Kind or Handle differing means the
 // qdisc must be replaced; anything else can be changed in place.
 func QdiscParamsEqual(a, b Qdisc) bool {
-	if !sameQdisc(a, b) {
+	if !sameQdisc(a, b) || a.SizeOverhead != b.SizeOverhead {
 		return false
 	}
 	switch a.Kind {
@@ -59,10 +86,11 @@ func sameQdisc(a, b Qdisc) bool { return a.Kind == b.Kind && a.Handle == b.Handl
 // tbf.XmitSize or tbf.BurstFromTicks) equals the burst it was set from.
 func TBFParamsEqual(a, b TBFParams) bool {
 	if a.Rate.BytesPerSecond() != b.Rate.BytesPerSecond() ||
-		a.PeakRate.BytesPerSecond() != b.PeakRate.BytesPerSecond() || a.Limit != b.Limit {
+		a.PeakRate.BytesPerSecond() != b.PeakRate.BytesPerSecond() || a.Limit != b.Limit ||
+		a.Framing != b.Framing {
 		return false
 	}
-	return bucketEqual(a.Rate, a.Burst, b.Burst) && bucketEqual(a.PeakRate, a.MTU, b.MTU)
+	return bucketEqual(a.Rate, a.Framing, a.Burst, b.Burst) && bucketEqual(a.PeakRate, a.Framing, a.MTU, b.MTU)
 }
 
 // bucketEqual compares two bucket sizes at rate by the ticks the kernel
@@ -70,14 +98,16 @@ func TBFParamsEqual(a, b TBFParams) bool {
 // one: the kernel reports ticks, and below ~125 Mbit/s one byte lasts more
 // than one 64 ns tick, so a burst rebuilt in whole bytes from dumped ticks
 // can be a byte short of the one that was set.
-func bucketEqual(rate tbf.Rate, x, y tbf.Size) bool {
+// The kernel computes the bucket with the link's framing (l2t of the burst
+// includes the overhead), so the ticks are compared at that framing.
+func bucketEqual(rate tbf.Rate, f tbf.Framing, x, y tbf.Size) bool {
 	if x == y {
 		return true
 	}
 	if rate.BytesPerSecond() == 0 || x > math.MaxUint32 || y > math.MaxUint32 {
 		return false
 	}
-	rc := tbf.NewRateConfig(rate.BytesPerSecond(), 0, 0)
+	rc := f.RateConfig(rate.BytesPerSecond())
 	tx := int64(tbf.TBFFromBurst(rc, uint32(x)).DumpTicks())
 	ty := int64(tbf.TBFFromBurst(rc, uint32(y)).DumpTicks())
 	d := tx - ty
@@ -101,3 +131,7 @@ func filterOK(a, d Filter) bool { return a.ClassID == d.ClassID && !a.Damaged &&
 // Equal reports whether actual already is desired as far as the kernel is
 // concerned: Diff(actual, desired) is empty.
 func Equal(actual, desired Tree) bool { return len(Diff(actual, desired)) == 0 }
+
+// BfifoResize is how far (as a fraction) a latency-sized bfifo's limit may
+// be from the one its class's ceil asks for before it is resized.
+const BfifoResize = 0.25

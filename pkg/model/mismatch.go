@@ -102,6 +102,9 @@ func qdiscMismatches(actual, desired Tree) []string {
 		return []string{fmt.Sprintf("%s: %s %s, want %s %s", name, a.Kind, a.Handle, w.Kind, w.Handle)}
 	}
 	var m []string
+	if a.SizeOverhead != w.SizeOverhead {
+		m = append(m, fmt.Sprintf("%s: size table overhead %d, want %d", name, a.SizeOverhead, w.SizeOverhead))
+	}
 	if w.Kind != ShaperTBF && a.DefaultMinor != w.DefaultMinor {
 		m = append(m, fmt.Sprintf("%s: default minor %x, want %x", name, a.DefaultMinor, w.DefaultMinor))
 	}
@@ -125,7 +128,10 @@ func tbfMismatches(a, w TBFParams) []string {
 	if a.Rate.BytesPerSecond() != w.Rate.BytesPerSecond() {
 		add("rate %s, want %s", a.Rate, w.Rate)
 	}
-	if !bucketEqual(a.Rate, a.Burst, w.Burst) {
+	if a.Framing != w.Framing {
+		add("framing %s, want %s", framingText(a.Framing), framingText(w.Framing))
+	}
+	if !bucketEqual(a.Rate, a.Framing, a.Burst, w.Burst) {
 		add("burst %s, want %s", a.Burst, w.Burst)
 	}
 	if a.Limit != w.Limit {
@@ -134,7 +140,7 @@ func tbfMismatches(a, w TBFParams) []string {
 	if a.PeakRate.BytesPerSecond() != w.PeakRate.BytesPerSecond() {
 		add("peak rate %s, want %s", a.PeakRate, w.PeakRate)
 	}
-	if !bucketEqual(a.PeakRate, a.MTU, w.MTU) {
+	if !bucketEqual(a.PeakRate, a.Framing, a.MTU, w.MTU) {
 		add("mtu %s, want %s", a.MTU, w.MTU)
 	}
 	return m
@@ -146,6 +152,9 @@ func classParamMismatches(a, w Class) []string {
 	add := func(format string, args ...any) { m = append(m, fmt.Sprintf(format, args...)) }
 	if a.Rate.BytesPerSecond() != w.Rate.BytesPerSecond() {
 		add("rate %s, want %s", a.Rate, w.Rate)
+	}
+	if a.Framing != w.Framing {
+		add("framing %s, want %s", framingText(a.Framing), framingText(w.Framing))
 	}
 	if a.Ceil.BytesPerSecond() != w.Ceil.BytesPerSecond() {
 		add("ceil %s, want %s", a.Ceil, w.Ceil)
@@ -173,14 +182,31 @@ func ticksBytes(rate tbf.Rate, ticks uint32) tbf.Size {
 	return tbf.Size(tbf.XmitSize(rate.BytesPerSecond(), ticks))
 }
 
+// leafText formats a leaf as tc's options read: "fq_codel limit 1000 target 5ms".
 func leafText(l *LeafQdisc) string {
-	switch {
-	case l == nil:
+	if l == nil {
 		return "default"
-	case l.Limit == 0:
-		return l.Kind
 	}
-	return fmt.Sprintf("%s limit %d", l.Kind, l.Limit)
+	s := l.Kind
+	if l.Limit != 0 {
+		s += fmt.Sprintf(" limit %d", l.Limit)
+	}
+	if l.Flows != 0 {
+		s += fmt.Sprintf(" flows %d", l.Flows)
+	}
+	if l.Quantum != 0 {
+		s += fmt.Sprintf(" quantum %d", l.Quantum)
+	}
+	if l.Target != 0 {
+		s += " target " + l.Target.String()
+	}
+	if l.Interval != 0 {
+		s += " interval " + l.Interval.String()
+	}
+	if l.Diffserv != "" {
+		s += " " + l.Diffserv
+	}
+	return s
 }
 
 // labelText is " (user alice)", " (tier gold)", " (default)", " (root)" or "".
@@ -194,4 +220,13 @@ func labelText(l Labels) string {
 		return " (" + l.Kind + ")"
 	}
 	return ""
+}
+
+// framingText formats a link framing as tc prints it: "overhead 34 mpu 64 linklayer atm".
+func framingText(f tbf.Framing) string {
+	ll := "ethernet"
+	if f.ATM {
+		ll = "atm"
+	}
+	return fmt.Sprintf("overhead %d mpu %d linklayer %s", f.Overhead, f.MPU, ll)
 }

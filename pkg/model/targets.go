@@ -36,6 +36,9 @@ type InterfaceSpec struct {
 	Latency  time.Duration
 	PeakRate tbf.Rate
 	MTU      tbf.Size
+	// Framing is the link's per-packet accounting (overhead, mpu, ATM),
+	// given to every class (HTB) or the TBF's rates.
+	Framing tbf.Framing
 }
 
 // TierTarget is a tier with an aggregate class that its users share.
@@ -55,4 +58,7 @@ type UserTarget struct {
 	// Burst/CBurst in bytes; 0 means the default for the rate.
 	Burst, CBurst tbf.Size
 	Prio          uint32
+	// Leaf is the user's own leaf qdisc (from the tier's or the user's
+	// settings); nil: the interface's Leaf.
+	Leaf *LeafQdisc
 }

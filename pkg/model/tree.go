@@ -9,6 +9,7 @@ package model
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -118,6 +119,10 @@ type Qdisc struct {
 	DefaultMinor uint16
 	// TBF holds the parameters of a TBF root; nil for HTB.
 	TBF *TBFParams
+	// SizeOverhead is the overhead of the qdisc's size table (TCA_STAB,
+	// no table): a negative link overhead, which the rate specs cannot
+	// carry (tbf.Framing.SizeTableOverhead); 0: no size table.
+	SizeOverhead int32
 	// Stats are filled in actual trees.
 	Stats *Stats
 }
@@ -134,6 +139,9 @@ type TBFParams struct {
 	// PeakRate and MTU enable the second (peak) bucket; 0 disables it.
 	PeakRate tbf.Rate
 	MTU      tbf.Size
+	// Framing is the link's per-packet overhead, mpu and link layer, sent
+	// in both rate specs (its rate-spec part, tbf.Framing.RateSpec).
+	Framing tbf.Framing
 }
 
 // Class is one HTB class.
@@ -151,6 +159,10 @@ type Class struct {
 	Buffer, CBuffer uint32
 	Quantum         uint32 // bytes; always explicit
 	Prio            uint32
+	// Framing is the link's per-packet overhead, mpu and link layer, sent
+	// in the rate and ceil rate specs (its rate-spec part,
+	// tbf.Framing.RateSpec; a negative overhead is the root's SizeOverhead).
+	Framing tbf.Framing
 	// Leaf is the qdisc under a leaf class; nil leaves the kernel default.
 	// Convention for actual (dumped) trees: a class whose leaf is the
 	// kernel's default (the pfifo HTB creates itself, without a handle of
@@ -173,10 +185,47 @@ type Labels struct {
 	User string
 }
 
-// LeafQdisc is the qdisc under a leaf class.
+// LeafQdisc is the qdisc under a leaf class, with the parameters of its
+// kind. A zero parameter is the kernel's default (it is not sent, and it
+// matches any dumped value in LeafEqual).
 type LeafQdisc struct {
-	Kind  string // "pfifo", "bfifo", "fq_codel", ...
-	Limit uint32 // packets for pfifo, bytes for bfifo; 0: the kernel's default
+	Kind string // LeafPfifo, LeafBfifo, LeafFQCodel, LeafCake, LeafSFQ, or another kind sent without options
+	// Limit: packets for pfifo, fq_codel and sfq, bytes for bfifo.
+	Limit uint32
+	// Target and Interval are fq_codel's (kernel defaults 5ms and 100ms);
+	// the kernel keeps them in microseconds.
+	Target, Interval time.Duration
+	// Flows: fq_codel's flow count (default 1024), sfq's most flows (127).
+	Flows uint32
+	// Quantum: bytes a flow may send per round (fq_codel, sfq; default MTU).
+	Quantum uint32
+	// Diffserv is cake's priority mode: "besteffort", "diffserv3" (the
+	// kernel's default), "diffserv4", "diffserv8" or "precedence".
+	Diffserv string
+	// Latency sizes a bfifo without a Limit: Build sets Limit to the
+	// class's ceil * Latency bytes, at least MinBfifoLimit. Not a kernel
+	// value (dumped leaves have 0) and ignored by LeafEqual.
+	Latency time.Duration
+}
+
+// Leaf qdisc kinds shaperd knows the parameters of.
+const (
+	LeafPfifo   = "pfifo"
+	LeafBfifo   = "bfifo"
+	LeafFQCodel = "fq_codel"
+	LeafCake    = "cake"
+	LeafSFQ     = "sfq"
+)
+
+// MinBfifoLimit is the smallest limit Build gives a latency-sized bfifo:
+// two full-size frames, so a slow class can still queue one packet behind
+// the one being sent.
+const MinBfifoLimit = 2 * 1514
+
+// CakeDiffservModes are cake's priority modes by name, with the kernel's
+// numbers (enum CAKE_DIFFSERV_*).
+var CakeDiffservModes = map[string]uint32{
+	"diffserv3": 0, "diffserv4": 1, "diffserv8": 2, "besteffort": 3, "precedence": 4,
 }
 
 // Filter classifies packets whose Match address lies in Prefix into ClassID.

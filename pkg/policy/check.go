@@ -94,7 +94,7 @@ func (c *checker) reduce() {
 	r.Users = nil
 	seen := map[string]bool{}
 	for i, u := range c.plan.Users {
-		if u.Rate == 0 && u.Ceil == 0 && u.UploadRate == 0 && u.UploadCeil == 0 {
+		if u.Rate == 0 && u.Ceil == 0 && u.UploadRate == 0 && u.UploadCeil == 0 && !u.OwnTierSettings() {
 			if seen[u.Tier] {
 				continue
 			}
@@ -201,15 +201,25 @@ func (c *checker) iface(key string, in *config.Interface, o *outcome) {
 		}
 		bad = true
 		i := c.index[i]
-		if t.Burst > tbf.MaxBurst(x.Rate) {
-			c.add(c.rateKey(t, i, x.Source, o.sched, "rate", in.Direction),
-				"tier %s's burst %s does not fit rate %s (%s): the kernel holds at most %s at this rate; raise the rate or lower the burst",
-				t.Name, t.Burst, x.Rate, outcomeName(x), tbf.MaxBurst(x.Rate))
+		u := &c.plan.Users[i]
+		ut := config.TierFor(t, u)
+		if ut.Burst > tbf.MaxBurst(x.Rate) {
+			whose, key := "tier "+t.Name+"'s", c.rateKey(t, i, x.Source, o.sched, "rate", in.Direction)
+			if u.Burst != 0 {
+				whose, key = "user "+u.Name+"'s", config.Path("user", i, "burst")
+			}
+			c.add(key,
+				"%s burst %s does not fit rate %s (%s): the kernel holds at most %s at this rate; raise the rate or lower the burst",
+				whose, ut.Burst, x.Rate, outcomeName(x), tbf.MaxBurst(x.Rate))
 		}
-		if t.CBurst > tbf.MaxBurst(x.Ceil) {
-			c.add(c.rateKey(t, i, x.Source, o.sched, "ceil", in.Direction),
-				"tier %s's cburst %s does not fit ceil %s (%s): the kernel holds at most %s at this ceil; raise the ceil or lower the cburst",
-				t.Name, t.CBurst, x.Ceil, outcomeName(x), tbf.MaxBurst(x.Ceil))
+		if ut.CBurst > tbf.MaxBurst(x.Ceil) {
+			whose, key := "tier "+t.Name+"'s", c.rateKey(t, i, x.Source, o.sched, "ceil", in.Direction)
+			if u.CBurst != 0 {
+				whose, key = "user "+u.Name+"'s", config.Path("user", i, "cburst")
+			}
+			c.add(key,
+				"%s cburst %s does not fit ceil %s (%s): the kernel holds at most %s at this ceil; raise the ceil or lower the cburst",
+				whose, ut.CBurst, x.Ceil, outcomeName(x), tbf.MaxBurst(x.Ceil))
 		}
 	}
 	for _, tt := range r.Targets.Tiers {
@@ -271,6 +281,10 @@ func (c *checker) rateKey(t *config.Tier, u int, src Source, sched int, field st
 		uk := fmt.Sprintf("user[%d].", u)
 		return c.pick(append([]string{uk + up + field, uk + up + "rate", uk + up + "ceil"}, tierKeys...)...)
 	case SourceQuota:
+		if u >= 0 {
+			uk := fmt.Sprintf("user[%d].", u)
+			return c.pick(uk+"over_quota_"+field, uk+"over_quota_rate", tk+"over_quota_"+field, tk+"over_quota_rate")
+		}
 		return c.pick(tk+"over_quota_"+field, tk+"over_quota_rate")
 	}
 	return c.pick(tierKeys...)

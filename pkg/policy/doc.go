@@ -30,6 +30,12 @@
 //     plan.Policy.Location), as config.Schedule.Contains defines it
 //  6. the tier's rates
 //
+// A user's own burst, cburst, prio, quota, quota_period, over_quota_rate
+// and over_quota_ceil in users.toml replace the tier's keys of the same
+// name, key by key (config.TierFor); rule 3 then uses the user's quota
+// settings. A user's leaf_qdisc (with its parameters) replaces the tier's,
+// which replaces the interface's; queue_latency likewise (leaf.go).
+//
 // So an operator's user override wins over everything, including an exceeded
 // quota. An override sets rate and ceil (Ceil 0 means Rate: `set-rate alice
 // 3mbit` gives alice 3mbit guaranteed and as ceiling).

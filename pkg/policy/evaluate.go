@@ -122,10 +122,11 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 		Bandwidth: in.Bandwidth, Match: model.MatchField(in.Match),
 		DefaultRate: in.DefaultRate, DefaultCeil: in.DefaultCeil,
 		Burst: in.Burst, Latency: in.Latency, PeakRate: in.PeakRate, MTU: in.MTU,
+		Framing: in.Framing,
 	}
-	if in.LeafQdisc != "" {
-		spec.Leaf = &model.LeafQdisc{Kind: in.LeafQdisc, Limit: in.LeafLimit}
-	}
+	cl, lat, _ := effectiveLeaf(in, nil, nil)
+	spec.Leaf, _ = resolvedLeaf(cl, lat, e.plan.LeafKinds)
+	leaves := leafCache{in: in, kinds: e.plan.LeafKinds}
 	link := Explanation{Interface: in.Name, Direction: dir, Source: SourceConfig, Reason: "bandwidth",
 		ConfiguredRate: in.Bandwidth, ConfiguredCeil: in.Bandwidth}
 	if o, ok := e.ifaceOverride(in); ok {
@@ -155,10 +156,12 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 		x := e.user(u, in)
 		used[u.Tier] = true
 		tier, _ := e.plan.Tier(u.Tier)
+		tier = config.TierFor(tier, u) // the user's own burst, cburst, prio
 		ut := model.UserTarget{Name: u.Name, Tier: u.Tier, Prefixes: u.Prefixes, Rate: x.Rate, Ceil: x.Ceil}
 		if tier != nil {
 			ut.Burst, ut.CBurst, ut.Prio = targetBursts(tier, &x), targetCBurst(tier, &x), tier.Prio
 		}
+		ut.Leaf = leaves.user(tier, u)
 		out.Targets.Users = append(out.Targets.Users, ut)
 		out.Users = append(out.Users, x)
 	}
@@ -238,6 +241,7 @@ func (e *evaluator) user(u *config.User, in *config.Interface) Explanation {
 	if !ok { // a validated plan never gets here; keep the user shaped at the minimum
 		t = &config.Tier{Name: u.Tier, Rate: config.MinRate, Ceil: config.MinRate, UploadRate: config.MinRate, UploadCeil: config.MinRate}
 	}
+	t = config.TierFor(t, u) // the user's own burst, cburst, prio and quota settings
 	// Rules 6 and 5: tier, schedule.
 	x.ConfiguredRate, x.ConfiguredCeil = t.Rates(d)
 	x.Rate, x.Ceil, x.Source, x.Reason = e.tierRates(t, d)
@@ -403,6 +407,7 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 			x := e.user(u, &plan.Interfaces[i])
 			ut := ir.Targets.Users[j]
 			if t, ok := plan.Tier(u.Tier); ok {
+				t = config.TierFor(t, u)
 				ut.Burst, ut.CBurst = targetBursts(t, &x), targetCBurst(t, &x)
 			}
 			ut.Rate, ut.Ceil = x.Rate, x.Ceil

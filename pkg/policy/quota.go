@@ -83,8 +83,10 @@ func (u *Usage) Configure(plan *config.Plan) (changed []string) {
 	u.periods = make(map[string]config.Period, len(plan.Users))
 	for _, usr := range plan.Users {
 		p := config.PeriodMonth
-		if t, ok := plan.Tier(usr.Tier); ok && t.Quota != 0 && t.QuotaPeriod != "" {
-			p = t.QuotaPeriod
+		if t, ok := plan.Tier(usr.Tier); ok {
+			if t = config.TierFor(t, &usr); t.Quota != 0 && t.QuotaPeriod != "" {
+				p = t.QuotaPeriod
+			}
 		}
 		u.periods[usr.Name] = p
 	}

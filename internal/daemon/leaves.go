@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"fmt"
+
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/kernel"
+	"github.com/shaperd/shaperd/pkg/policy"
+)
+
+// leafProber is a kernel that can say which leaf qdisc kinds it has
+// (*kernel.Kernel: probed once per process in a throwaway namespace).
+type leafProber interface {
+	LeafKinds() (map[string]bool, error)
+}
+
+// resolveLeaves gives plan the kernel's leaf qdisc kinds, so that the
+// policy uses fq_codel by default where it exists and a latency-sized
+// bfifo for kinds the kernel lacks, and logs each such fallback as a
+// warning. A kernel that cannot probe (the unit tests' fake) leaves the
+// plan offline: leaves as configured.
+func (d *Daemon) resolveLeaves(plan *config.Plan) {
+	p, ok := d.k.(leafProber)
+	if !ok {
+		return
+	}
+	kinds, err := p.LeafKinds()
+	if err != nil {
+		d.log.Warn("probing the kernel's leaf qdisc kinds failed; kinds it could not probe are replaced by bfifo", "err", err)
+	}
+	if kinds == nil {
+		return
+	}
+	plan.LeafKinds = kinds
+	for _, n := range policy.LeafNotes(plan) {
+		d.log.Warn(n)
+	}
+}
+
+// leafCheckNotes are --check's notes about leaf qdiscs on this kernel
+// (probed as the daemon does): each configured kind it lacks, and the
+// default, with the bfifo that replaces them.
+func leafCheckNotes(plan *config.Plan) []string {
+	kinds, err := kernel.LeafKindsAvailable()
+	var notes []string
+	if err != nil {
+		notes = append(notes, fmt.Sprintf("could not probe the kernel's leaf qdisc kinds (%v): kinds it could not probe count as missing", err))
+	}
+	if kinds == nil {
+		return notes
+	}
+	plan.LeafKinds = kinds
+	return append(notes, policy.LeafNotes(plan)...)
+}

@@ -1,0 +1,144 @@
+package policy
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/model"
+)
+
+const leafMain = `
+[[interface]]
+name = "lan0"
+bandwidth = "100mbit"
+
+[[interface]]
+name = "lan1"
+bandwidth = "100mbit"
+leaf_qdisc = "fq_codel"
+leaf_target = "2ms"
+queue_latency = "20ms"
+
+[tiers.gold]
+rate = "10mbit"
+
+[tiers.cheap]
+rate = "1mbit"
+leaf_qdisc = "sfq"
+leaf_flows = 64
+
+[tiers.fifo]
+rate = "5mbit"
+queue_latency = "100ms"
+`
+
+const leafUsers = `
+[[user]]
+name = "alice"
+tier = "gold"
+addresses = ["198.18.1.10"]
+
+[[user]]
+name = "bob"
+tier = "cheap"
+addresses = ["198.18.1.11"]
+
+[[user]]
+name = "carol"
+tier = "fifo"
+addresses = ["198.18.1.12"]
+`
+
+// leavesOf returns the interface's leaf and each user's leaf.
+func leavesOf(r *Result, i int) (*model.LeafQdisc, map[string]*model.LeafQdisc) {
+	users := map[string]*model.LeafQdisc{}
+	for _, u := range r.Interfaces[i].Targets.Users {
+		users[u.Name] = u.Leaf
+	}
+	return r.Interfaces[i].Targets.Interface.Leaf, users
+}
+
+// Offline (kinds not probed): leaves as configured, no default leaf.
+// Probed: the default is fq_codel where present, else a latency-sized
+// bfifo; a missing kind falls back to that bfifo; tiers override the
+// interface (kind and latency separately).
+func TestLeafResolution(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	p := loadPlan(t, leafMain, leafUsers)
+	ifl, users := leavesOf(Evaluate(p, Overrides{}, nil, now), 0)
+	if ifl != nil || users["alice"] != nil {
+		t.Errorf("offline default leaf: interface %+v, alice %+v; want the kernel's (nil)", ifl, users["alice"])
+	}
+	if want := (model.LeafQdisc{Kind: "sfq", Flows: 64, Latency: 50 * time.Millisecond}); users["bob"] == nil || *users["bob"] != want {
+		t.Errorf("offline bob: %+v, want %+v", users["bob"], want)
+	}
+	if notes := LeafNotes(p); notes != nil {
+		t.Errorf("offline notes: %v", notes)
+	}
+
+	bfifo := func(lat time.Duration) *model.LeafQdisc { return &model.LeafQdisc{Kind: "bfifo", Latency: lat} }
+	tests := []struct {
+		name  string
+		kinds map[string]bool
+		// interface 0 and 1, then bob and carol on interface 0 and 1
+		if0, if1                   *model.LeafQdisc
+		bob0, carol0, bob1, carol1 *model.LeafQdisc
+		notes                      []string
+	}{
+		{
+			name:  "all kinds",
+			kinds: map[string]bool{"fq_codel": true, "sfq": true, "bfifo": true, "pfifo": true, "cake": true},
+			if0:   &model.LeafQdisc{Kind: "fq_codel"},
+			if1:   &model.LeafQdisc{Kind: "fq_codel", Target: 2 * time.Millisecond, Latency: 20 * time.Millisecond},
+			bob0:  &model.LeafQdisc{Kind: "sfq", Flows: 64, Latency: 50 * time.Millisecond},
+			bob1:  &model.LeafQdisc{Kind: "sfq", Flows: 64, Latency: 20 * time.Millisecond},
+			// carol's tier sets only a latency: the interface's kind with it
+			carol0: &model.LeafQdisc{Kind: "fq_codel"},
+			carol1: &model.LeafQdisc{Kind: "fq_codel", Target: 2 * time.Millisecond, Latency: 100 * time.Millisecond},
+		},
+		{
+			name:   "this kernel",
+			kinds:  map[string]bool{"fq_codel": false, "sfq": false, "cake": false, "bfifo": true, "pfifo": true},
+			if0:    bfifo(50 * time.Millisecond),
+			if1:    bfifo(20 * time.Millisecond),
+			bob0:   bfifo(50 * time.Millisecond),
+			bob1:   bfifo(20 * time.Millisecond),
+			carol0: bfifo(100 * time.Millisecond),
+			carol1: bfifo(100 * time.Millisecond),
+			notes: []string{
+				"shaperd.toml:2:1: interface[0] (lan0 egress): default leaf qdisc: fq_codel not available in this kernel; using bfifo sized to 50ms",
+				"shaperd.toml:18:1: tiers.cheap.leaf_qdisc: sfq not available in this kernel; using bfifo sized to 50ms",
+				"shaperd.toml:9:1: interface[1].leaf_qdisc: fq_codel not available in this kernel; using bfifo sized to 20ms",
+				"shaperd.toml:18:1: tiers.cheap.leaf_qdisc: sfq not available in this kernel; using bfifo sized to 20ms",
+			},
+		},
+	}
+	for _, tt := range tests {
+		p := loadPlan(t, leafMain, leafUsers)
+		p.LeafKinds = tt.kinds
+		r := Evaluate(p, Overrides{}, nil, now)
+		if0, u0 := leavesOf(r, 0)
+		if1, u1 := leavesOf(r, 1)
+		eq := func(what string, got, want *model.LeafQdisc) {
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: %s leaf %+v, want %+v", tt.name, what, got, want)
+			}
+		}
+		eq("lan0", if0, tt.if0)
+		eq("lan1", if1, tt.if1)
+		eq("alice on lan0 (the interface's)", u0["alice"], nil)
+		eq("bob on lan0", u0["bob"], tt.bob0)
+		eq("bob on lan1", u1["bob"], tt.bob1)
+		eq("carol on lan0", u0["carol"], tt.carol0)
+		eq("carol on lan1", u1["carol"], tt.carol1)
+		if got := LeafNotes(p); !reflect.DeepEqual(got, tt.notes) {
+			t.Errorf("%s: notes\n%q\nwant\n%q", tt.name, got, tt.notes)
+		}
+		for i := range r.Interfaces {
+			if _, err := model.Build(r.Interfaces[i].Targets, nil); err != nil {
+				t.Errorf("%s: Build: %v", tt.name, err)
+			}
+		}
+	}
+}

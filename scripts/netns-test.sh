@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # netns-test.sh: shaperd's network-namespace lab and integration tests.
 #
-#   scripts/netns-test.sh test    go test -race -count=1 -p 1 ./... with SHAPERD_REQUIRE_NETNS=1
+#   scripts/netns-test.sh deps    apt-get install what the tests use (iperf3, etcd-server, ...)
+#   scripts/netns-test.sh test    deps, then go test -race -count=1 -p 1 ./... with SHAPERD_REQUIRE_NETNS=1
 #                                 (as root; integration tests fail instead of skipping)
 #   scripts/netns-test.sh lab     build a standing router lab: namespaces shaperd-router,
 #                                 shaperd-lan, shaperd-wan (same topology as internal/netnslab)
@@ -76,12 +77,27 @@ lab() {
 	echo "remove it with: $0 clean" >&2
 }
 
+# deps installs (with apt-get, when missing) what the tests use besides Go:
+# the lab (iproute2, iperf3, ping, ethtool, strace), the fleet tests (etcd),
+# the package and monitoring tests (dpkg-deb, lintian, adduser, promtool,
+# systemd-analyze) and the completion tests (zsh, fish).
+deps() {
+	local pair need=()
+	for pair in ip:iproute2 tc:iproute2 iperf3:iperf3 ping:iputils-ping ethtool:ethtool strace:strace \
+		etcd:etcd-server dpkg-deb:dpkg lintian:lintian addgroup:adduser promtool:prometheus \
+		systemd-analyze:systemd zsh:zsh fish:fish; do
+		command -v "${pair%%:*}" >/dev/null || need+=("${pair#*:}")
+	done
+	[ ${#need[@]} -gt 0 ] || return 0
+	command -v apt-get >/dev/null || { echo "netns-test.sh: missing ${need[*]} (no apt-get to install them)" >&2; exit 1; }
+	export DEBIAN_FRONTEND=noninteractive
+	run apt-get update -qq
+	run apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
 test_all() {
 	need_root
-	if ! command -v iperf3 >/dev/null && command -v apt-get >/dev/null; then
-		export DEBIAN_FRONTEND=noninteractive
-		run apt-get install -y -qq iperf3 || { run apt-get update -qq && run apt-get install -y -qq iperf3; }
-	fi
+	deps
 	for tool in ip tc iperf3 go; do
 		command -v "$tool" >/dev/null || { echo "netns-test.sh: $tool not found" >&2; exit 1; }
 	done
@@ -304,13 +320,14 @@ EOT
 }
 
 case "${1:-}" in
+deps) need_root; deps ;;
 test) test_all ;;
 lab) lab ;;
 clean) need_root; clean ;;
 demo) demo ;;
 fleet-demo) fleet_demo ;;
 *)
-	echo "usage: $0 test|lab|clean|demo|fleet-demo" >&2
+	echo "usage: $0 test|deps|lab|clean|demo|fleet-demo" >&2
 	exit 2
 	;;
 esac

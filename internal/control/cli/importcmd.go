@@ -135,7 +135,7 @@ func runImport(_ context.Context, _ *control.Client, args []string, out io.Write
 		}
 		plan, perrs := migrate.Validate(mainName, main, "", "", nil, nil)
 		if perrs != nil {
-			return importErrors(append([]error{fmt.Errorf("--tiers %s is not a valid shaperd.toml:", mainName)}, perrs...))
+			return importErrors(append([]error{fmt.Errorf("--tiers %s is not a valid shaperd.toml (the problems follow)", mainName)}, perrs...))
 		}
 		var circuits []migrate.Circuit
 		if circuits, errs = migrate.ReadLibreQoS(strings.NewReader(string(data)), name); errs == nil {

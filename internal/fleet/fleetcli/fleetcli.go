@@ -135,11 +135,10 @@ func (e checkErr) Error() string { return strings.Join(e, "\n") }
 
 // flags is what every fleet command accepts.
 type flags struct {
-	fs       *flag.FlagSet
-	config   *string
-	asJSON   *bool
-	rest     []string
-	fleetCfg *config.Fleet
+	fs     *flag.FlagSet
+	config *string
+	asJSON *bool
+	rest   []string
 }
 
 func newFlags(name string, env Env) *flags {

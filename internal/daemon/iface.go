@@ -82,6 +82,16 @@ func (st *iface) health() (state, msg string) {
 	return control.StatePending, ""
 }
 
+// newIface is the state of interface in, without a tree or class ids yet:
+// its key and device (the IFB for ingress, redirected from in.Name).
+func newIface(in config.Interface) *iface {
+	st := &iface{cfg: in, key: ifaceKey(&in), device: in.Name}
+	if in.Direction == config.Ingress {
+		st.device, st.redirectFrom = in.IFB, in.Name
+	}
+	return st
+}
+
 func ifaceKey(in *config.Interface) string { return in.Name + "/" + string(in.Direction) }
 
 // makeIfaces makes the state of plan's interfaces, keeping the class
@@ -94,11 +104,7 @@ func (d *Daemon) makeIfaces(plan *config.Plan, old []*iface) []*iface {
 	}
 	out := make([]*iface, 0, len(plan.Interfaces))
 	for i := range plan.Interfaces {
-		in := plan.Interfaces[i]
-		st := &iface{cfg: in, key: ifaceKey(&in), device: in.Name}
-		if in.Direction == config.Ingress {
-			st.device, st.redirectFrom = in.IFB, in.Name
-		}
+		st := newIface(plan.Interfaces[i])
 		switch o, ok := byKey[st.key]; {
 		case ok:
 			st.ids = o.ids.Clone()

@@ -173,11 +173,7 @@ func (d *Daemon) dryIfaces(plan *config.Plan) []*iface {
 	}
 	out := make([]*iface, 0, len(plan.Interfaces))
 	for i := range plan.Interfaces {
-		in := plan.Interfaces[i]
-		st := &iface{cfg: in, key: ifaceKey(&in), device: in.Name}
-		if in.Direction == config.Ingress {
-			st.device, st.redirectFrom = in.IFB, in.Name
-		}
+		st := newIface(plan.Interfaces[i])
 		if o, ok := byKey[st.key]; ok {
 			st.ids = o.ids.Clone()
 		} else {

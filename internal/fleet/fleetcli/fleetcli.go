@@ -185,6 +185,17 @@ func (f *flags) dial() (*clientv3.Client, *config.Fleet, error) {
 }
 
 // timeout bounds one etcd request.
+// connect is dial with a request context bounded by timeout; done closes
+// both.
+func (f *flags) connect(ctx context.Context) (*clientv3.Client, *config.Fleet, context.Context, func(), error) {
+	c, fc, err := f.dial()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	tctx, cancel := timeout(ctx, fc)
+	return c, fc, tctx, func() { cancel(); c.Close() }, nil
+}
+
 func timeout(ctx context.Context, fc *config.Fleet) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, fc.DialTimeout+5*time.Second)
 }
@@ -276,13 +287,11 @@ func pull(ctx context.Context, args []string, out io.Writer, env Env) error {
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	c, fc, err := f.dial()
+	c, fc, tctx, done, err := f.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	tctx, cancel := timeout(ctx, fc)
-	defer cancel()
+	defer done()
 	p, err := fleet.Pull(tctx, c, fc.Prefix)
 	if err != nil {
 		return err
@@ -312,13 +321,11 @@ func status(ctx context.Context, args []string, out io.Writer, env Env) error {
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	c, fc, err := f.dial()
+	c, fc, tctx, done, err := f.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	tctx, cancel := timeout(ctx, fc)
-	defer cancel()
+	defer done()
 	p, err := fleet.Pull(tctx, c, fc.Prefix)
 	if err != nil {
 		return err
@@ -446,13 +453,11 @@ func setRate(ctx context.Context, args []string, out io.Writer, env Env) error {
 	if err := o.Validate(); err != nil {
 		return usageErr("set-rate: " + err.Error())
 	}
-	c, fc, err := f.dial()
+	c, fc, tctx, done, err := f.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	tctx, cancel := timeout(ctx, fc)
-	defer cancel()
+	defer done()
 	p, err := fleet.Pull(tctx, c, fc.Prefix)
 	if err != nil {
 		return err
@@ -493,13 +498,11 @@ func clearFleet(ctx context.Context, args []string, out io.Writer, env Env) erro
 	if err != nil {
 		return usageErr("clear: " + err.Error())
 	}
-	c, fc, err := f.dial()
+	c, fc, tctx, done, err := f.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	tctx, cancel := timeout(ctx, fc)
-	defer cancel()
+	defer done()
 	n, err := fleet.ClearOverride(tctx, c, fc.Prefix, t, dir)
 	if err != nil {
 		return err

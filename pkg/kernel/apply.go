@@ -562,14 +562,7 @@ func (a *applier) ensureFilters(ifi uint32, dev string) error {
 	if a.ensured[ifi] {
 		return nil
 	}
-	cls, err := a.k.classifierFor(ifi)
-	if err != nil {
-		return fmt.Errorf("%s: u32 classifier: %w", dev, err)
-	}
-	if cls == nil {
-		return nil // no classifier: nothing to ensure
-	}
-	n, err := cls.Ensure()
+	n, err := a.k.classifierFor(ifi).Ensure()
 	a.res.Writes += n
 	if err != nil {
 		return kernelError(err, dev, model.OpAdd, "u32 hash tables", "u32")
@@ -587,13 +580,7 @@ func (a *applier) filter(c *model.Change) error {
 	if err := a.ensureFilters(ifi, c.Device); err != nil {
 		return err
 	}
-	cls, err := a.k.classifierFor(ifi)
-	if err != nil {
-		return fmt.Errorf("%s: u32 classifier: %w", c.Device, err)
-	}
-	if cls == nil {
-		return fmt.Errorf("%s: %s %s: %w", c.Device, c.Op, filterObject(f), ErrNoFilters)
-	}
+	cls := a.k.classifierFor(ifi)
 	var n int
 	switch c.Op {
 	case model.OpAdd:

@@ -120,23 +120,17 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 	if t.Classes, err = k.dumpClasses(ifi, device, leaves); err != nil {
 		return t, err
 	}
-	cls, err := k.classifierFor(ifi)
-	if err != nil {
-		return t, fmt.Errorf("dump %s: u32 classifier: %w", device, err)
+	cls := k.classifierFor(ifi)
+	t.Filters, err = cls.Dump()
+	if err == nil {
+		t.Foreign = append(t.Foreign, cls.Foreign()...)
 	}
-	if cls != nil {
-		t.Filters, err = cls.Dump()
-		if f, ok := cls.(interface{ Foreign() []string }); ok && err == nil {
-			t.Foreign = append(t.Foreign, f.Foreign()...)
-		}
-		// The classifier's picture of the kernel (every u32 node, ~1 KB
-		// per user) is only needed to write filters, which few applies do:
-		// forget it rather than keep it between reconciles; a write dumps
-		// it again.
-		_ = cls.Close()
-		if err != nil {
-			return t, fmt.Errorf("dump filters of %s: %w", device, err)
-		}
+	// The classifier's picture of the kernel (every u32 node, ~1 KB per
+	// user) is only needed to write filters, which few applies do: forget
+	// it rather than keep it between reconciles; a write dumps it again.
+	_ = cls.Close()
+	if err != nil {
+		return t, fmt.Errorf("dump filters of %s: %w", device, err)
 	}
 	t.Sort()
 	return t, nil

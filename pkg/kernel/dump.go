@@ -5,13 +5,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
 // rootQdisc returns the device's root qdisc, or nil when it has none that
 // the dump shows.
 func (k *Kernel) rootQdisc(ifi uint32) (*object, error) {
-	qs, err := k.dump(rtmGetQdisc, tcmsg{Ifindex: ifi}, nil)
+	qs, err := k.dump(tcwire.RTMGetQdisc, tcwire.Tcmsg{Ifindex: ifi}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +74,7 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 	ifi := uint32(link.Attrs().Index)
 	// All qdiscs of all devices: the ingress qdiscs of other devices are
 	// needed to find a redirect to an IFB.
-	qs, err := k.dump(rtmGetQdisc, tcmsg{}, nil)
+	qs, err := k.dump(tcwire.RTMGetQdisc, tcwire.Tcmsg{}, nil)
 	if err != nil {
 		return t, fmt.Errorf("dump qdiscs of %s: %w", device, err)
 	}
@@ -139,7 +140,7 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 // dumpClasses returns the HTB classes of qdisc 1: on the device.
 func (k *Kernel) dumpClasses(ifi uint32, device string, leaves map[uint32]object) ([]model.Class, error) {
 	classes := make([]model.Class, 0, k.classHint[ifi]) // the last dump's count
-	err := k.dumpEach(rtmGetTClass, tcmsg{Ifindex: ifi, Parent: uint32(model.RootQdisc)}, nil, func(o object) error {
+	err := k.dumpEach(tcwire.RTMGetTClass, tcwire.Tcmsg{Ifindex: ifi, Parent: uint32(model.RootQdisc)}, nil, func(o object) error {
 		if o.msg.Ifindex != ifi || o.kind != "htb" || model.Handle(o.msg.Handle).Major() != model.RootQdisc.Major() {
 			return nil
 		}
@@ -174,7 +175,7 @@ func (k *Kernel) findRedirect(qs []object, ifb uint32, name string) (*model.Redi
 		if q.kind != "ingress" || q.msg.Parent != uint32(model.HandleIngress) || q.msg.Ifindex == ifb {
 			continue
 		}
-		fs, err := k.dump(rtmGetTFilter, tcmsg{Ifindex: q.msg.Ifindex, Parent: ingressQdisc}, nil)
+		fs, err := k.dump(tcwire.RTMGetTFilter, tcwire.Tcmsg{Ifindex: q.msg.Ifindex, Parent: ingressQdisc}, nil)
 		if err != nil {
 			return nil, fmt.Errorf("dump ingress filters of ifindex %d: %w", q.msg.Ifindex, err)
 		}

@@ -9,6 +9,8 @@ import (
 	"github.com/mdlayher/netlink"
 	vnl "github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 )
 
 // TCEvent is a change of a qdisc, class or filter that the kernel
@@ -98,11 +100,11 @@ func (k *Kernel) WatchTC(ctx context.Context) (<-chan TCEvent, error) {
 // notification that a socket other than port own caused.
 func foreignTCChange(m netlink.Message, own uint32) (int, bool) {
 	switch m.Header.Type {
-	case rtmNewQdisc, rtmDelQdisc, rtmNewTClass, rtmDelTClass, rtmNewTFilter, rtmDelTFilter:
+	case tcwire.RTMNewQdisc, tcwire.RTMDelQdisc, tcwire.RTMNewTClass, tcwire.RTMDelTClass, tcwire.RTMNewTFilter, tcwire.RTMDelTFilter:
 	default:
 		return 0, false
 	}
-	if m.Header.PID == own || len(m.Data) < tcmsgLen {
+	if m.Header.PID == own || len(m.Data) < tcwire.TcmsgLen {
 		return 0, false
 	}
 	// struct tcmsg: family, pad[3], ifindex (s32, host order), ...

@@ -41,6 +41,21 @@ func wantRatespec(linklayer uint8, overhead, mpu uint16, rate uint32) []byte {
 	return le(uint8(0), linklayer, overhead, int16(0), mpu, rate)
 }
 
+// checkStruct pins one encoded C struct: b must be want (wantLen bytes),
+// parse must give v back, and parse must refuse b without its last byte.
+func checkStruct[T comparable](t *testing.T, name string, b, want []byte, wantLen int, parse func([]byte) (T, bool), v T) {
+	t.Helper()
+	if !bytes.Equal(b, want) || len(b) != wantLen {
+		t.Fatalf("%s (%d bytes, want %d)\n% x\nwant\n% x", name, len(b), wantLen, b, want)
+	}
+	if back, ok := parse(b); !ok || back != v {
+		t.Errorf("%s round trip %+v, want %+v", name, back, v)
+	}
+	if _, ok := parse(b[:len(b)-1]); ok {
+		t.Errorf("short %s accepted", name)
+	}
+}
+
 func TestTcmsgWireLayout(t *testing.T) {
 	m := Tcmsg{Ifindex: 7, Handle: 0x10002, Parent: 0x10000, Info: 0x640008}
 	b := m.AppendTo([]byte{0xaa})
@@ -80,17 +95,8 @@ func TestHTBOptWireLayout(t *testing.T) {
 		Rate: Ratespec{Linklayer: 1, Rate: 1000}, Ceil: Ratespec{Linklayer: 1, Overhead: 4, Rate: 2000},
 		Buffer: 11, CBuffer: 12, Quantum: 13, Level: 14, Prio: 15,
 	}
-	b := o.AppendTo(nil)
 	want := le(wantRatespec(1, 0, 0, 1000), wantRatespec(1, 4, 0, 2000), uint32(11), uint32(12), uint32(13), uint32(14), uint32(15))
-	if !bytes.Equal(b, want) || len(b) != HTBOptLen {
-		t.Fatalf("tc_htb_opt\n% x\nwant\n% x", b, want)
-	}
-	if back, ok := ParseHTBOpt(b); !ok || back != o {
-		t.Errorf("round trip %+v, want %+v", back, o)
-	}
-	if _, ok := ParseHTBOpt(b[:HTBOptLen-1]); ok {
-		t.Error("short tc_htb_opt accepted")
-	}
+	checkStruct(t, "tc_htb_opt", o.AppendTo(nil), want, HTBOptLen, ParseHTBOpt, o)
 }
 
 func TestHTBGlobWireLayout(t *testing.T) {
@@ -109,17 +115,8 @@ func TestHTBGlobWireLayout(t *testing.T) {
 
 func TestTBFQoptWireLayout(t *testing.T) {
 	q := TBFQopt{Rate: Ratespec{Linklayer: 1, MPU: 64, Rate: 1e6}, Peakrate: Ratespec{Linklayer: 1, Rate: 2e6}, Limit: 30000, Buffer: 77, MTU: 88}
-	b := q.AppendTo(nil)
 	want := le(wantRatespec(1, 0, 64, 1e6), wantRatespec(1, 0, 0, 2e6), uint32(30000), uint32(77), uint32(88))
-	if !bytes.Equal(b, want) || len(b) != TBFQoptLen {
-		t.Fatalf("tc_tbf_qopt\n% x\nwant\n% x", b, want)
-	}
-	if back, ok := ParseTBFQopt(b); !ok || back != q {
-		t.Errorf("round trip %+v, want %+v", back, q)
-	}
-	if _, ok := ParseTBFQopt(b[:TBFQoptLen-1]); ok {
-		t.Error("short tc_tbf_qopt accepted")
-	}
+	checkStruct(t, "tc_tbf_qopt", q.AppendTo(nil), want, TBFQoptLen, ParseTBFQopt, q)
 }
 
 func TestSizespecWireLayout(t *testing.T) {
@@ -141,32 +138,19 @@ func TestSizespecWireLayout(t *testing.T) {
 func TestSFQQoptWireLayout(t *testing.T) {
 	q := SFQQopt{Quantum: 1514, PerturbPeriod: 2, Limit: 127, Divisor: 1024, Flows: 64}
 	b := q.AppendV1To(nil)
-	want := le(uint32(1514), uint32(2), uint32(127), uint32(1024), uint32(64), make([]byte, SFQQoptV1Len-SFQQoptLen))
-	if !bytes.Equal(b, want) || len(b) != SFQQoptV1Len {
-		t.Fatalf("tc_sfq_qopt_v1\n% x\nwant\n% x", b, want)
-	}
-	if back, ok := ParseSFQQopt(b[:SFQQoptLen]); !ok || back != q {
-		t.Errorf("round trip %+v, want %+v", back, q)
-	}
-	if _, ok := ParseSFQQopt(b[:SFQQoptLen-1]); ok {
-		t.Error("short tc_sfq_qopt accepted")
+	want := le(uint32(1514), uint32(2), uint32(127), uint32(1024), uint32(64))
+	checkStruct(t, "tc_sfq_qopt", b[:SFQQoptLen], want, SFQQoptLen, ParseSFQQopt, q)
+	// The rest of tc_sfq_qopt_v1 (depth, headdrop, RED) is 0: defaults.
+	if len(b) != SFQQoptV1Len || !bytes.Equal(b[SFQQoptLen:], make([]byte, SFQQoptV1Len-SFQQoptLen)) {
+		t.Errorf("tc_sfq_qopt_v1 tail (%d bytes) % x", len(b), b[SFQQoptLen:])
 	}
 }
 
 func TestMirredWireLayout(t *testing.T) {
 	m := Mirred{Action: TCActStolen, Eaction: TCAEgressRedir, Ifindex: 42}
-	b := m.AppendTo(nil)
 	// tc_gen: index, capab, action, refcnt, bindcnt; eaction, ifindex.
 	want := le(uint32(0), uint32(0), uint32(4), int32(0), int32(0), int32(1), uint32(42))
-	if !bytes.Equal(b, want) || len(b) != MirredLen {
-		t.Fatalf("tc_mirred\n% x\nwant\n% x", b, want)
-	}
-	if back, ok := ParseMirred(b); !ok || back != m {
-		t.Errorf("round trip %+v, want %+v", back, m)
-	}
-	if _, ok := ParseMirred(b[:MirredLen-1]); ok {
-		t.Error("short tc_mirred accepted")
-	}
+	checkStruct(t, "tc_mirred", m.AppendTo(nil), want, MirredLen, ParseMirred, m)
 }
 
 func TestStatsWireLayout(t *testing.T) {

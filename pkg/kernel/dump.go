@@ -180,7 +180,7 @@ func (k *Kernel) findRedirect(qs []object, ifb uint32, name string) (*model.Redi
 			return nil, fmt.Errorf("dump ingress filters of ifindex %d: %w", q.msg.Ifindex, err)
 		}
 		for _, f := range fs {
-			if uint16(f.msg.Info>>16) != RedirectPref {
+			if prio, _ := tcwire.InfoPrioProto(f.msg.Info); prio != RedirectPref {
 				continue
 			}
 			if to, ok := decodeRedirect(f); ok && to == ifb {

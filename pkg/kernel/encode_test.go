@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"strings"
@@ -121,7 +122,9 @@ func TestRedirectRoundTrip(t *testing.T) {
 	if ifb, ok := decodeRedirect(o); !ok || ifb != 42 {
 		t.Fatalf("decodeRedirect = %d, %v; want 42, true", ifb, ok)
 	}
-	if uint16(o.msg.Info>>16) != RedirectPref || o.msg.Info&0xffff != uint32(htons(tcwire.EthPAll)) {
+	// tcm_info: pref, then ETH_P_ALL in network order.
+	proto := binary.NativeEndian.AppendUint16(nil, uint16(o.msg.Info))
+	if uint16(o.msg.Info>>16) != RedirectPref || !bytes.Equal(proto, []byte{0x00, 0x03}) {
 		t.Errorf("tcm_info %#x: want pref %#x, protocol all", o.msg.Info, RedirectPref)
 	}
 	if _, ok := decodeRedirect(object{kind: "bpf"}); ok {

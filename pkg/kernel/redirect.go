@@ -12,14 +12,10 @@ import (
 // ingressQdisc is the handle of the ingress qdisc (ffff:).
 const ingressQdisc = uint32(0xFFFF0000)
 
-// htons is the 16-bit protocol number in network byte order as tcm_info
-// carries it.
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
 // redirectFilterMsg is the tcmsg of shaperd's redirect filter on ifi
 // (handle 0: all filters at RedirectPref).
 func redirectFilterMsg(ifi uint32) tcwire.Tcmsg {
-	return tcwire.Tcmsg{Ifindex: ifi, Parent: ingressQdisc, Info: uint32(RedirectPref)<<16 | uint32(htons(tcwire.EthPAll))}
+	return tcwire.Tcmsg{Ifindex: ifi, Parent: ingressQdisc, Info: tcwire.FilterInfo(RedirectPref, tcwire.EthPAll)}
 }
 
 func redirectObject(r *model.Redirect) string {

@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -104,9 +103,12 @@ func foreignTCChange(m netlink.Message, own uint32) (int, bool) {
 	default:
 		return 0, false
 	}
-	if m.Header.PID == own || len(m.Data) < tcwire.TcmsgLen {
+	if m.Header.PID == own {
 		return 0, false
 	}
-	// struct tcmsg: family, pad[3], ifindex (s32, host order), ...
-	return int(int32(binary.NativeEndian.Uint32(m.Data[4:8]))), true
+	tm, _, err := tcwire.ParseTcmsg(m.Data)
+	if err != nil {
+		return 0, false
+	}
+	return int(int32(tm.Ifindex)), true // tcm_ifindex is an int
 }

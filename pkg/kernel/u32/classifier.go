@@ -90,12 +90,10 @@ func (c *Classifier) execute(typ netlink.HeaderType, flags netlink.HeaderFlags, 
 // send sends one request and waits for its acknowledgement.
 func (c *Classifier) send(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcwire.Tcmsg, o *u32Opts) error {
 	m.Ifindex, m.Parent = c.ifindex, uint32(c.parent)
-	req, err := filterRequest(typ, flags|netlink.Acknowledge, m, o)
-	if err == nil {
-		clearDeadline := c.deadline()
-		_, err = c.conn.Execute(req)
-		clearDeadline()
-	}
+	req := filterRequest(typ, flags|netlink.Acknowledge, m, o)
+	clearDeadline := c.deadline()
+	_, err := c.conn.Execute(req)
+	clearDeadline()
 	return err
 }
 

@@ -36,10 +36,7 @@ func (c *Classifier) Dump() ([]model.Filter, error) {
 // dump is Dump with errors that do not name the device yet.
 func (c *Classifier) dump() ([]model.Filter, error) {
 	c.st = nil
-	req, err := filterRequest(tcwire.RTMGetTFilter, netlink.Dump, tcwire.Tcmsg{Ifindex: c.ifindex, Parent: uint32(c.parent)}, nil)
-	if err != nil {
-		return nil, err
-	}
+	req := filterRequest(tcwire.RTMGetTFilter, netlink.Dump, tcwire.Tcmsg{Ifindex: c.ifindex, Parent: uint32(c.parent)}, nil)
 	req.Data = req.Data[:tcwire.TcmsgLen] // a dump request carries no attributes
 	defer c.deadline()()
 	sent, err := c.conn.Send(req)

@@ -99,10 +99,7 @@ func encodeObject(m tcwire.Tcmsg, o object) []byte {
 			opts.sel = &s
 		}
 	}
-	msg, err := filterRequest(tcwire.RTMNewTFilter, 0, tcwire.Tcmsg{Ifindex: m.Ifindex, Handle: o.handle, Parent: m.Parent, Info: tcwire.FilterInfo(o.prio, o.proto)}, opts)
-	if err != nil {
-		panic(err)
-	}
+	msg := filterRequest(tcwire.RTMNewTFilter, 0, tcwire.Tcmsg{Ifindex: m.Ifindex, Handle: o.handle, Parent: m.Parent, Info: tcwire.FilterInfo(o.prio, o.proto)}, opts)
 	return msg.Data
 }
 

@@ -28,7 +28,7 @@ type u32Opts struct {
 }
 
 // filterRequest builds an RTM_*TFILTER request for a u32 object.
-func filterRequest(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcwire.Tcmsg, o *u32Opts) (netlink.Message, error) {
+func filterRequest(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcwire.Tcmsg, o *u32Opts) netlink.Message {
 	a := tcwire.Attrs{B: m.AppendTo(make([]byte, 0, 128))}
 	a.String(tcwire.TCAKind, "u32")
 	if o != nil {
@@ -52,7 +52,7 @@ func filterRequest(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcwire.T
 	return netlink.Message{
 		Header: netlink.Header{Type: typ, Flags: netlink.Request | flags},
 		Data:   a.B,
-	}, nil
+	}
 }
 
 // object is one u32 filter object from a dump: a hash table (isTable) or a

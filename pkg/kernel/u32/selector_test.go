@@ -90,11 +90,8 @@ func TestLinkSelectors(t *testing.T) {
 
 func TestMessageEncoding(t *testing.T) {
 	sel := tcwire.U32Sel{Flags: tcwire.U32Terminal, Keys: prefixKeys(netip.MustParsePrefix("198.18.0.1/32"), 16)}
-	m, err := filterRequest(tcwire.RTMNewTFilter, 0, tcwire.Tcmsg{Ifindex: 7, Handle: handleOf(0x105, 9, 0x410), Parent: uint32(model.RootQdisc), Info: tcwire.FilterInfo(PrioIPv4Dst, ethPIPv4)},
+	m := filterRequest(tcwire.RTMNewTFilter, 0, tcwire.Tcmsg{Ifindex: 7, Handle: handleOf(0x105, 9, 0x410), Parent: uint32(model.RootQdisc), Info: tcwire.FilterInfo(PrioIPv4Dst, ethPIPv4)},
 		&u32Opts{classID: 0x10100, hash: handleOf(0x105, 9, 0), sel: &sel})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tm, o, err := parseObject(m.Data)
 	if err != nil {
 		t.Fatal(err)

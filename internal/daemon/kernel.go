@@ -8,7 +8,7 @@ import (
 )
 
 // Kernel is what the daemon needs from the kernel's traffic control.
-// *kernel.Kernel implements it (through NewKernel); unit tests use a fake
+// *kernel.Kernel implements it (made by kernel.Open); unit tests use a fake
 // built on model.MemKernel.
 type Kernel interface {
 	// Actual dumps desired.Device with counters; an ingress tree whose IFB

@@ -8,6 +8,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -341,31 +342,31 @@ func (a *applier) apply(c *model.Change) error {
 // write sends one request and counts it; a refusal becomes *Error. While
 // a run is being collected (a.queue) the request is queued instead and its
 // answer is counted or turned into *Error when the run is flushed.
-func (a *applier) write(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, fn func(*attrs) error,
+func (a *applier) write(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcwire.Tcmsg, fn func(*tcwire.Attrs) error,
 	dev string, op model.Op, object, kind string) error {
 	return a.send(typ, flags, m, fn, queued{dev: dev, op: op, object: object, kind: kind})
 }
 
 // writeGone is write for a delete: an object that is already gone
 // (ENOENT, ENODEV) is success without a write.
-func (a *applier) writeGone(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, fn func(*attrs) error,
+func (a *applier) writeGone(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcwire.Tcmsg, fn func(*tcwire.Attrs) error,
 	dev string, op model.Op, object, kind string) error {
 	return a.send(typ, flags, m, fn, queued{dev: dev, op: op, object: object, kind: kind, gone: true})
 }
 
-func (a *applier) send(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, fn func(*attrs) error, q queued) error {
+func (a *applier) send(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcwire.Tcmsg, fn func(*tcwire.Attrs) error, q queued) error {
 	if c := a.cur; c != nil && c.Class != nil {
 		q.labels, q.class = c.Class.Labels, c.Class.Handle
-		q.isClass = typ == rtmNewTClass || typ == rtmDelTClass
+		q.isClass = typ == tcwire.RTMNewTClass || typ == tcwire.RTMDelTClass
 	}
 	if a.queue {
-		at := attrs{b: m.appendTo(make([]byte, 0, 128))}
+		at := tcwire.Attrs{B: m.AppendTo(make([]byte, 0, 128))}
 		if fn != nil {
 			if err := fn(&at); err != nil {
 				return kernelError(err, q.dev, q.op, q.object, q.kind)
 			}
 		}
-		a.pipe.add(typ, flags, at.b, q)
+		a.pipe.add(typ, flags, at.B, q)
 		return nil
 	}
 	if err := a.k.write(typ, flags, m, fn); err != nil {
@@ -386,15 +387,15 @@ func (a *applier) qdisc(c *model.Change) error {
 	if err != nil {
 		return fmt.Errorf("%s root qdisc: %w", c.Op, err)
 	}
-	m := tcmsg{Ifindex: ifi, Handle: uint32(q.Handle), Parent: uint32(model.HandleRoot)}
+	m := tcwire.Tcmsg{Ifindex: ifi, Handle: uint32(q.Handle), Parent: uint32(model.HandleRoot)}
 	object := fmt.Sprintf("root qdisc %s %s", q.Handle, q.Kind)
-	encode := func(at *attrs) error {
+	encode := func(at *tcwire.Attrs) error {
 		switch q.Kind {
 		case model.ShaperHTB:
 			if c.Op == model.OpChange {
 				// HTB has no change operation for its options: an
 				// in-place change sends the kind and the size table only.
-				at.str(tcaKind, string(model.ShaperHTB))
+				at.String(tcwire.TCAKind, string(model.ShaperHTB))
 			} else {
 				encodeHTBQdisc(at, q)
 			}
@@ -417,7 +418,7 @@ func (a *applier) qdisc(c *model.Change) error {
 		if err := a.foreignRoot(ifi, c.Device, object, string(q.Kind)); err != nil {
 			return err
 		}
-		err := a.write(rtmNewQdisc, netlink.Create|netlink.Replace, m, encode, c.Device, c.Op, object, string(q.Kind))
+		err := a.write(tcwire.RTMNewQdisc, netlink.Create|netlink.Replace, m, encode, c.Device, c.Op, object, string(q.Kind))
 		if err != nil {
 			// A foreign root with our handle and another kind cannot be
 			// replaced in place: delete it and try once more.
@@ -425,14 +426,14 @@ func (a *applier) qdisc(c *model.Change) error {
 			if derr != nil || root == nil || root.msg.Handle != uint32(q.Handle) || root.kind == string(q.Kind) {
 				return err
 			}
-			if derr := a.write(rtmDelQdisc, 0, tcmsg{Ifindex: ifi, Handle: root.msg.Handle, Parent: uint32(model.HandleRoot)},
+			if derr := a.write(tcwire.RTMDelQdisc, 0, tcwire.Tcmsg{Ifindex: ifi, Handle: root.msg.Handle, Parent: uint32(model.HandleRoot)},
 				nil, c.Device, model.OpDelete, "foreign root qdisc "+root.kind, root.kind); derr != nil {
 				return derr
 			}
 			if !a.tookOver {
 				a.res.Replaced = append(a.res.Replaced, fmt.Sprintf("%s: replaced root qdisc %s %s", c.Device, root.kind, model.Handle(root.msg.Handle)))
 			}
-			if err := a.write(rtmNewQdisc, netlink.Create|netlink.Replace, m, encode, c.Device, c.Op, object, string(q.Kind)); err != nil {
+			if err := a.write(tcwire.RTMNewQdisc, netlink.Create|netlink.Replace, m, encode, c.Device, c.Op, object, string(q.Kind)); err != nil {
 				return err
 			}
 		}
@@ -442,10 +443,10 @@ func (a *applier) qdisc(c *model.Change) error {
 		}
 		return nil
 	case model.OpChange:
-		return a.write(rtmNewQdisc, 0, m, encode, c.Device, c.Op, object, string(q.Kind))
+		return a.write(tcwire.RTMNewQdisc, 0, m, encode, c.Device, c.Op, object, string(q.Kind))
 	case model.OpDelete:
 		a.k.forgetClassifier(ifi)
-		return a.ignoreGone(a.write(rtmDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind)))
+		return a.ignoreGone(a.write(tcwire.RTMDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind)))
 	}
 	return fmt.Errorf("%s: %s: unknown op %s", c.Device, object, c.Op)
 }
@@ -489,11 +490,11 @@ func (a *applier) class(c *model.Change) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", c.Op, classObject(cl), err)
 	}
-	m := tcmsg{Ifindex: ifi, Handle: uint32(cl.Handle), Parent: uint32(cl.Parent)}
-	encode := func(at *attrs) error { encodeHTBClass(at, cl); return nil }
+	m := tcwire.Tcmsg{Ifindex: ifi, Handle: uint32(cl.Handle), Parent: uint32(cl.Parent)}
+	encode := func(at *tcwire.Attrs) error { encodeHTBClass(at, cl); return nil }
 	switch c.Op {
 	case model.OpAdd:
-		if err := a.write(rtmNewTClass, netlink.Create|netlink.Excl, m, encode, c.Device, c.Op, classObject(cl), "htb"); err != nil {
+		if err := a.write(tcwire.RTMNewTClass, netlink.Create|netlink.Excl, m, encode, c.Device, c.Op, classObject(cl), "htb"); err != nil {
 			return err
 		}
 		return a.leaf(ifi, c.Device, cl, nil, cl.Leaf)
@@ -503,7 +504,7 @@ func (a *applier) class(c *model.Change) error {
 			from = f.Leaf
 		}
 		if c.FromClass == nil || !classParamsEqualNoLeaf(*c.FromClass, *cl) {
-			if err := a.write(rtmNewTClass, 0, m, encode, c.Device, c.Op, classObject(cl), "htb"); err != nil {
+			if err := a.write(tcwire.RTMNewTClass, 0, m, encode, c.Device, c.Op, classObject(cl), "htb"); err != nil {
 				return err
 			}
 		}
@@ -512,7 +513,7 @@ func (a *applier) class(c *model.Change) error {
 		}
 		return a.leaf(ifi, c.Device, cl, from, cl.Leaf)
 	case model.OpDelete:
-		return a.writeGone(rtmDelTClass, 0, m, nil, c.Device, c.Op, classObject(cl), "htb")
+		return a.writeGone(tcwire.RTMDelTClass, 0, m, nil, c.Device, c.Op, classObject(cl), "htb")
 	}
 	return fmt.Errorf("%s: %s: unknown op %s", c.Device, classObject(cl), c.Op)
 }
@@ -531,25 +532,25 @@ func (a *applier) leaf(ifi uint32, dev string, cl *model.Class, from, to *model.
 			return nil
 		}
 		// Deleting the leaf makes HTB graft its default pfifo.
-		m := tcmsg{Ifindex: ifi, Parent: uint32(cl.Handle)}
-		return a.writeGone(rtmDelQdisc, 0, m, nil, dev, model.OpDelete,
+		m := tcwire.Tcmsg{Ifindex: ifi, Parent: uint32(cl.Handle)}
+		return a.writeGone(tcwire.RTMDelQdisc, 0, m, nil, dev, model.OpDelete,
 			fmt.Sprintf("leaf qdisc %s of %s", from.Kind, classObject(cl)), from.Kind)
 	}
 	object := fmt.Sprintf("leaf qdisc %s of %s", to.Kind, classObject(cl))
 	if from != nil && from.Kind != to.Kind {
 		// The kernel cannot change a qdisc's kind in place.
-		m := tcmsg{Ifindex: ifi, Parent: uint32(cl.Handle)}
-		if err := a.writeGone(rtmDelQdisc, 0, m, nil, dev, model.OpDelete,
+		m := tcwire.Tcmsg{Ifindex: ifi, Parent: uint32(cl.Handle)}
+		if err := a.writeGone(tcwire.RTMDelQdisc, 0, m, nil, dev, model.OpDelete,
 			fmt.Sprintf("leaf qdisc %s of %s", from.Kind, classObject(cl)), from.Kind); err != nil {
 			return err
 		}
 	}
-	m := tcmsg{Ifindex: ifi, Handle: uint32(LeafHandle(cl.Handle)), Parent: uint32(cl.Handle)}
+	m := tcwire.Tcmsg{Ifindex: ifi, Handle: uint32(LeafHandle(cl.Handle)), Parent: uint32(cl.Handle)}
 	op := model.OpAdd
 	if from != nil {
 		op = model.OpChange
 	}
-	return a.write(rtmNewQdisc, netlink.Create|netlink.Replace, m, func(at *attrs) error { encodeLeaf(at, to); return nil },
+	return a.write(tcwire.RTMNewQdisc, netlink.Create|netlink.Replace, m, func(at *tcwire.Attrs) error { encodeLeaf(at, to); return nil },
 		dev, op, object, to.Kind)
 }
 
@@ -562,14 +563,7 @@ func (a *applier) ensureFilters(ifi uint32, dev string) error {
 	if a.ensured[ifi] {
 		return nil
 	}
-	cls, err := a.k.classifierFor(ifi)
-	if err != nil {
-		return fmt.Errorf("%s: u32 classifier: %w", dev, err)
-	}
-	if cls == nil {
-		return nil // no classifier: nothing to ensure
-	}
-	n, err := cls.Ensure()
+	n, err := a.k.classifierFor(ifi).Ensure()
 	a.res.Writes += n
 	if err != nil {
 		return kernelError(err, dev, model.OpAdd, "u32 hash tables", "u32")
@@ -587,13 +581,7 @@ func (a *applier) filter(c *model.Change) error {
 	if err := a.ensureFilters(ifi, c.Device); err != nil {
 		return err
 	}
-	cls, err := a.k.classifierFor(ifi)
-	if err != nil {
-		return fmt.Errorf("%s: u32 classifier: %w", c.Device, err)
-	}
-	if cls == nil {
-		return fmt.Errorf("%s: %s %s: %w", c.Device, c.Op, filterObject(f), ErrNoFilters)
-	}
+	cls := a.k.classifierFor(ifi)
 	var n int
 	switch c.Op {
 	case model.OpAdd:

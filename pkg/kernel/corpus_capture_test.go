@@ -12,11 +12,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 )
 
 // TestCaptureDecoderCorpus writes the fuzz seed corpora of the netlink
-// decoders (FuzzDecodeObject here, FuzzParseObject and FuzzSelector in
-// pkg/kernel/u32) from what the real kernel dumps in a namespace holding
+// decoders (FuzzDecodeObject here, FuzzParseObject in pkg/kernel/u32,
+// FuzzSelector in pkg/kernel/internal/tcwire) from what the real kernel dumps in a namespace holding
 // shaperd's objects and other tools' (tbf, pfifo/bfifo leaves, ingress
 // with mirred, u32 with actions, cls_bpf). It runs only with
 // SHAPERD_CAPTURE_CORPUS=1; the corpora are committed.
@@ -64,7 +65,7 @@ func TestCaptureDecoderCorpus(t *testing.T) {
 	}
 	defer conn.Close()
 	dump := func(typ netlink.HeaderType, ifindex, parent uint32) [][]byte {
-		body := tcmsg{Ifindex: ifindex, Parent: parent}.appendTo(nil)
+		body := tcwire.Tcmsg{Ifindex: ifindex, Parent: parent}.AppendTo(nil)
 		msgs, err := conn.Execute(netlink.Message{Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Dump}, Data: body})
 		if err != nil {
 			t.Fatalf("dump %d: %v", typ, err)
@@ -84,11 +85,11 @@ func TestCaptureDecoderCorpus(t *testing.T) {
 		return uint32(n)
 	}
 	var all [][]byte
-	all = append(all, dump(rtmGetQdisc, 0, 0)...)
-	all = append(all, dump(rtmGetTClass, idx("c0"), 0)...)
-	all = append(all, dump(rtmGetTFilter, idx("c0"), 0x10000)...)
-	all = append(all, dump(rtmGetTFilter, idx("c2"), 0xffff0000)...)
-	u32s := dump(rtmGetTFilter, idx("c0"), 0x10000)
+	all = append(all, dump(tcwire.RTMGetQdisc, 0, 0)...)
+	all = append(all, dump(tcwire.RTMGetTClass, idx("c0"), 0)...)
+	all = append(all, dump(tcwire.RTMGetTFilter, idx("c0"), 0x10000)...)
+	all = append(all, dump(tcwire.RTMGetTFilter, idx("c2"), 0xffff0000)...)
+	u32s := dump(tcwire.RTMGetTFilter, idx("c0"), 0x10000)
 	write := func(dir string, seeds [][]byte) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -109,11 +110,11 @@ func TestCaptureDecoderCorpus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = eachAttr(o.options, func(typ uint16, p []byte) {
-			if typ == tcaU32Sel {
+		_ = tcwire.EachAttr(o.options, func(typ uint16, p []byte) {
+			if typ == tcwire.TCAU32Sel {
 				sels = append(sels, append([]byte(nil), p...))
 			}
 		})
 	}
-	write("u32/testdata/fuzz/FuzzSelector", sels)
+	write("internal/tcwire/testdata/fuzz/FuzzSelector", sels)
 }

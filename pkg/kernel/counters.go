@@ -3,6 +3,7 @@ package kernel
 import (
 	"fmt"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -22,7 +23,7 @@ func (k *Kernel) Counters(device string) (model.Tree, error) {
 		return t, fmt.Errorf("counters: %w", err)
 	}
 	// Strict checking makes the kernel answer for this device alone.
-	qs, err := k.dump(rtmGetQdisc, tcmsg{Ifindex: ifi}, nil)
+	qs, err := k.dump(tcwire.RTMGetQdisc, tcwire.Tcmsg{Ifindex: ifi}, nil)
 	if err != nil {
 		return t, fmt.Errorf("counters of %s: qdiscs: %w", device, err)
 	}

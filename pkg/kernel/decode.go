@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -12,7 +13,7 @@ import (
 // object is one dumped qdisc, class or filter: its tcmsg, kind, raw
 // options and counters.
 type object struct {
-	msg     tcmsg
+	msg     tcwire.Tcmsg
 	kind    string
 	options []byte
 	stats   *model.Stats
@@ -23,23 +24,23 @@ type object struct {
 // parseObject decodes a RTM_NEWQDISC/NEWTCLASS/NEWTFILTER message body.
 // Unknown attributes are ignored.
 func parseObject(b []byte) (object, error) {
-	m, rest, err := parseTcmsg(b)
+	m, rest, err := tcwire.ParseTcmsg(b)
 	if err != nil {
 		return object{}, err
 	}
 	o := object{msg: m}
-	err = eachAttr(rest, func(typ uint16, p []byte) {
+	err = tcwire.EachAttr(rest, func(typ uint16, p []byte) {
 		switch typ {
-		case tcaKind:
-			o.kind = cString(p)
-		case tcaOptions:
+		case tcwire.TCAKind:
+			o.kind = tcwire.Kind(p)
+		case tcwire.TCAOptions:
 			o.options = p
-		case tcaStats2:
+		case tcwire.TCAStats2:
 			o.stats = parseStats2(p)
-		case tcaStab:
-			_ = eachAttr(p, func(typ uint16, b []byte) {
-				if typ == tcaStabBase && len(b) >= sizespecOvOff+4 {
-					o.stabOverhead = int32(binary.NativeEndian.Uint32(b[sizespecOvOff:]))
+		case tcwire.TCAStab:
+			_ = tcwire.EachAttr(p, func(typ uint16, b []byte) {
+				if s, ok := tcwire.ParseSizespec(b); typ == tcwire.TCAStabBase && ok {
+					o.stabOverhead = s.Overhead
 				}
 			})
 		}
@@ -47,61 +48,38 @@ func parseObject(b []byte) (object, error) {
 	return o, err
 }
 
-func cString(p []byte) string {
-	for i, c := range p {
-		if c == 0 {
-			p = p[:i]
-			break
-		}
-	}
-	// The kinds of a dump, without a string per object.
-	for _, k := range commonKinds {
-		if string(p) == k {
-			return k
-		}
-	}
-	return string(p)
-}
-
-var commonKinds = [...]string{"htb", "u32", "pfifo", "bfifo", "tbf", "ingress", "mirred"}
-
 // parseStats2 decodes TCA_STATS2: basic, queue, rate estimator and HTB's
 // xstats (TCA_STATS_APP, struct tc_htb_xstats) when present.
 func parseStats2(b []byte) *model.Stats {
-	ne := binary.NativeEndian
 	s := &model.Stats{}
-	_ = eachAttr(b, func(typ uint16, p []byte) {
+	_ = tcwire.EachAttr(b, func(typ uint16, p []byte) {
 		switch typ {
-		case tcaStatsBasic:
-			if len(p) >= 12 {
-				s.Bytes = ne.Uint64(p)
+		case tcwire.TCAStatsBasic:
+			if b, ok := tcwire.ParseStatsBasic(p); ok {
+				s.Bytes = b.Bytes
 				if s.Packets == 0 {
-					s.Packets = uint64(ne.Uint32(p[8:]))
+					s.Packets = uint64(b.Packets)
 				}
 			}
-		case tcaStatsPkt64:
+		case tcwire.TCAStatsPkt64:
 			if len(p) >= 8 {
-				s.Packets = ne.Uint64(p)
+				s.Packets = binary.NativeEndian.Uint64(p)
 			}
-		case tcaStatsQueue:
-			if len(p) >= 20 {
-				s.Qlen = ne.Uint32(p)
-				s.Backlog = ne.Uint32(p[4:])
-				s.Drops = ne.Uint32(p[8:])
-				s.Overlimits = ne.Uint32(p[16:])
+		case tcwire.TCAStatsQueue:
+			if q, ok := tcwire.ParseStatsQueue(p); ok {
+				s.Qlen, s.Backlog, s.Drops, s.Overlimits = q.Qlen, q.Backlog, q.Drops, q.Overlimits
 			}
-		case tcaStatsRateEst:
-			if len(p) >= 8 && s.RateEstimateBits == 0 {
-				s.RateEstimateBits = uint64(ne.Uint32(p)) * 8
+		case tcwire.TCAStatsRateEst:
+			if bps, ok := tcwire.ParseRateEstBps(p, false); ok && s.RateEstimateBits == 0 {
+				s.RateEstimateBits = bps * 8
 			}
-		case tcaStatsRateEst64:
-			if len(p) >= 16 {
-				s.RateEstimateBits = ne.Uint64(p) * 8
+		case tcwire.TCAStatsRateEst64:
+			if bps, ok := tcwire.ParseRateEstBps(p, true); ok {
+				s.RateEstimateBits = bps * 8
 			}
-		case tcaStatsApp:
-			if len(p) == 20 { // struct tc_htb_xstats
-				s.Tokens = int32(ne.Uint32(p[12:]))
-				s.CTokens = int32(ne.Uint32(p[16:]))
+		case tcwire.TCAStatsApp:
+			if x, ok := tcwire.ParseHTBXstats(p); ok {
+				s.Tokens, s.CTokens = x.Tokens, x.CTokens
 			}
 		}
 	})
@@ -118,22 +96,21 @@ func decodeHTBClass(o object) (model.Class, error) {
 		// (and our requests) use the qdisc's handle.
 		c.Parent = model.MakeHandle(c.Handle.Major(), 0)
 	}
-	parms, rate64, ceil64, err := shaperOptions(o.options, tcaHTBParms, tcaHTBRate64, tcaHTBCeil64)
+	parms, rate64, ceil64, err := shaperOptions(o.options, tcwire.TCAHTBParms, tcwire.TCAHTBRate64, tcwire.TCAHTBCeil64)
 	if err != nil {
 		return c, fmt.Errorf("class %s: %w", c.Handle, err)
 	}
-	if len(parms) < 44 {
+	opt, ok := tcwire.ParseHTBOpt(parms)
+	if !ok {
 		return c, fmt.Errorf("class %s: no HTB parameters in dump", c.Handle)
 	}
-	ne := binary.NativeEndian
-	rs := parseRatespec(parms)
-	rate := max(uint64(rs.Rate), rate64)
-	ceil := max(uint64(parseRatespec(parms[12:]).Rate), ceil64)
+	rate := max(uint64(opt.Rate.Rate), rate64)
+	ceil := max(uint64(opt.Ceil.Rate), ceil64)
 	c.Rate, c.Ceil = tbf.RateFromBytes(rate), tbf.RateFromBytes(ceil)
-	c.Framing = rs.framing()
-	c.Buffer, c.CBuffer = ne.Uint32(parms[24:]), ne.Uint32(parms[28:])
-	c.Quantum = ne.Uint32(parms[32:])
-	c.Prio = ne.Uint32(parms[40:])
+	c.Framing = ratespecFraming(opt.Rate)
+	c.Buffer, c.CBuffer = opt.Buffer, opt.CBuffer
+	c.Quantum = opt.Quantum
+	c.Prio = opt.Prio
 	c.Burst = tbf.Size(tbf.XmitSize(rate, c.Buffer))
 	c.CBurst = tbf.Size(tbf.XmitSize(ceil, c.CBuffer))
 	return c, nil
@@ -143,7 +120,7 @@ func decodeHTBClass(o object) (model.Class, error) {
 // (attribute parmsType) and the two 64-bit rates (rate and ceil, or rate
 // and peak rate) that the kernel adds when a rate does not fit 32 bits.
 func shaperOptions(options []byte, parmsType, rateType, rate2Type uint16) (parms []byte, rate, rate2 uint64, err error) {
-	err = eachAttr(options, func(typ uint16, p []byte) {
+	err = tcwire.EachAttr(options, func(typ uint16, p []byte) {
 		switch {
 		case typ == parmsType:
 			parms = p
@@ -160,9 +137,9 @@ func shaperOptions(options []byte, parmsType, rateType, rate2Type uint16) (parms
 func decodeHTBQdisc(o object) (uint16, error) {
 	var defcls uint32
 	found := false
-	err := eachAttr(o.options, func(typ uint16, p []byte) {
-		if typ == tcaHTBInit && len(p) >= 12 {
-			defcls, found = binary.NativeEndian.Uint32(p[8:]), true
+	err := tcwire.EachAttr(o.options, func(typ uint16, p []byte) {
+		if d, ok := tcwire.HTBGlobDefcls(p); typ == tcwire.TCAHTBInit && ok {
+			defcls, found = d, true
 		}
 	})
 	if err == nil && !found {
@@ -176,27 +153,26 @@ func decodeHTBQdisc(o object) (uint16, error) {
 // hold at the rate and framing (the rate config's MaxSizeFromTicks), which model.TBFParamsEqual
 // compares with a tolerance of one tick.
 func decodeTBF(o object) (*model.TBFParams, error) {
-	parms, rate64, prate64, err := shaperOptions(o.options, tcaTBFParms, tcaTBFRate64, tcaTBFPrate64)
+	parms, rate64, prate64, err := shaperOptions(o.options, tcwire.TCATBFParms, tcwire.TCATBFRate64, tcwire.TCATBFPrate64)
 	if err != nil {
 		return nil, err
 	}
-	if len(parms) < 36 {
+	q, ok := tcwire.ParseTBFQopt(parms)
+	if !ok {
 		return nil, fmt.Errorf("no TBF parameters in dump")
 	}
-	ne := binary.NativeEndian
-	rs := parseRatespec(parms)
-	rate := max(uint64(rs.Rate), rate64)
-	peak := max(uint64(parseRatespec(parms[12:]).Rate), prate64)
+	rate := max(uint64(q.Rate.Rate), rate64)
+	peak := max(uint64(q.Peakrate.Rate), prate64)
 	p := &model.TBFParams{
 		Rate:    tbf.RateFromBytes(rate),
-		Limit:   tbf.Size(ne.Uint32(parms[24:])),
-		Framing: rs.framing(),
+		Limit:   tbf.Size(q.Limit),
+		Framing: ratespecFraming(q.Rate),
 	}
 	// The kernel's buckets are l2t(burst) and l2t(mtu) at the framing.
-	p.Burst = framedSize(p.Framing, rate, ne.Uint32(parms[28:]))
+	p.Burst = framedSize(p.Framing, rate, q.Buffer)
 	if peak != 0 {
 		p.PeakRate = tbf.RateFromBytes(peak)
-		p.MTU = framedSize(p.Framing, peak, ne.Uint32(parms[32:]))
+		p.MTU = framedSize(p.Framing, peak, q.MTU)
 	}
 	return p, nil
 }
@@ -230,35 +206,35 @@ func decodeLeaf(o object) *model.LeafQdisc {
 	ne := binary.NativeEndian
 	switch o.kind {
 	case model.LeafPfifo, model.LeafBfifo:
-		if len(o.options) >= 4 {
+		if len(o.options) >= tcwire.FifoQoptLen { // struct tc_fifo_qopt {limit}
 			l.Limit = ne.Uint32(o.options)
 		}
 	case model.LeafFQCodel:
-		_ = eachAttr(o.options, func(typ uint16, p []byte) {
+		_ = tcwire.EachAttr(o.options, func(typ uint16, p []byte) {
 			if len(p) < 4 {
 				return
 			}
 			v := ne.Uint32(p)
 			switch typ {
-			case tcaFQCodelLimit:
+			case tcwire.TCAFQCodelLimit:
 				l.Limit = v
-			case tcaFQCodelFlows:
+			case tcwire.TCAFQCodelFlows:
 				l.Flows = v
-			case tcaFQCodelQuantum:
+			case tcwire.TCAFQCodelQuantum:
 				l.Quantum = v
-			case tcaFQCodelTarget:
+			case tcwire.TCAFQCodelTarget:
 				l.Target = time.Duration(v) * time.Microsecond
-			case tcaFQCodelInterval:
+			case tcwire.TCAFQCodelInterval:
 				l.Interval = time.Duration(v) * time.Microsecond
 			}
 		})
 	case model.LeafSFQ:
-		if len(o.options) >= 20 {
-			l.Quantum, l.Limit, l.Flows = ne.Uint32(o.options), ne.Uint32(o.options[8:]), ne.Uint32(o.options[16:])
+		if q, ok := tcwire.ParseSFQQopt(o.options); ok {
+			l.Quantum, l.Limit, l.Flows = q.Quantum, q.Limit, q.Flows
 		}
 	case model.LeafCake:
-		_ = eachAttr(o.options, func(typ uint16, p []byte) {
-			if typ == tcaCakeDiffservMode && len(p) >= 4 {
+		_ = tcwire.EachAttr(o.options, func(typ uint16, p []byte) {
+			if typ == tcwire.TCACakeDiffservMode && len(p) >= 4 {
 				for name, mode := range model.CakeDiffservModes {
 					if mode == ne.Uint32(p) {
 						l.Diffserv = name
@@ -278,31 +254,31 @@ func decodeRedirect(o object) (uint32, bool) {
 	}
 	var ifindex uint32
 	var matchAll, found bool
-	ne := binary.NativeEndian
-	_ = eachAttr(o.options, func(typ uint16, p []byte) {
+	_ = tcwire.EachAttr(o.options, func(typ uint16, p []byte) {
 		switch typ {
-		case tcaU32Sel:
-			if len(p) >= 32 && p[2] == 1 && ne.Uint32(p[16:]) == 0 && ne.Uint32(p[20:]) == 0 {
+		case tcwire.TCAU32Sel:
+			// One key, mask 0 and value 0 (tc's "match u32 0 0").
+			if s, err := tcwire.ParseU32Sel(p); err == nil && len(s.Keys) == 1 && s.Keys[0].Mask == 0 && s.Keys[0].Val == 0 {
 				matchAll = true
 			}
-		case tcaU32Act:
-			_ = eachAttr(p, func(_ uint16, act []byte) {
+		case tcwire.TCAU32Act:
+			_ = tcwire.EachAttr(p, func(_ uint16, act []byte) {
 				var kind string
 				var opts []byte
-				_ = eachAttr(act, func(t uint16, v []byte) {
+				_ = tcwire.EachAttr(act, func(t uint16, v []byte) {
 					switch t {
-					case tcaActKind:
-						kind = cString(v)
-					case tcaActOptions:
+					case tcwire.TCAActKind:
+						kind = tcwire.Kind(v)
+					case tcwire.TCAActOptions:
 						opts = v
 					}
 				})
 				if kind != "mirred" {
 					return
 				}
-				_ = eachAttr(opts, func(t uint16, v []byte) {
-					if t == tcaMirredParms && len(v) >= 28 && ne.Uint32(v[20:]) == tcaEgressRedir {
-						ifindex, found = ne.Uint32(v[24:]), true
+				_ = tcwire.EachAttr(opts, func(t uint16, v []byte) {
+					if m, ok := tcwire.ParseMirred(v); t == tcwire.TCAMirredParms && ok && m.Eaction == tcwire.TCAEgressRedir {
+						ifindex, found = m.Ifindex, true
 					}
 				})
 			})

@@ -5,12 +5,48 @@
 // counters, verifies a desired tree, manages IFB links and watches link
 // events.
 //
-// Requests are encoded by hand on one mdlayher/netlink rtnetlink socket per
-// Kernel, each acked; extended acks carry the kernel's reason into *Error.
-// Runs of class and leaf-qdisc requests are pipelined (up to 64 per
-// sendmsg, acks matched by sequence number; see Apply). go-tc is not used:
-// its TBF has no 64-bit rate attributes and its u32 selector encoding is
-// wrong (see pkg/kernel/u32). Links use vishvananda/netlink.
+// # Netlink codec
+//
+// Traffic-control messages are encoded and decoded by hand with one codec,
+// pkg/kernel/internal/tcwire, shared with pkg/kernel/u32: struct tcmsg,
+// the attribute encoder and in-place walker, the rtnetlink/tc constants,
+// and the C structures (tc_ratespec, tc_htb_opt, tc_htb_glob, tc_tbf_qopt,
+// tc_sizespec, tc_sfq_qopt, tc_mirred, tc_u32_sel, gnet_stats_*) with
+// named offsets, each pinned by a byte-layout test. encode.go turns model
+// objects into tcwire structures and decode.go turns dumped ones back;
+// neither reads a field at a literal offset. Decoders look at a dumped
+// object's kind before its options: other kinds' attributes mean other
+// things and are never interpreted.
+//
+// Requests go on one mdlayher/netlink rtnetlink socket per Kernel, each
+// acked; extended acks carry the kernel's reason into *Error.
+//
+// Hand encoding is kept where it earns its place:
+//   - pipelined class and leaf-qdisc changes: runs of requests are
+//     written into one reused buffer and sent up to 64 per sendmsg, acks
+//     matched by sequence number (pipeline.go, Apply). A library call per
+//     request sends one message and waits for its ack
+//     (BenchmarkApplyPipelined measures the difference);
+//   - u32: the hashed filter tree is written node by node with handles,
+//     links and hash masks chosen by pkg/kernel/u32, and its dump walks
+//     tens of thousands of nodes;
+//   - dumps: objects are decoded in place from the socket's buffers, with
+//     no per-object attribute slice, decoder or kind string (a 10,000-user
+//     dump is 20,000 classes and ~40,000 u32 nodes; the daemon's RSS and
+//     idle CPU are dominated by it).
+//
+// vishvananda/netlink (already a dependency, used here for links, IFB
+// devices and namespaces) encodes 64-bit TBF/HTB rates and u32 selectors
+// correctly, but it is not used for these paths: its qdisc, class and
+// filter calls each send one request and wait for its ack (no pipelining,
+// no batch), its dumps build a full Go object with every attribute for
+// each qdisc, class and filter (the allocation this package avoids), and
+// its HTB class and TBF attributes carry no link-layer framing (overhead,
+// mpu, ATM in the rate specs) and its qdiscs no size table (TCA_STAB),
+// both of which shaperd writes. The rarely written objects (ingress qdisc, mirred redirect)
+// are few enough bytes that they share the same codec rather than a
+// second library path. go-tc is not used: its TBF has no 64-bit rate
+// attributes and its u32 selector encoding is wrong (see pkg/kernel/u32).
 //
 // Ownership: on a managed device shaperd owns the root qdisc. Its root is
 // htb or tbf with handle 1:; any other root (pfifo_fast, mq, noqueue,

@@ -5,13 +5,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
 // rootQdisc returns the device's root qdisc, or nil when it has none that
 // the dump shows.
 func (k *Kernel) rootQdisc(ifi uint32) (*object, error) {
-	qs, err := k.dump(rtmGetQdisc, tcmsg{Ifindex: ifi}, nil)
+	qs, err := k.dump(tcwire.RTMGetQdisc, tcwire.Tcmsg{Ifindex: ifi}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +74,7 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 	ifi := uint32(link.Attrs().Index)
 	// All qdiscs of all devices: the ingress qdiscs of other devices are
 	// needed to find a redirect to an IFB.
-	qs, err := k.dump(rtmGetQdisc, tcmsg{}, nil)
+	qs, err := k.dump(tcwire.RTMGetQdisc, tcwire.Tcmsg{}, nil)
 	if err != nil {
 		return t, fmt.Errorf("dump qdiscs of %s: %w", device, err)
 	}
@@ -120,23 +121,17 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 	if t.Classes, err = k.dumpClasses(ifi, device, leaves); err != nil {
 		return t, err
 	}
-	cls, err := k.classifierFor(ifi)
-	if err != nil {
-		return t, fmt.Errorf("dump %s: u32 classifier: %w", device, err)
+	cls := k.classifierFor(ifi)
+	t.Filters, err = cls.Dump()
+	if err == nil {
+		t.Foreign = append(t.Foreign, cls.Foreign()...)
 	}
-	if cls != nil {
-		t.Filters, err = cls.Dump()
-		if f, ok := cls.(interface{ Foreign() []string }); ok && err == nil {
-			t.Foreign = append(t.Foreign, f.Foreign()...)
-		}
-		// The classifier's picture of the kernel (every u32 node, ~1 KB
-		// per user) is only needed to write filters, which few applies do:
-		// forget it rather than keep it between reconciles; a write dumps
-		// it again.
-		_ = cls.Close()
-		if err != nil {
-			return t, fmt.Errorf("dump filters of %s: %w", device, err)
-		}
+	// The classifier's picture of the kernel (every u32 node, ~1 KB per
+	// user) is only needed to write filters, which few applies do: forget
+	// it rather than keep it between reconciles; a write dumps it again.
+	_ = cls.Close()
+	if err != nil {
+		return t, fmt.Errorf("dump filters of %s: %w", device, err)
 	}
 	t.Sort()
 	return t, nil
@@ -145,7 +140,7 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 // dumpClasses returns the HTB classes of qdisc 1: on the device.
 func (k *Kernel) dumpClasses(ifi uint32, device string, leaves map[uint32]object) ([]model.Class, error) {
 	classes := make([]model.Class, 0, k.classHint[ifi]) // the last dump's count
-	err := k.dumpEach(rtmGetTClass, tcmsg{Ifindex: ifi, Parent: uint32(model.RootQdisc)}, nil, func(o object) error {
+	err := k.dumpEach(tcwire.RTMGetTClass, tcwire.Tcmsg{Ifindex: ifi, Parent: uint32(model.RootQdisc)}, nil, func(o object) error {
 		if o.msg.Ifindex != ifi || o.kind != "htb" || model.Handle(o.msg.Handle).Major() != model.RootQdisc.Major() {
 			return nil
 		}
@@ -180,12 +175,12 @@ func (k *Kernel) findRedirect(qs []object, ifb uint32, name string) (*model.Redi
 		if q.kind != "ingress" || q.msg.Parent != uint32(model.HandleIngress) || q.msg.Ifindex == ifb {
 			continue
 		}
-		fs, err := k.dump(rtmGetTFilter, tcmsg{Ifindex: q.msg.Ifindex, Parent: ingressQdisc}, nil)
+		fs, err := k.dump(tcwire.RTMGetTFilter, tcwire.Tcmsg{Ifindex: q.msg.Ifindex, Parent: ingressQdisc}, nil)
 		if err != nil {
 			return nil, fmt.Errorf("dump ingress filters of ifindex %d: %w", q.msg.Ifindex, err)
 		}
 		for _, f := range fs {
-			if uint16(f.msg.Info>>16) != RedirectPref {
+			if prio, _ := tcwire.InfoPrioProto(f.msg.Info); prio != RedirectPref {
 				continue
 			}
 			if to, ok := decodeRedirect(f); ok && to == ifb {

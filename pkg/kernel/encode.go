@@ -1,10 +1,10 @@
 package kernel
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -14,17 +14,11 @@ import (
 const HTBR2Q = 10
 
 // encodeHTBQdisc returns TCA_KIND and TCA_OPTIONS of an HTB root qdisc.
-func encodeHTBQdisc(a *attrs, q *model.Qdisc) {
-	a.str(tcaKind, "htb")
-	a.nest(tcaOptions, func() {
-		ne := binary.NativeEndian
-		var g []byte
-		g = ne.AppendUint32(g, htbVersion)
-		g = ne.AppendUint32(g, HTBR2Q)
-		g = ne.AppendUint32(g, uint32(q.DefaultMinor))
-		g = ne.AppendUint32(g, 0) // debug
-		g = ne.AppendUint32(g, 0) // direct_pkts
-		a.bytes(tcaHTBInit, g)
+func encodeHTBQdisc(a *tcwire.Attrs, q *model.Qdisc) {
+	a.String(tcwire.TCAKind, "htb")
+	a.Nest(tcwire.TCAOptions, func() {
+		g := tcwire.HTBGlob{Version: tcwire.HTBVersion, Rate2Quantum: HTBR2Q, Defcls: uint32(q.DefaultMinor)}
+		a.Bytes(tcwire.TCAHTBInit, g.AppendTo(make([]byte, 0, tcwire.HTBGlobLen)))
 	})
 }
 
@@ -32,25 +26,20 @@ func encodeHTBQdisc(a *attrs, q *model.Qdisc) {
 // link framing (overhead, mpu, link layer) in both rate specs, the
 // 32-bit rate fields saturated (never 0), TCA_HTB_RATE64/CEIL64 when the
 // rate needs more than 32 bits, buffer/cbuffer ticks and quantum as given.
-func encodeHTBClass(a *attrs, c *model.Class) {
+func encodeHTBClass(a *tcwire.Attrs, c *model.Class) {
 	rate, ceil := c.Rate.BytesPerSecond(), c.Ceil.BytesPerSecond()
-	a.str(tcaKind, "htb")
-	a.nest(tcaOptions, func() {
-		ne := binary.NativeEndian
-		p := make([]byte, 0, 44)
-		p = framedRatespec(c.Framing, rate).appendTo(p)
-		p = framedRatespec(c.Framing, ceil).appendTo(p)
-		p = ne.AppendUint32(p, c.Buffer)
-		p = ne.AppendUint32(p, c.CBuffer)
-		p = ne.AppendUint32(p, c.Quantum)
-		p = ne.AppendUint32(p, 0) // level: the kernel's
-		p = ne.AppendUint32(p, c.Prio)
-		a.bytes(tcaHTBParms, p)
+	a.String(tcwire.TCAKind, "htb")
+	a.Nest(tcwire.TCAOptions, func() {
+		o := tcwire.HTBOpt{
+			Rate: framedRatespec(c.Framing, rate), Ceil: framedRatespec(c.Framing, ceil),
+			Buffer: c.Buffer, CBuffer: c.CBuffer, Quantum: c.Quantum, Prio: c.Prio, // level: the kernel's
+		}
+		a.Bytes(tcwire.TCAHTBParms, o.AppendTo(make([]byte, 0, tcwire.HTBOptLen)))
 		if rate > 0xFFFFFFFF {
-			a.u64(tcaHTBRate64, rate)
+			a.U64(tcwire.TCAHTBRate64, rate)
 		}
 		if ceil > 0xFFFFFFFF {
-			a.u64(tcaHTBCeil64, ceil)
+			a.U64(tcwire.TCAHTBCeil64, ceil)
 		}
 	})
 }
@@ -60,7 +49,7 @@ func encodeHTBClass(a *attrs, c *model.Class) {
 // peak rate, TCA_TBF_PBURST = MTU, plus 64-bit rates when needed. Both rate
 // specs carry the link framing; the kernel then computes the buckets as
 // l2t(burst) and l2t(mtu) with it.
-func encodeTBFQdisc(a *attrs, p *model.TBFParams) error {
+func encodeTBFQdisc(a *tcwire.Attrs, p *model.TBFParams) error {
 	rate, peak := p.Rate.BytesPerSecond(), p.PeakRate.BytesPerSecond()
 	if rate == 0 {
 		return fmt.Errorf("tbf rate %s is below 8bit/s", p.Rate)
@@ -78,29 +67,22 @@ func encodeTBFQdisc(a *attrs, p *model.TBFParams) error {
 			return fmt.Errorf("tbf mtu: %w", err)
 		}
 	}
-	a.str(tcaKind, "tbf")
-	a.nest(tcaOptions, func() {
-		ne := binary.NativeEndian
-		q := make([]byte, 0, 36)
-		q = framedRatespec(p.Framing, rate).appendTo(q)
+	a.String(tcwire.TCAKind, "tbf")
+	a.Nest(tcwire.TCAOptions, func() {
+		q := tcwire.TBFQopt{Rate: framedRatespec(p.Framing, rate), Limit: uint32(p.Limit), Buffer: buf, MTU: mtu}
 		if peak != 0 {
-			q = framedRatespec(p.Framing, peak).appendTo(q)
-		} else {
-			q = ratespec{}.appendTo(q)
+			q.Peakrate = framedRatespec(p.Framing, peak)
 		}
-		q = ne.AppendUint32(q, uint32(p.Limit))
-		q = ne.AppendUint32(q, buf)
-		q = ne.AppendUint32(q, mtu)
-		a.bytes(tcaTBFParms, q)
+		a.Bytes(tcwire.TCATBFParms, q.AppendTo(make([]byte, 0, tcwire.TBFQoptLen)))
 		if rate > 0xFFFFFFFF {
-			a.u64(tcaTBFRate64, rate)
+			a.U64(tcwire.TCATBFRate64, rate)
 		}
 		if peak > 0xFFFFFFFF {
-			a.u64(tcaTBFPrate64, peak)
+			a.U64(tcwire.TCATBFPrate64, peak)
 		}
-		a.u32(tcaTBFBurst, uint32(p.Burst))
+		a.U32(tcwire.TCATBFBurst, uint32(p.Burst))
 		if peak != 0 {
-			a.u32(tcaTBFPburst, uint32(p.MTU))
+			a.U32(tcwire.TCATBFPburst, uint32(p.MTU))
 		}
 	})
 	return nil
@@ -111,14 +93,12 @@ func encodeTBFQdisc(a *attrs, p *model.TBFParams) error {
 // kernel then counts every packet as len + overhead bytes (at least 1)
 // before the qdisc and its classes see it. Overhead 0 sends nothing (no
 // size table).
-func encodeSizeTable(a *attrs, overhead int32) {
+func encodeSizeTable(a *tcwire.Attrs, overhead int32) {
 	if overhead == 0 {
 		return
 	}
-	a.nestPlain(tcaStab, func() {
-		spec := make([]byte, sizespecLen)
-		binary.NativeEndian.PutUint32(spec[sizespecOvOff:], uint32(overhead))
-		a.bytes(tcaStabBase, spec)
+	a.NestPlain(tcwire.TCAStab, func() {
+		a.Bytes(tcwire.TCAStabBase, tcwire.Sizespec{Overhead: overhead}.AppendTo(nil))
 	})
 }
 
@@ -137,27 +117,27 @@ func encodeSizeTable(a *attrs, overhead int32) {
 // compares). Any other kind is sent without options, so the kernel
 // decides whether it knows it. Parameters that are zero are the kernel's
 // defaults.
-func encodeLeaf(a *attrs, l *model.LeafQdisc) {
-	a.str(tcaKind, l.Kind)
+func encodeLeaf(a *tcwire.Attrs, l *model.LeafQdisc) {
+	a.String(tcwire.TCAKind, l.Kind)
 	switch l.Kind {
 	case model.LeafPfifo, model.LeafBfifo:
 		if l.Limit != 0 {
-			a.u32(tcaOptions, l.Limit)
+			a.U32(tcwire.TCAOptions, l.Limit)
 		}
 	case model.LeafFQCodel:
 		if l.Limit == 0 && l.Flows == 0 && l.Quantum == 0 && l.Interval == 0 && l.Target == 0 {
 			return
 		}
-		a.nestPlain(tcaOptions, func() {
+		a.NestPlain(tcwire.TCAOptions, func() {
 			for _, f := range []struct {
 				typ uint16
 				v   uint32
 			}{
-				{tcaFQCodelLimit, l.Limit}, {tcaFQCodelFlows, l.Flows}, {tcaFQCodelQuantum, l.Quantum},
-				{tcaFQCodelInterval, micros(l.Interval)}, {tcaFQCodelTarget, micros(l.Target)},
+				{tcwire.TCAFQCodelLimit, l.Limit}, {tcwire.TCAFQCodelFlows, l.Flows}, {tcwire.TCAFQCodelQuantum, l.Quantum},
+				{tcwire.TCAFQCodelInterval, micros(l.Interval)}, {tcwire.TCAFQCodelTarget, micros(l.Target)},
 			} {
 				if f.v != 0 {
-					a.u32(f.typ, f.v)
+					a.U32(f.typ, f.v)
 				}
 			}
 		})
@@ -165,18 +145,13 @@ func encodeLeaf(a *attrs, l *model.LeafQdisc) {
 		if l.Limit == 0 && l.Flows == 0 && l.Quantum == 0 {
 			return
 		}
-		ne := binary.NativeEndian
-		q := make([]byte, 0, sfqQoptV1Len)
-		q = ne.AppendUint32(q, l.Quantum)
-		q = ne.AppendUint32(q, 0) // perturb_period: none
-		q = ne.AppendUint32(q, l.Limit)
-		q = ne.AppendUint32(q, 0) // divisor: the kernel's (1024)
-		q = ne.AppendUint32(q, l.Flows)
-		q = q[:sfqQoptV1Len] // the rest of tc_sfq_qopt_v1 (depth, headdrop, RED) zero: defaults
-		a.bytes(tcaOptions, q)
+		// perturb_period 0: none; divisor 0: the kernel's (1024); the rest
+		// of tc_sfq_qopt_v1 (depth, headdrop, RED) 0: defaults.
+		q := tcwire.SFQQopt{Quantum: l.Quantum, Limit: l.Limit, Flows: l.Flows}
+		a.Bytes(tcwire.TCAOptions, q.AppendV1To(nil))
 	case model.LeafCake:
 		if mode, ok := model.CakeDiffservModes[l.Diffserv]; ok {
-			a.nestPlain(tcaOptions, func() { a.u32(tcaCakeDiffservMode, mode) })
+			a.NestPlain(tcwire.TCAOptions, func() { a.U32(tcwire.TCACakeDiffservMode, mode) })
 		}
 	}
 }
@@ -189,28 +164,17 @@ func micros(d time.Duration) uint32 {
 // encodeRedirectFilter returns the u32 match-all filter with a mirred
 // egress redirect to ifbIndex (tc filter add ... u32 match u32 0 0 action
 // mirred egress redirect dev IFB).
-func encodeRedirectFilter(a *attrs, ifbIndex uint32) {
-	a.str(tcaKind, "u32")
-	a.nest(tcaOptions, func() {
-		ne := binary.NativeEndian
-		sel := make([]byte, 16, 32)
-		sel[0] = tcU32Terminal
-		sel[2] = 1                             // nkeys
-		sel = append(sel, make([]byte, 16)...) // key: mask 0, val 0, off 0, offmask 0
-		a.bytes(tcaU32Sel, sel)
-		a.nest(tcaU32Act, func() {
-			a.nest(1, func() { // action priority 1
-				a.str(tcaActKind, "mirred")
-				a.nest(tcaActOptions, func() {
-					var m []byte
-					m = ne.AppendUint32(m, 0) // index
-					m = ne.AppendUint32(m, 0) // capab
-					m = ne.AppendUint32(m, tcActStolen)
-					m = ne.AppendUint32(m, 0) // refcnt
-					m = ne.AppendUint32(m, 0) // bindcnt
-					m = ne.AppendUint32(m, tcaEgressRedir)
-					m = ne.AppendUint32(m, ifbIndex)
-					a.bytes(tcaMirredParms, m)
+func encodeRedirectFilter(a *tcwire.Attrs, ifbIndex uint32) {
+	a.String(tcwire.TCAKind, "u32")
+	a.Nest(tcwire.TCAOptions, func() {
+		sel := tcwire.U32Sel{Flags: tcwire.U32Terminal, Keys: []tcwire.U32Key{{}}} // match u32 0 0
+		a.Bytes(tcwire.TCAU32Sel, sel.Marshal())
+		a.Nest(tcwire.TCAU32Act, func() {
+			a.Nest(1, func() { // action priority 1
+				a.String(tcwire.TCAActKind, "mirred")
+				a.Nest(tcwire.TCAActOptions, func() {
+					m := tcwire.Mirred{Action: tcwire.TCActStolen, Eaction: tcwire.TCAEgressRedir, Ifindex: ifbIndex}
+					a.Bytes(tcwire.TCAMirredParms, m.AppendTo(nil))
 				})
 			})
 		})

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"strings"
@@ -9,18 +10,19 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // encoded builds a dumped-object view of what an encoder wrote: kind and
 // options as the kernel would echo them back.
-func encoded(t *testing.T, m tcmsg, fn func(a *attrs)) object {
+func encoded(t *testing.T, m tcwire.Tcmsg, fn func(a *tcwire.Attrs)) object {
 	t.Helper()
-	var a attrs
-	a.b = m.appendTo(nil)
+	var a tcwire.Attrs
+	a.B = m.AppendTo(nil)
 	fn(&a)
-	o, err := parseObject(a.b)
+	o, err := parseObject(a.B)
 	if err != nil {
 		t.Fatalf("parseObject: %v", err)
 	}
@@ -36,7 +38,7 @@ func TestHTBClassRoundTrip(t *testing.T) {
 		}
 		in := model.Class{Handle: model.MakeHandle(1, 0x105), Parent: model.RootClass, Rate: rate, Ceil: 2 * rate,
 			Buffer: buf, CBuffer: buf + 7, Quantum: tbf.Quantum(rate), Prio: 3}
-		o := encoded(t, tcmsg{Handle: uint32(in.Handle), Parent: uint32(in.Parent)}, func(a *attrs) { encodeHTBClass(a, &in) })
+		o := encoded(t, tcwire.Tcmsg{Handle: uint32(in.Handle), Parent: uint32(in.Parent)}, func(a *tcwire.Attrs) { encodeHTBClass(a, &in) })
 		if o.kind != "htb" {
 			t.Fatalf("kind %q", o.kind)
 		}
@@ -51,11 +53,11 @@ func TestHTBClassRoundTrip(t *testing.T) {
 		// appear exactly when needed.
 		var parms []byte
 		var has64 bool
-		_ = eachAttr(o.options, func(typ uint16, p []byte) {
+		_ = tcwire.EachAttr(o.options, func(typ uint16, p []byte) {
 			switch typ {
-			case tcaHTBParms:
+			case tcwire.TCAHTBParms:
 				parms = p
-			case tcaHTBRate64:
+			case tcwire.TCAHTBRate64:
 				has64 = true
 			}
 		})
@@ -63,7 +65,7 @@ func TestHTBClassRoundTrip(t *testing.T) {
 		if r32 == 0 || (rate.BytesPerSecond() > 0xFFFFFFFF) != has64 {
 			t.Errorf("rate %s: rate.rate %d, RATE64 present %v", rate, r32, has64)
 		}
-		if parms[1] != tcLinklayerEth {
+		if parms[1] != tcwire.TCLinklayerEth {
 			t.Errorf("rate %s: linklayer %d, want ethernet", rate, parms[1])
 		}
 	}
@@ -71,7 +73,7 @@ func TestHTBClassRoundTrip(t *testing.T) {
 
 func TestHTBQdiscRoundTrip(t *testing.T) {
 	q := model.Qdisc{Kind: model.ShaperHTB, Handle: model.RootQdisc, DefaultMinor: 2}
-	o := encoded(t, tcmsg{Handle: uint32(q.Handle), Parent: uint32(model.HandleRoot)}, func(a *attrs) { encodeHTBQdisc(a, &q) })
+	o := encoded(t, tcwire.Tcmsg{Handle: uint32(q.Handle), Parent: uint32(model.HandleRoot)}, func(a *tcwire.Attrs) { encodeHTBQdisc(a, &q) })
 	def, err := decodeHTBQdisc(o)
 	if err != nil || def != 2 {
 		t.Fatalf("default minor %d, %v; want 2", def, err)
@@ -85,7 +87,7 @@ func TestTBFRoundTrip(t *testing.T) {
 		{Rate: 10 * tbf.Mbit, Burst: 16000, Limit: 80000, PeakRate: 50 * tbf.Mbit, MTU: 1514},
 	}
 	for _, in := range cases {
-		o := encoded(t, tcmsg{}, func(a *attrs) {
+		o := encoded(t, tcwire.Tcmsg{}, func(a *tcwire.Attrs) {
 			if err := encodeTBFQdisc(a, &in); err != nil {
 				t.Fatal(err)
 			}
@@ -101,8 +103,8 @@ func TestTBFRoundTrip(t *testing.T) {
 			t.Errorf("%+v: decoded %+v", in, *out)
 		}
 		var burst uint32
-		_ = eachAttr(o.options, func(typ uint16, p []byte) {
-			if typ == tcaTBFBurst {
+		_ = tcwire.EachAttr(o.options, func(typ uint16, p []byte) {
+			if typ == tcwire.TCATBFBurst {
 				burst = binary.NativeEndian.Uint32(p)
 			}
 		})
@@ -110,17 +112,19 @@ func TestTBFRoundTrip(t *testing.T) {
 			t.Errorf("%+v: TCA_TBF_BURST %d, want the burst", in, burst)
 		}
 	}
-	if err := encodeTBFQdisc(&attrs{}, &model.TBFParams{Rate: 1, Burst: 1}); err == nil {
+	if err := encodeTBFQdisc(&tcwire.Attrs{}, &model.TBFParams{Rate: 1, Burst: 1}); err == nil {
 		t.Error("tbf at 1 bit/s: no error")
 	}
 }
 
 func TestRedirectRoundTrip(t *testing.T) {
-	o := encoded(t, redirectFilterMsg(3), func(a *attrs) { encodeRedirectFilter(a, 42) })
+	o := encoded(t, redirectFilterMsg(3), func(a *tcwire.Attrs) { encodeRedirectFilter(a, 42) })
 	if ifb, ok := decodeRedirect(o); !ok || ifb != 42 {
 		t.Fatalf("decodeRedirect = %d, %v; want 42, true", ifb, ok)
 	}
-	if uint16(o.msg.Info>>16) != RedirectPref || o.msg.Info&0xffff != uint32(htons(ethPAll)) {
+	// tcm_info: pref, then ETH_P_ALL in network order.
+	proto := binary.NativeEndian.AppendUint16(nil, uint16(o.msg.Info))
+	if uint16(o.msg.Info>>16) != RedirectPref || !bytes.Equal(proto, []byte{0x00, 0x03}) {
 		t.Errorf("tcm_info %#x: want pref %#x, protocol all", o.msg.Info, RedirectPref)
 	}
 	if _, ok := decodeRedirect(object{kind: "bpf"}); ok {
@@ -129,11 +133,11 @@ func TestRedirectRoundTrip(t *testing.T) {
 }
 
 func TestLeafEncoding(t *testing.T) {
-	o := encoded(t, tcmsg{}, func(a *attrs) { encodeLeaf(a, &model.LeafQdisc{Kind: "bfifo", Limit: 30000}) })
+	o := encoded(t, tcwire.Tcmsg{}, func(a *tcwire.Attrs) { encodeLeaf(a, &model.LeafQdisc{Kind: "bfifo", Limit: 30000}) })
 	if l := decodeLeaf(o); l.Kind != "bfifo" || l.Limit != 30000 {
 		t.Errorf("bfifo leaf decoded as %+v", l)
 	}
-	o = encoded(t, tcmsg{}, func(a *attrs) { encodeLeaf(a, &model.LeafQdisc{Kind: "fq_codel"}) })
+	o = encoded(t, tcwire.Tcmsg{}, func(a *tcwire.Attrs) { encodeLeaf(a, &model.LeafQdisc{Kind: "fq_codel"}) })
 	if o.kind != "fq_codel" || o.options != nil {
 		t.Errorf("fq_codel leaf: kind %q options %v; want the kind alone", o.kind, o.options)
 	}
@@ -141,26 +145,26 @@ func TestLeafEncoding(t *testing.T) {
 
 func TestParseStats2(t *testing.T) {
 	ne := binary.NativeEndian
-	var a attrs
-	a.nest(tcaStats2, func() {
+	var a tcwire.Attrs
+	a.Nest(tcwire.TCAStats2, func() {
 		basic := ne.AppendUint64(nil, 123456789)
 		basic = ne.AppendUint32(basic, 1000)
 		basic = append(basic, 0, 0, 0, 0)
-		a.bytes(tcaStatsBasic, basic)
-		a.u64(tcaStatsPkt64, 5000000000)
+		a.Bytes(tcwire.TCAStatsBasic, basic)
+		a.U64(tcwire.TCAStatsPkt64, 5000000000)
 		var q []byte
 		for _, v := range []uint32{7, 9000, 11, 0, 13} { // qlen backlog drops requeues overlimits
 			q = ne.AppendUint32(q, v)
 		}
-		a.bytes(tcaStatsQueue, q)
+		a.Bytes(tcwire.TCAStatsQueue, q)
 		var x []byte
 		for _, v := range []uint32{1, 2, 3, uint32(0xFFFFFFFF - 99), 200} { // lends borrows giants tokens ctokens
 			x = ne.AppendUint32(x, v)
 		}
-		a.bytes(tcaStatsApp, x)
+		a.Bytes(tcwire.TCAStatsApp, x)
 	})
 	var s *model.Stats
-	_ = eachAttr(a.b, func(typ uint16, p []byte) { s = parseStats2(p) })
+	_ = tcwire.EachAttr(a.B, func(typ uint16, p []byte) { s = parseStats2(p) })
 	want := model.Stats{Bytes: 123456789, Packets: 5000000000, Qlen: 7, Backlog: 9000, Drops: 11, Overlimits: 13, Tokens: -100, CTokens: 200}
 	if s == nil || *s != want {
 		t.Fatalf("parseStats2 = %+v, want %+v", s, want)
@@ -188,19 +192,19 @@ func TestErrorText(t *testing.T) {
 }
 
 func TestAttrsNesting(t *testing.T) {
-	var a attrs
-	a.nest(1, func() {
-		a.str(2, "abc") // 4+4 = 8 bytes padded
-		a.u32(3, 7)     // 8 bytes
+	var a tcwire.Attrs
+	a.Nest(1, func() {
+		a.String(2, "abc") // 4+4 = 8 bytes padded
+		a.U32(3, 7)        // 8 bytes
 	})
-	if len(a.b) != 20 || binary.NativeEndian.Uint16(a.b) != 20 || binary.NativeEndian.Uint16(a.b[2:]) != 1|nlaFNested {
-		t.Fatalf("nested attribute header %v", a.b[:4])
+	if len(a.B) != 20 || binary.NativeEndian.Uint16(a.B) != 20 || binary.NativeEndian.Uint16(a.B[2:]) != 1|tcwire.NLAFNested {
+		t.Fatalf("nested attribute header %v", a.B[:4])
 	}
 	var kinds []uint16
-	if err := eachAttr(a.b[4:], func(typ uint16, p []byte) { kinds = append(kinds, typ) }); err != nil || len(kinds) != 2 {
+	if err := tcwire.EachAttr(a.B[4:], func(typ uint16, p []byte) { kinds = append(kinds, typ) }); err != nil || len(kinds) != 2 {
 		t.Fatalf("inner attributes %v, %v", kinds, err)
 	}
-	if err := eachAttr([]byte{200, 0, 1, 0}, func(uint16, []byte) {}); err == nil {
+	if err := tcwire.EachAttr([]byte{200, 0, 1, 0}, func(uint16, []byte) {}); err == nil {
 		t.Error("an attribute longer than its buffer: no error")
 	}
 }

@@ -18,8 +18,6 @@ var (
 	ErrKindUnsupported = errors.New("kind not supported by the running kernel")
 	// ErrNoDevice: the named network device does not exist.
 	ErrNoDevice = errors.New("no such device")
-	// ErrNoFilters: no u32 classifier is available for filter changes.
-	ErrNoFilters = errors.New("u32 classifier not available")
 	// ErrDependencyRefused: Apply did not send a change because an object
 	// it needs was refused (a filter or child of a class the kernel did
 	// not create, anything on a device whose root qdisc was refused).

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -236,12 +237,12 @@ func TestFramingRatespecsMatchTc(t *testing.T) {
 	f := tbf.Framing{Overhead: 34, MPU: 64, ATM: true}
 	parms := func(b []byte, typ uint16) []byte {
 		var opts, p []byte
-		_ = eachAttr(b, func(ty uint16, v []byte) {
-			if ty == tcaOptions {
+		_ = tcwire.EachAttr(b, func(ty uint16, v []byte) {
+			if ty == tcwire.TCAOptions {
 				opts = v
 			}
 		})
-		_ = eachAttr(opts, func(ty uint16, v []byte) {
+		_ = tcwire.EachAttr(opts, func(ty uint16, v []byte) {
 			if ty == typ {
 				p = v
 			}
@@ -261,23 +262,23 @@ func TestFramingRatespecsMatchTc(t *testing.T) {
 		}
 		return out
 	}
-	tcHTB := tcSent(t, ns, rtmNewTClass, "class", "add", "dev", "e0", "parent", "1:", "classid", "1:10", "htb",
+	tcHTB := tcSent(t, ns, tcwire.RTMNewTClass, "class", "add", "dev", "e0", "parent", "1:", "classid", "1:10", "htb",
 		"rate", "10mbit", "ceil", "20mbit", "overhead", "34", "mpu", "64", "linklayer", "atm")
-	var a attrs
+	var a tcwire.Attrs
 	c := model.Class{Rate: 10 * tbf.Mbit, Ceil: 20 * tbf.Mbit, Buffer: 1000, CBuffer: 1000, Quantum: 12500, Framing: f}
 	encodeHTBClass(&a, &c)
-	if got, want := fields(parms(a.b, tcaHTBParms)), fields(parms(tcHTB, tcaHTBParms)); !bytes.Equal(got, want) {
+	if got, want := fields(parms(a.B, tcwire.TCAHTBParms)), fields(parms(tcHTB, tcwire.TCAHTBParms)); !bytes.Equal(got, want) {
 		t.Errorf("HTB rate specs: shaperd % x, tc % x", got, want)
 	}
-	tcTBF := tcSent(t, peer, rtmNewQdisc, "qdisc", "replace", "dev", "e1", "root", "handle", "1:", "tbf",
+	tcTBF := tcSent(t, peer, tcwire.RTMNewQdisc, "qdisc", "replace", "dev", "e1", "root", "handle", "1:", "tbf",
 		"rate", "10mbit", "burst", "16000", "limit", "80000", "peakrate", "50mbit", "mtu", "1514",
 		"overhead", "34", "mpu", "64", "linklayer", "atm")
-	var b attrs
+	var b tcwire.Attrs
 	p := model.TBFParams{Rate: 10 * tbf.Mbit, Burst: 16000, Limit: 80000, PeakRate: 50 * tbf.Mbit, MTU: 1514, Framing: f}
 	if err := encodeTBFQdisc(&b, &p); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := fields(parms(b.b, tcaTBFParms)), fields(parms(tcTBF, tcaTBFParms)); !bytes.Equal(got, want) {
+	if got, want := fields(parms(b.B, tcwire.TCATBFParms)), fields(parms(tcTBF, tcwire.TCATBFParms)); !bytes.Equal(got, want) {
 		t.Errorf("TBF rate specs: shaperd % x, tc % x", got, want)
 	}
 }

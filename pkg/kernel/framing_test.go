@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -22,7 +23,7 @@ func wantRatespec(linklayer uint8, overhead, mpu uint16, rate uint32) []byte {
 func optionAttr(t *testing.T, options []byte, typ uint16) []byte {
 	t.Helper()
 	var got []byte
-	_ = eachAttr(options, func(ty uint16, p []byte) {
+	_ = tcwire.EachAttr(options, func(ty uint16, p []byte) {
 		if ty == typ {
 			got = p
 		}
@@ -44,8 +45,8 @@ func TestHTBClassFramingBytes(t *testing.T) {
 	} {
 		c := model.Class{Handle: model.MakeHandle(1, 0x100), Parent: model.RootClass,
 			Rate: 10 * tbf.Mbit, Ceil: 20 * tbf.Mbit, Buffer: 1000, CBuffer: 1000, Quantum: 12500, Framing: tt.f}
-		o := encoded(t, tcmsg{}, func(a *attrs) { encodeHTBClass(a, &c) })
-		parms := optionAttr(t, o.options, tcaHTBParms)
+		o := encoded(t, tcwire.Tcmsg{}, func(a *tcwire.Attrs) { encodeHTBClass(a, &c) })
+		parms := optionAttr(t, o.options, tcwire.TCAHTBParms)
 		want := append(wantRatespec(tt.linklayer, uint16(tt.f.Overhead), tt.f.MPU, 1250000),
 			wantRatespec(tt.linklayer, uint16(tt.f.Overhead), tt.f.MPU, 2500000)...)
 		if !bytes.Equal(parms[:24], want) {
@@ -72,12 +73,12 @@ func TestHTBClassFramingBytes(t *testing.T) {
 func TestTBFFramingBytes(t *testing.T) {
 	f := tbf.Framing{Overhead: 34, MPU: 64}
 	in := model.TBFParams{Rate: 10 * tbf.Mbit, Burst: 16000, Limit: 80000, PeakRate: 50 * tbf.Mbit, MTU: 1514, Framing: f}
-	o := encoded(t, tcmsg{}, func(a *attrs) {
+	o := encoded(t, tcwire.Tcmsg{}, func(a *tcwire.Attrs) {
 		if err := encodeTBFQdisc(a, &in); err != nil {
 			t.Fatal(err)
 		}
 	})
-	parms := optionAttr(t, o.options, tcaTBFParms)
+	parms := optionAttr(t, o.options, tcwire.TCATBFParms)
 	want := append(wantRatespec(1, 34, 64, 1250000), wantRatespec(1, 34, 64, 6250000)...)
 	if !bytes.Equal(parms[:24], want) {
 		t.Errorf("rate specs\n% x\nwant\n% x", parms[:24], want)
@@ -103,7 +104,7 @@ func TestTBFFramingBytes(t *testing.T) {
 // TCA_STAB_BASE, struct tc_sizespec with only the overhead set; and the
 // dump decoder reads the overhead back.
 func TestSizeTableBytes(t *testing.T) {
-	var a attrs
+	var a tcwire.Attrs
 	encodeSizeTable(&a, -4)
 	want := []byte{
 		0x20, 0x00, 0x08, 0x00, // TCA_STAB, 32 bytes
@@ -115,15 +116,15 @@ func TestSizeTableBytes(t *testing.T) {
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
 		t.Skip("the recorded bytes are little-endian")
 	}
-	if !bytes.Equal(a.b, want) {
-		t.Errorf("size table\n% x\nwant\n% x", a.b, want)
+	if !bytes.Equal(a.B, want) {
+		t.Errorf("size table\n% x\nwant\n% x", a.B, want)
 	}
-	var none attrs
+	var none tcwire.Attrs
 	encodeSizeTable(&none, 0)
-	if len(none.b) != 0 {
-		t.Errorf("overhead 0 sends a size table: % x", none.b)
+	if len(none.B) != 0 {
+		t.Errorf("overhead 0 sends a size table: % x", none.B)
 	}
-	o, err := parseObject(append(tcmsg{}.appendTo(nil), append([]byte{8, 0, 1, 0, 'h', 't', 'b', 0}, a.b...)...))
+	o, err := parseObject(append(tcwire.Tcmsg{}.AppendTo(nil), append([]byte{8, 0, 1, 0, 'h', 't', 'b', 0}, a.B...)...))
 	if err != nil || o.stabOverhead != -4 || o.kind != "htb" {
 		t.Errorf("decoded %+v, %v", o, err)
 	}

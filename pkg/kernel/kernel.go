@@ -10,6 +10,8 @@ import (
 	vnl "github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 )
 
 // recvBufferSize is the userspace buffer for one received netlink
@@ -45,7 +47,7 @@ type Kernel struct {
 	ns   netns.NsHandle // -1 (netns.None) for the current namespace
 	conn *netlink.Conn
 	link *vnl.Handle
-	req  attrs // reused request buffer (under mu)
+	req  tcwire.Attrs // reused request buffer (under mu)
 	// filters holds the u32 classifier of each device, by ifindex.
 	filters map[uint32]classifier
 	// classHint is the number of classes the last dump of a device (by
@@ -193,20 +195,20 @@ func (k *Kernel) execute(typ netlink.HeaderType, flags netlink.HeaderFlags, body
 
 // write sends a create/change/delete request built by fn (after the tcmsg m)
 // and waits for the kernel's ack.
-func (k *Kernel) write(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, fn func(a *attrs) error) error {
-	k.req.b = m.appendTo(k.req.b[:0])
+func (k *Kernel) write(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcwire.Tcmsg, fn func(a *tcwire.Attrs) error) error {
+	k.req.B = m.AppendTo(k.req.B[:0])
 	if fn != nil {
 		if err := fn(&k.req); err != nil {
 			return err
 		}
 	}
-	_, err := k.execute(typ, flags|netlink.Acknowledge, k.req.b)
+	_, err := k.execute(typ, flags|netlink.Acknowledge, k.req.B)
 	return err
 }
 
 // dump runs a dump request (tcmsg m plus optional attributes) and decodes
 // every answer.
-func (k *Kernel) dump(typ netlink.HeaderType, m tcmsg, fn func(a *attrs)) ([]object, error) {
+func (k *Kernel) dump(typ netlink.HeaderType, m tcwire.Tcmsg, fn func(a *tcwire.Attrs)) ([]object, error) {
 	var out []object
 	err := k.dumpEach(typ, m, fn, func(o object) error {
 		out = append(out, o)
@@ -220,15 +222,15 @@ func (k *Kernel) dump(typ netlink.HeaderType, m tcmsg, fn func(a *attrs)) ([]obj
 // classes is megabytes of them). The objects' options point into the
 // received datagrams; each may keep them. An error from each stops the
 // dump (the rest of the answer is discarded) and is returned.
-func (k *Kernel) dumpEach(typ netlink.HeaderType, m tcmsg, fn func(a *attrs), each func(object) error) error {
-	k.req.b = m.appendTo(k.req.b[:0])
+func (k *Kernel) dumpEach(typ netlink.HeaderType, m tcwire.Tcmsg, fn func(a *tcwire.Attrs), each func(object) error) error {
+	k.req.B = m.AppendTo(k.req.B[:0])
 	if fn != nil {
 		fn(&k.req)
 	}
 	defer k.deadline()()
 	req, err := k.conn.Send(netlink.Message{
 		Header: netlink.Header{Type: typ, Flags: netlink.Request | netlink.Dump},
-		Data:   k.req.b,
+		Data:   k.req.B,
 	})
 	if err != nil {
 		return err

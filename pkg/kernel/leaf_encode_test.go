@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -35,7 +36,7 @@ func cat(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 // structs and attribute numbers lay them out (what tc sends for the same
 // options), and the decoder reads them back.
 func TestLeafEncodingBytes(t *testing.T) {
-	kind := func(s string) []byte { return nla(tcaKind, append([]byte(s), 0)) }
+	kind := func(s string) []byte { return nla(tcwire.TCAKind, append([]byte(s), 0)) }
 	const nested = 0 // tc writes nested options without NLA_F_NESTED
 	tests := []struct {
 		name string
@@ -43,38 +44,38 @@ func TestLeafEncodingBytes(t *testing.T) {
 		want []byte
 	}{
 		{"pfifo", model.LeafQdisc{Kind: "pfifo", Limit: 1000},
-			cat(kind("pfifo"), nla(tcaOptions, u32b(1000)))},
+			cat(kind("pfifo"), nla(tcwire.TCAOptions, u32b(1000)))},
 		{"pfifo default", model.LeafQdisc{Kind: "pfifo"}, kind("pfifo")},
 		{"bfifo", model.LeafQdisc{Kind: "bfifo", Limit: 31250},
-			cat(kind("bfifo"), nla(tcaOptions, u32b(31250)))},
+			cat(kind("bfifo"), nla(tcwire.TCAOptions, u32b(31250)))},
 		// tc qdisc add ... fq_codel limit 1000 flows 64 quantum 300 interval 50ms target 2ms
 		{"fq_codel", model.LeafQdisc{Kind: "fq_codel", Limit: 1000, Flows: 64, Quantum: 300,
 			Interval: 50 * time.Millisecond, Target: 2 * time.Millisecond},
-			cat(kind("fq_codel"), nla(tcaOptions|nested, cat(
+			cat(kind("fq_codel"), nla(tcwire.TCAOptions|nested, cat(
 				nla(2, u32b(1000)), nla(5, u32b(64)), nla(6, u32b(300)), nla(3, u32b(50000)), nla(1, u32b(2000)))))},
 		{"fq_codel target only", model.LeafQdisc{Kind: "fq_codel", Target: 5 * time.Millisecond},
-			cat(kind("fq_codel"), nla(tcaOptions|nested, nla(1, u32b(5000))))},
+			cat(kind("fq_codel"), nla(tcwire.TCAOptions|nested, nla(1, u32b(5000))))},
 		{"fq_codel defaults", model.LeafQdisc{Kind: "fq_codel"}, kind("fq_codel")},
 		// struct tc_sfq_qopt_v1: v0 {quantum, perturb_period, limit, divisor, flows}, then 52 bytes of 0
 		{"sfq", model.LeafQdisc{Kind: "sfq", Limit: 127, Flows: 64, Quantum: 1514},
-			cat(kind("sfq"), nla(tcaOptions, append(u32b(1514, 0, 127, 0, 64), make([]byte, 52)...)))},
+			cat(kind("sfq"), nla(tcwire.TCAOptions, append(u32b(1514, 0, 127, 0, 64), make([]byte, 52)...)))},
 		{"sfq defaults", model.LeafQdisc{Kind: "sfq"}, kind("sfq")},
 		// TCA_CAKE_DIFFSERV_MODE = 3; CAKE_DIFFSERV_BESTEFFORT = 3, DIFFSERV4 = 1
 		{"cake besteffort", model.LeafQdisc{Kind: "cake", Diffserv: "besteffort"},
-			cat(kind("cake"), nla(tcaOptions|nested, nla(3, u32b(3))))},
+			cat(kind("cake"), nla(tcwire.TCAOptions|nested, nla(3, u32b(3))))},
 		{"cake diffserv4", model.LeafQdisc{Kind: "cake", Diffserv: "diffserv4"},
-			cat(kind("cake"), nla(tcaOptions|nested, nla(3, u32b(1))))},
+			cat(kind("cake"), nla(tcwire.TCAOptions|nested, nla(3, u32b(1))))},
 		{"cake defaults", model.LeafQdisc{Kind: "cake"}, kind("cake")},
 		{"other kind", model.LeafQdisc{Kind: "codel", Limit: 5}, kind("codel")},
 	}
 	for _, tt := range tests {
-		var a attrs
+		var a tcwire.Attrs
 		encodeLeaf(&a, &tt.leaf)
-		if !bytes.Equal(a.b, tt.want) {
-			t.Errorf("%s:\n got % x\nwant % x", tt.name, a.b, tt.want)
+		if !bytes.Equal(a.B, tt.want) {
+			t.Errorf("%s:\n got % x\nwant % x", tt.name, a.B, tt.want)
 			continue
 		}
-		o, err := parseObject(append(tcmsg{}.appendTo(nil), a.b...))
+		o, err := parseObject(append(tcwire.Tcmsg{}.AppendTo(nil), a.B...))
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -18,7 +19,7 @@ import (
 // sent (after nlmsghdr and tcmsg), whether or not the kernel accepted it.
 func tcRequest(t *testing.T, ns *netnslab.NS, dev string, args ...string) []byte {
 	t.Helper()
-	b := tcSent(t, ns, rtmNewQdisc, append([]string{"qdisc", "add", "dev", dev, "root", "handle", "1:"}, args...)...)
+	b := tcSent(t, ns, tcwire.RTMNewQdisc, append([]string{"qdisc", "add", "dev", dev, "root", "handle", "1:"}, args...)...)
 	_, _ = ns.Run("tc", "qdisc", "del", "dev", dev, "root")
 	return b
 }
@@ -46,7 +47,7 @@ func tcSent(t *testing.T, ns *netnslab.NS, typ byte, args ...string) []byte {
 		}
 		msgs[len(msgs)-1] = append(msgs[len(msgs)-1], b...)
 	}
-	const hdr = 16 + tcmsgLen // nlmsghdr + tcmsg
+	const hdr = 16 + tcwire.TcmsgLen // nlmsghdr + tcwire.Tcmsg
 	for _, msg := range msgs {
 		if len(msg) > hdr && msg[4] == typ {
 			return msg[hdr:]
@@ -85,10 +86,10 @@ func TestLeafEncodingMatchesTc(t *testing.T) {
 	}
 	for _, tt := range tests {
 		want := tcRequest(t, ns, "e0", tt.args...)
-		var a attrs
+		var a tcwire.Attrs
 		encodeLeaf(&a, &tt.leaf)
-		if !bytes.Equal(a.b, want) {
-			t.Errorf("tc qdisc add ... %s:\nshaperd % x\ntc      % x", strings.Join(tt.args, " "), a.b, want)
+		if !bytes.Equal(a.B, want) {
+			t.Errorf("tc qdisc add ... %s:\nshaperd % x\ntc      % x", strings.Join(tt.args, " "), a.B, want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -52,9 +53,9 @@ func (f *fakeKernel) ack(req netlink.Message, errno unix.Errno) netlink.Message 
 	data = append(data, raw...)
 	h := netlink.Header{Type: netlink.Error, Sequence: req.Header.Sequence, PID: req.Header.PID}
 	if errno != 0 {
-		var at attrs
-		at.str(1, f.msg)
-		data = append(data, at.b...)
+		var at tcwire.Attrs
+		at.String(1, f.msg)
+		data = append(data, at.B...)
 		h.Flags = netlink.AcknowledgeTLVs
 	}
 	return netlink.Message{Header: h, Data: data}
@@ -63,13 +64,13 @@ func (f *fakeKernel) ack(req netlink.Message, errno unix.Errno) netlink.Message 
 func queueClasses(p *pipeline, n int, gone map[int]bool) {
 	for i := 0; i < n; i++ {
 		cl := model.Class{Handle: model.MakeHandle(1, uint16(100+i)), Parent: model.MakeHandle(1, 1)}
-		at := attrs{b: tcmsg{Ifindex: 2, Handle: uint32(cl.Handle), Parent: uint32(cl.Parent)}.appendTo(nil)}
+		at := tcwire.Attrs{B: tcwire.Tcmsg{Ifindex: 2, Handle: uint32(cl.Handle), Parent: uint32(cl.Parent)}.AppendTo(nil)}
 		encodeHTBClass(&at, &cl)
-		op, typ := model.OpAdd, netlink.HeaderType(rtmNewTClass)
+		op, typ := model.OpAdd, netlink.HeaderType(tcwire.RTMNewTClass)
 		if gone[i] {
-			op, typ = model.OpDelete, rtmDelTClass
+			op, typ = model.OpDelete, tcwire.RTMDelTClass
 		}
-		p.add(typ, netlink.Create|netlink.Excl, at.b, queued{dev: "eth0", op: op, object: classObject(&cl), kind: "htb", gone: gone[i]})
+		p.add(typ, netlink.Create|netlink.Excl, at.B, queued{dev: "eth0", op: op, object: classObject(&cl), kind: "htb", gone: gone[i]})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -47,14 +48,14 @@ func ProbeQdiscKinds(kinds []string) (map[string]bool, error) {
 func probeKinds(conn *netlink.Conn, ifindex uint32, where string, kinds []string) (map[string]bool, error) {
 	have := make(map[string]bool, len(kinds))
 	var errs []error
-	root := tcmsg{Ifindex: ifindex, Handle: uint32(model.RootQdisc), Parent: uint32(model.HandleRoot)}
+	root := tcwire.Tcmsg{Ifindex: ifindex, Handle: uint32(model.RootQdisc), Parent: uint32(model.HandleRoot)}
 	for _, kind := range kinds {
-		var a attrs
-		a.b = root.appendTo(nil)
-		a.str(tcaKind, kind)
+		var a tcwire.Attrs
+		a.B = root.AppendTo(nil)
+		a.String(tcwire.TCAKind, kind)
 		_, err := conn.Execute(netlink.Message{
-			Header: netlink.Header{Type: rtmNewQdisc, Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Replace},
-			Data:   a.b,
+			Header: netlink.Header{Type: tcwire.RTMNewQdisc, Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Replace},
+			Data:   a.B,
 		})
 		switch {
 		case err == nil:
@@ -62,8 +63,8 @@ func probeKinds(conn *netlink.Conn, ifindex uint32, where string, kinds []string
 			// Remove it again: the next kind cannot replace a root of
 			// another kind under the same handle.
 			if _, err := conn.Execute(netlink.Message{
-				Header: netlink.Header{Type: rtmDelQdisc, Flags: netlink.Request | netlink.Acknowledge},
-				Data:   root.appendTo(nil),
+				Header: netlink.Header{Type: tcwire.RTMDelQdisc, Flags: netlink.Request | netlink.Acknowledge},
+				Data:   root.AppendTo(nil),
 			}); err != nil {
 				return nil, fmt.Errorf("probe qdisc kinds: remove the %s probe from %s: %w", kind, where, err)
 			}

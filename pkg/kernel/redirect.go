@@ -5,20 +5,17 @@ import (
 
 	"github.com/mdlayher/netlink"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
 // ingressQdisc is the handle of the ingress qdisc (ffff:).
 const ingressQdisc = uint32(0xFFFF0000)
 
-// htons is the 16-bit protocol number in network byte order as tcm_info
-// carries it.
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
 // redirectFilterMsg is the tcmsg of shaperd's redirect filter on ifi
 // (handle 0: all filters at RedirectPref).
-func redirectFilterMsg(ifi uint32) tcmsg {
-	return tcmsg{Ifindex: ifi, Parent: ingressQdisc, Info: uint32(RedirectPref)<<16 | uint32(htons(ethPAll))}
+func redirectFilterMsg(ifi uint32) tcwire.Tcmsg {
+	return tcwire.Tcmsg{Ifindex: ifi, Parent: ingressQdisc, Info: tcwire.FilterInfo(RedirectPref, tcwire.EthPAll)}
 }
 
 func redirectObject(r *model.Redirect) string {
@@ -40,17 +37,17 @@ func (a *applier) redirect(c *model.Change) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", redirectObject(r), err)
 		}
-		err = a.write(rtmNewQdisc, netlink.Create|netlink.Excl, tcmsg{Ifindex: ifi, Handle: ingressQdisc, Parent: uint32(model.HandleIngress)},
-			func(at *attrs) error { at.str(tcaKind, "ingress"); return nil },
+		err = a.write(tcwire.RTMNewQdisc, netlink.Create|netlink.Excl, tcwire.Tcmsg{Ifindex: ifi, Handle: ingressQdisc, Parent: uint32(model.HandleIngress)},
+			func(at *tcwire.Attrs) error { at.String(tcwire.TCAKind, "ingress"); return nil },
 			r.Interface, c.Op, "ingress qdisc ffff:", "ingress")
 		if err != nil && !isErrno(err, errEEXIST) {
 			return err
 		}
 		m := redirectFilterMsg(ifi)
-		if err := a.ignoreGone(a.ignoreInval(a.write(rtmDelTFilter, 0, m, nil, r.Interface, model.OpDelete, redirectObject(r), "u32"))); err != nil {
+		if err := a.ignoreGone(a.ignoreInval(a.write(tcwire.RTMDelTFilter, 0, m, nil, r.Interface, model.OpDelete, redirectObject(r), "u32"))); err != nil {
 			return err
 		}
-		return a.write(rtmNewTFilter, netlink.Create|netlink.Excl, m, func(at *attrs) error { encodeRedirectFilter(at, ifb); return nil },
+		return a.write(tcwire.RTMNewTFilter, netlink.Create|netlink.Excl, m, func(at *tcwire.Attrs) error { encodeRedirectFilter(at, ifb); return nil },
 			r.Interface, c.Op, redirectObject(r), "u32")
 	case model.OpDelete:
 		ifi, err := a.ifindex(r.Interface)
@@ -58,14 +55,14 @@ func (a *applier) redirect(c *model.Change) error {
 			return fmt.Errorf("%s: %w", redirectObject(r), err)
 		}
 		m := redirectFilterMsg(ifi)
-		if err := a.ignoreGone(a.ignoreInval(a.write(rtmDelTFilter, 0, m, nil, r.Interface, c.Op, redirectObject(r), "u32"))); err != nil {
+		if err := a.ignoreGone(a.ignoreInval(a.write(tcwire.RTMDelTFilter, 0, m, nil, r.Interface, c.Op, redirectObject(r), "u32"))); err != nil {
 			return err
 		}
-		left, err := a.k.dump(rtmGetTFilter, tcmsg{Ifindex: ifi, Parent: ingressQdisc}, nil)
+		left, err := a.k.dump(tcwire.RTMGetTFilter, tcwire.Tcmsg{Ifindex: ifi, Parent: ingressQdisc}, nil)
 		if err != nil || len(left) > 0 {
 			return nil // someone else's filters remain: keep their ingress qdisc
 		}
-		return a.ignoreGone(a.ignoreInval(a.write(rtmDelQdisc, 0, tcmsg{Ifindex: ifi, Handle: ingressQdisc, Parent: uint32(model.HandleIngress)},
+		return a.ignoreGone(a.ignoreInval(a.write(tcwire.RTMDelQdisc, 0, tcwire.Tcmsg{Ifindex: ifi, Handle: ingressQdisc, Parent: uint32(model.HandleIngress)},
 			nil, r.Interface, c.Op, "ingress qdisc ffff:", "ingress")))
 	}
 	return fmt.Errorf("%s: unsupported op %s (redirects are added or deleted)", redirectObject(r), c.Op)

@@ -2,13 +2,14 @@ package kernel
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/mdlayher/netlink"
 	vnl "github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 )
 
 // TCEvent is a change of a qdisc, class or filter that the kernel
@@ -98,13 +99,16 @@ func (k *Kernel) WatchTC(ctx context.Context) (<-chan TCEvent, error) {
 // notification that a socket other than port own caused.
 func foreignTCChange(m netlink.Message, own uint32) (int, bool) {
 	switch m.Header.Type {
-	case rtmNewQdisc, rtmDelQdisc, rtmNewTClass, rtmDelTClass, rtmNewTFilter, rtmDelTFilter:
+	case tcwire.RTMNewQdisc, tcwire.RTMDelQdisc, tcwire.RTMNewTClass, tcwire.RTMDelTClass, tcwire.RTMNewTFilter, tcwire.RTMDelTFilter:
 	default:
 		return 0, false
 	}
-	if m.Header.PID == own || len(m.Data) < tcmsgLen {
+	if m.Header.PID == own {
 		return 0, false
 	}
-	// struct tcmsg: family, pad[3], ifindex (s32, host order), ...
-	return int(int32(binary.NativeEndian.Uint32(m.Data[4:8]))), true
+	tm, _, err := tcwire.ParseTcmsg(m.Data)
+	if err != nil {
+		return 0, false
+	}
+	return int(int32(tm.Ifindex)), true // tcm_ifindex is an int
 }

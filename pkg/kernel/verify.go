@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -71,7 +72,7 @@ func (k *Kernel) teardownRoot(device string) error {
 		return nil
 	}
 	k.forgetClassifier(ifi)
-	if err := k.write(rtmDelQdisc, 0, tcmsg{Ifindex: ifi, Handle: root.msg.Handle, Parent: uint32(model.HandleRoot)}, nil); err != nil {
+	if err := k.write(tcwire.RTMDelQdisc, 0, tcwire.Tcmsg{Ifindex: ifi, Handle: root.msg.Handle, Parent: uint32(model.HandleRoot)}, nil); err != nil {
 		return kernelError(err, device, model.OpDelete, "root qdisc 1: "+root.kind, root.kind)
 	}
 	return nil

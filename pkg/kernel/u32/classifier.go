@@ -9,6 +9,7 @@ import (
 
 	"github.com/mdlayher/netlink"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -78,7 +79,7 @@ func (c *Classifier) ready() error {
 
 // execute sends one request and waits for its acknowledgement. On failure
 // the picture of the kernel is dropped so the next call dumps afresh.
-func (c *Classifier) execute(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, o *u32Opts) error {
+func (c *Classifier) execute(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcwire.Tcmsg, o *u32Opts) error {
 	err := c.send(typ, flags, m, o)
 	if err != nil {
 		c.st = nil
@@ -87,14 +88,12 @@ func (c *Classifier) execute(typ netlink.HeaderType, flags netlink.HeaderFlags, 
 }
 
 // send sends one request and waits for its acknowledgement.
-func (c *Classifier) send(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, o *u32Opts) error {
-	m.ifindex, m.parent = c.ifindex, uint32(c.parent)
-	req, err := filterRequest(typ, flags|netlink.Acknowledge, m, o)
-	if err == nil {
-		clearDeadline := c.deadline()
-		_, err = c.conn.Execute(req)
-		clearDeadline()
-	}
+func (c *Classifier) send(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcwire.Tcmsg, o *u32Opts) error {
+	m.Ifindex, m.Parent = c.ifindex, uint32(c.parent)
+	req := filterRequest(typ, flags|netlink.Acknowledge, m, o)
+	clearDeadline := c.deadline()
+	_, err := c.conn.Execute(req)
+	clearDeadline()
 	return err
 }
 
@@ -112,18 +111,18 @@ func (c *Classifier) deadline() func() {
 
 // create adds a new object (fails if the handle exists).
 func (c *Classifier) create(t int, handle uint32, o *u32Opts) error {
-	return c.execute(rtmNewTFilter, netlink.Create|netlink.Excl, tcmsg{handle: handle, info: filterInfo(trees[t].prio, trees[t].proto)}, o)
+	return c.execute(tcwire.RTMNewTFilter, netlink.Create|netlink.Excl, tcwire.Tcmsg{Handle: handle, Info: tcwire.FilterInfo(trees[t].prio, trees[t].proto)}, o)
 }
 
 // change modifies an existing key node in place (class, link).
 func (c *Classifier) change(t int, handle uint32, o *u32Opts) error {
-	return c.execute(rtmNewTFilter, 0, tcmsg{handle: handle, info: filterInfo(trees[t].prio, trees[t].proto)}, o)
+	return c.execute(tcwire.RTMNewTFilter, 0, tcwire.Tcmsg{Handle: handle, Info: tcwire.FilterInfo(trees[t].prio, trees[t].proto)}, o)
 }
 
 // remove deletes one object; a missing one is not an error (and keeps
 // the picture: its callers go on using it).
 func (c *Classifier) remove(t int, handle uint32) error {
-	err := c.send(rtmDelTFilter, 0, tcmsg{handle: handle, info: filterInfo(trees[t].prio, trees[t].proto)}, nil)
+	err := c.send(tcwire.RTMDelTFilter, 0, tcwire.Tcmsg{Handle: handle, Info: tcwire.FilterInfo(trees[t].prio, trees[t].proto)}, nil)
 	if errors.Is(err, syscall.ENOENT) {
 		return nil
 	}
@@ -169,7 +168,7 @@ func (c *Classifier) Add(f model.Filter) (writes int, err error) {
 func (c *Classifier) place(pl placement, k fkey, cls uint32) (writes int, err error) {
 	st := c.st
 	t := pl.tree
-	sel := selector{Flags: flagTerminal, Keys: pl.keys}
+	sel := tcwire.U32Sel{Flags: tcwire.U32Terminal, Keys: pl.keys}
 	lo, hi := nodeRange(pl)
 	keep := map[uint32]bool{}
 	var fix []uint32 // nodes in the right slot that need their class changed
@@ -178,7 +177,7 @@ func (c *Classifier) place(pl placement, k fkey, cls uint32) (writes int, err er
 		var ok uint32
 		for _, h := range st.byFilter[k] {
 			n := st.nodes[h]
-			if h&^0xfff == sb && !keep[h] && n.sel.equal(sel) && n.flags&userFlags == 0 && nodeIDOf(h) >= lo && nodeIDOf(h) <= hi {
+			if h&^0xfff == sb && !keep[h] && n.sel.Equal(sel) && n.flags&tcwire.U32UserFlags == 0 && nodeIDOf(h) >= lo && nodeIDOf(h) <= hi {
 				ok = h
 				break
 			}
@@ -227,7 +226,7 @@ func (c *Classifier) place(pl placement, k fkey, cls uint32) (writes int, err er
 // hashAttr is TCA_U32_HASH for slot s of tree t.
 func (c *Classifier) hashAttr(t int, s slot) uint32 {
 	if s.htid == 0 {
-		return rootHTID
+		return tcwire.U32RootHTID
 	}
 	return handleOf(s.htid, s.bucket, 0)
 }

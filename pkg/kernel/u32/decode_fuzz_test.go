@@ -18,19 +18,3 @@ func FuzzParseObject(f *testing.F) {
 		_ = st.filters()
 	})
 }
-
-// FuzzSelector: any bytes as TCA_U32_SEL give an error or a selector that
-// encodes back to the bytes it was decoded from (up to its keys).
-func FuzzSelector(f *testing.F) {
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := parseSelector(b)
-		if err != nil {
-			return
-		}
-		enc := s.marshal()
-		if s2, err := parseSelector(enc); err != nil || !s2.equal(s) {
-			t.Fatalf("selector %+v: re-encoded %x decodes to %+v, %v", s, enc, s2, err)
-		}
-	})
-}

@@ -102,8 +102,10 @@
 //
 // # Netlink
 //
-// u32 requests are encoded here by hand (message.go, selector.go) and sent
-// on a plain rtnetlink socket given to NewConn: go-tc's U32Sel encoding
+// u32 requests are encoded by hand with pkg/kernel/internal/tcwire, the
+// codec shared with pkg/kernel (message.go builds the requests and decodes
+// dumped nodes; tcwire.U32Sel is struct tc_u32_sel), and sent on a plain
+// rtnetlink socket given to NewConn: go-tc's U32Sel encoding
 // puts the pad byte of struct tc_u32_sel at the end instead of after
 // nkeys, which shifts offmask, off, offoff, hoff and hmask by one byte
 // (florianl/go-tc issue #14), so match keys survive but hash keys do not.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mdlayher/netlink"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -35,11 +36,8 @@ func (c *Classifier) Dump() ([]model.Filter, error) {
 // dump is Dump with errors that do not name the device yet.
 func (c *Classifier) dump() ([]model.Filter, error) {
 	c.st = nil
-	req, err := filterRequest(rtmGetTFilter, netlink.Dump, tcmsg{ifindex: c.ifindex, parent: uint32(c.parent)}, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Data = req.Data[:tcmsgLen] // a dump request carries no attributes
+	req := filterRequest(tcwire.RTMGetTFilter, netlink.Dump, tcwire.Tcmsg{Ifindex: c.ifindex, Parent: uint32(c.parent)}, nil)
+	req.Data = req.Data[:tcwire.TcmsgLen] // a dump request carries no attributes
 	defer c.deadline()()
 	sent, err := c.conn.Send(req)
 	if err != nil {
@@ -207,9 +205,9 @@ func (st *state) reachable(t int, htid uint16) bool {
 	return st.reachable(t, l1HTID(h)) && st.isLink(handleOf(l1HTID(h), b, l2LinkNode), htid, linkSel(t, hiers[h].b1+1))
 }
 
-func (st *state) isLink(handle uint32, target uint16, sel selector) bool {
+func (st *state) isLink(handle uint32, target uint16, sel tcwire.U32Sel) bool {
 	n, ok := st.nodes[handle]
-	return ok && n.link == target && n.sel.equal(sel) && n.classID == 0 && n.flags&userFlags == 0
+	return ok && n.link == target && n.sel.Equal(sel) && n.classID == 0 && n.flags&tcwire.U32UserFlags == 0
 }
 
 // filters decodes the user nodes into filters and checks each against its
@@ -268,12 +266,12 @@ func (st *state) matchesLayout(k fkey, hs []uint32, reach map[[2]int]bool) bool 
 	if err != nil || len(hs) != len(pl.slots) {
 		return false
 	}
-	want := selector{Flags: flagTerminal, Keys: pl.keys}
+	want := tcwire.U32Sel{Flags: tcwire.U32Terminal, Keys: pl.keys}
 	lo, hi := nodeRange(pl)
 	seen := map[uint32]bool{}
 	for _, h := range hs {
 		n := st.nodes[h]
-		if n.tree != pl.tree || !n.sel.equal(want) || n.flags&userFlags != 0 || nodeIDOf(h) < lo || nodeIDOf(h) > hi {
+		if n.tree != pl.tree || !n.sel.Equal(want) || n.flags&tcwire.U32UserFlags != 0 || nodeIDOf(h) < lo || nodeIDOf(h) > hi {
 			return false
 		}
 		seen[h&^0xfff] = true

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -16,7 +17,7 @@ func kernelObjects(filters []model.Filter) []object {
 	tableObj := func(t int, htid uint16) object {
 		return object{prio: trees[t].prio, proto: trees[t].proto, kind: "u32", handle: handleOf(htid, 0, 0), isTable: true, divisor: divisor}
 	}
-	linkObj := func(t int, h uint32, target uint16, sel selector) object {
+	linkObj := func(t int, h uint32, target uint16, sel tcwire.U32Sel) object {
 		return object{prio: trees[t].prio, proto: trees[t].proto, kind: "u32", handle: h, link: uint32(target) << 20, sel: sel, hasSel: true, flags: 8}
 	}
 	for t := range trees {
@@ -52,7 +53,7 @@ func kernelObjects(filters []model.Filter) []object {
 			id := max(next[base|uint32(lo)], lo)
 			next[base|uint32(lo)] = id + 1
 			objs = append(objs, object{prio: trees[t].prio, proto: trees[t].proto, kind: "u32", handle: base | uint32(id),
-				classID: uint32(f.ClassID), sel: selector{Flags: flagTerminal, Keys: pl.keys}, hasSel: true, flags: 8, hash: base})
+				classID: uint32(f.ClassID), sel: tcwire.U32Sel{Flags: tcwire.U32Terminal, Keys: pl.keys}, hasSel: true, flags: 8, hash: base})
 		}
 	}
 	return objs
@@ -82,7 +83,7 @@ func findObj(objs []object, f model.Filter, htid uint16, bucket uint8) int {
 	keys := prefixKeys(f.Prefix, trees[must(treeFor(f.Prefix.Addr().Is6(), f.Match))].addrOff)
 	return slices.IndexFunc(objs, func(o object) bool {
 		return htidOf(o.handle) == htid && bucketOf(o.handle) == bucket && nodeIDOf(o.handle) != 0 && o.classID != 0 &&
-			o.sel.equal(selector{Flags: flagTerminal, Keys: keys}) && o.prio == trees[must(treeFor(f.Prefix.Addr().Is6(), f.Match))].prio
+			o.sel.Equal(tcwire.U32Sel{Flags: tcwire.U32Terminal, Keys: keys}) && o.prio == trees[must(treeFor(f.Prefix.Addr().Is6(), f.Match))].prio
 	})
 }
 
@@ -123,7 +124,7 @@ func TestDumpDamaged(t *testing.T) {
 			return o
 		}, []model.Filter{f28}},
 		{"not terminal", func(o []object) []object {
-			o[findObj(o, f32, l2HTID(0, 5), 7)].sel = selector{Keys: o[findObj(o, f32, l2HTID(0, 5), 7)].sel.Keys}
+			o[findObj(o, f32, l2HTID(0, 5), 7)].sel = tcwire.U32Sel{Keys: o[findObj(o, f32, l2HTID(0, 5), 7)].sel.Keys}
 			return o
 		}, []model.Filter{f32}},
 		{"misplaced bucket", func(o []object) []object {
@@ -171,14 +172,14 @@ func TestDumpForeignNodes(t *testing.T) {
 	bad := []object{
 		// keys that are no prefix
 		{prio: PrioIPv4Dst, proto: ethPIPv4, kind: "u32", handle: handleOf(0x800, 0, 0x500), classID: 0x10300, hasSel: true,
-			sel: selector{Flags: flagTerminal, Keys: []key{{Mask: 0xff00ff00, Val: 0x01000100, Off: 16}}}},
+			sel: tcwire.U32Sel{Flags: tcwire.U32Terminal, Keys: []tcwire.U32Key{{Mask: 0xff00ff00, Val: 0x01000100, Off: 16}}}},
 		// a link where shaperd has none
 		{prio: PrioIPv4Dst, proto: ethPIPv4, kind: "u32", handle: handleOf(0x800, 0, 0x7), link: uint32(l1HTID(0)) << 20, hasSel: true, sel: linkSel(0, 2)},
 		// neither class nor link
 		{prio: PrioIPv6Dst, proto: ethPIPv6, kind: "u32", handle: handleOf(0x802, 0, 0x600), hasSel: true},
 	}
 	other := object{prio: 1, proto: ethPIPv4, kind: "u32", handle: handleOf(0x900, 0, 1), classID: 0x10300, hasSel: true,
-		sel: selector{Flags: flagTerminal, Keys: prefixKeys(netip.MustParsePrefix("198.18.9.9/32"), 16)}}
+		sel: tcwire.U32Sel{Flags: tcwire.U32Terminal, Keys: prefixKeys(netip.MustParsePrefix("198.18.9.9/32"), 16)}}
 	st := buildState(append(append(objs, bad...), other))
 	if len(st.foreign) != len(bad) {
 		t.Errorf("foreign nodes %x, want the %d bad ones", st.foreign, len(bad))

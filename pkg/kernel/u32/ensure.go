@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"github.com/mdlayher/netlink"
+
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 )
 
 // divisor is the bucket count of every shaperd hash table (the kernel's
@@ -85,7 +87,7 @@ func (c *Classifier) ensurePrios(ts ...int) (writes int, err error) {
 		if _, ok := c.st.roots[t]; ok {
 			continue
 		}
-		err := c.execute(rtmNewTFilter, netlink.Create, tcmsg{info: filterInfo(trees[t].prio, trees[t].proto)}, nil)
+		err := c.execute(tcwire.RTMNewTFilter, netlink.Create, tcwire.Tcmsg{Info: tcwire.FilterInfo(trees[t].prio, trees[t].proto)}, nil)
 		if err != nil {
 			return writes, fmt.Errorf("create prio %d: %w", trees[t].prio, err)
 		}
@@ -142,7 +144,7 @@ func (c *Classifier) ensureTree(t int) (writes int, err error) {
 		if err != nil {
 			return writes, err
 		}
-		w, err = c.ensureLink(t, c.st.roots[t]|uint32(rootLinkNode(h)), rootHTID, l1HTID(h), linkSel(t, hiers[h].b1))
+		w, err = c.ensureLink(t, c.st.roots[t]|uint32(rootLinkNode(h)), tcwire.U32RootHTID, l1HTID(h), linkSel(t, hiers[h].b1))
 		writes += w
 		if err != nil {
 			return writes, err
@@ -208,9 +210,9 @@ func (c *Classifier) dropTable(htid uint16) {
 
 // ensureLink makes node handle (in the bucket that hash names) a link to
 // table target hashing with sel, replacing whatever node has that handle.
-func (c *Classifier) ensureLink(t int, handle, hash uint32, target uint16, sel selector) (writes int, err error) {
+func (c *Classifier) ensureLink(t int, handle, hash uint32, target uint16, sel tcwire.U32Sel) (writes int, err error) {
 	if n, ok := c.st.nodes[handle]; ok {
-		if n.link == target && n.sel.equal(sel) && n.classID == 0 && n.flags&userFlags == 0 {
+		if n.link == target && n.sel.Equal(sel) && n.classID == 0 && n.flags&tcwire.U32UserFlags == 0 {
 			return 0, nil
 		}
 		if err := c.remove(t, handle); err != nil {
@@ -240,7 +242,7 @@ func (c *Classifier) Remove() error {
 		return c.errorf(c.connErr, "no netlink connection")
 	}
 	for t := range trees {
-		err := c.execute(rtmDelTFilter, 0, tcmsg{info: filterInfo(trees[t].prio, trees[t].proto)}, nil)
+		err := c.execute(tcwire.RTMDelTFilter, 0, tcwire.Tcmsg{Info: tcwire.FilterInfo(trees[t].prio, trees[t].proto)}, nil)
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
 			c.st = nil
 			return c.errorf(err, "delete prio %d", trees[t].prio)

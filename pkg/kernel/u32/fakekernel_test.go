@@ -7,6 +7,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
+
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 )
 
 // fakeKernel is an in-memory cls_u32 for unit and fuzz tests: it keeps
@@ -60,19 +62,19 @@ func (f *fakeKernel) serve(reqs []netlink.Message) ([]netlink.Message, error) {
 		return nltest.Error(int(unix.EINVAL), reqs)
 	}
 	switch req.Header.Type {
-	case rtmGetTFilter:
+	case tcwire.RTMGetTFilter:
 		return f.dump(req, m)
-	case rtmNewTFilter:
+	case tcwire.RTMNewTFilter:
 		return nltest.Error(int(f.newObject(req.Header.Flags, o)), reqs)
-	case rtmDelTFilter:
+	case tcwire.RTMDelTFilter:
 		return nltest.Error(int(f.delObject(o)), reqs)
 	}
 	return nltest.Error(int(unix.EOPNOTSUPP), reqs)
 }
 
-func (f *fakeKernel) dump(req netlink.Message, m tcmsg) ([]netlink.Message, error) {
+func (f *fakeKernel) dump(req netlink.Message, m tcwire.Tcmsg) ([]netlink.Message, error) {
 	var out []netlink.Message
-	hdr := netlink.Header{Type: rtmNewTFilter, Flags: netlink.Multi, Sequence: req.Header.Sequence, PID: req.Header.PID}
+	hdr := netlink.Header{Type: tcwire.RTMNewTFilter, Flags: netlink.Multi, Sequence: req.Header.Sequence, PID: req.Header.PID}
 	for _, o := range f.objs {
 		out = append(out, netlink.Message{Header: hdr, Data: encodeObject(m, o)})
 	}
@@ -85,7 +87,7 @@ func (f *fakeKernel) dump(req netlink.Message, m tcmsg) ([]netlink.Message, erro
 }
 
 // encodeObject is the RTM_NEWTFILTER body the kernel dumps for o.
-func encodeObject(m tcmsg, o object) []byte {
+func encodeObject(m tcwire.Tcmsg, o object) []byte {
 	var opts *u32Opts
 	if o.handle != 0 {
 		opts = &u32Opts{classID: o.classID, hash: o.hash, link: o.link, flags: o.flags}
@@ -97,10 +99,7 @@ func encodeObject(m tcmsg, o object) []byte {
 			opts.sel = &s
 		}
 	}
-	msg, err := filterRequest(rtmNewTFilter, 0, tcmsg{ifindex: m.ifindex, handle: o.handle, parent: m.parent, info: filterInfo(o.prio, o.proto)}, opts)
-	if err != nil {
-		panic(err)
-	}
+	msg := filterRequest(tcwire.RTMNewTFilter, 0, tcwire.Tcmsg{Ifindex: m.Ifindex, Handle: o.handle, Parent: m.Parent, Info: tcwire.FilterInfo(o.prio, o.proto)}, opts)
 	return msg.Data
 }
 
@@ -148,7 +147,7 @@ func (f *fakeKernel) newObject(flags netlink.HeaderFlags, o object) unix.Errno {
 		o.isTable = true
 	} else {
 		o.flags |= 8 // not_in_hw, as the kernel reports
-		if o.hash == rootHTID {
+		if o.hash == tcwire.U32RootHTID {
 			o.hash = 0
 		}
 	}
@@ -197,7 +196,7 @@ func hexs(v uint32) string {
 // rawFilter is an RTM_NEWTFILTER body for a filter of another kind, with
 // opts as its raw TCA_OPTIONS payload.
 func rawFilter(prio, proto uint16, handle uint32, kind string, opts []byte) []byte {
-	b := tcmsg{ifindex: 1, handle: handle, parent: 0x10000, info: filterInfo(prio, proto)}.marshal()
+	b := tcwire.Tcmsg{Ifindex: 1, Handle: handle, Parent: 0x10000, Info: tcwire.FilterInfo(prio, proto)}.AppendTo(nil)
 	attr := func(typ uint16, p []byte) {
 		l := 4 + len(p)
 		b = binary.NativeEndian.AppendUint16(b, uint16(l))
@@ -207,7 +206,7 @@ func rawFilter(prio, proto uint16, handle uint32, kind string, opts []byte) []by
 			b = append(b, 0)
 		}
 	}
-	attr(tcaKind, append([]byte(kind), 0))
-	attr(tcaOptions|0x8000, opts)
+	attr(tcwire.TCAKind, append([]byte(kind), 0))
+	attr(tcwire.TCAOptions|0x8000, opts)
 	return b
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -51,8 +52,8 @@ func fuzzState(data []byte) (objs []object, dups []int, add, del []model.Filter,
 		case 3: // a new node, link or table anywhere in tree t
 			v = fuzzHandle(v, t)
 			o := object{prio: trees[t].prio, proto: trees[t].proto, kind: "u32", handle: v, classID: w & 0x1ffff,
-				hasSel: b[2]&1 == 0, sel: selector{Flags: b[3] & 0xf, Hmask: w, Hoff: int16(b[2]),
-					Keys: []key{{Mask: v ^ w, Val: v & (v ^ w), Off: int32(b[3]&0x1c) + 12}}}}
+				hasSel: b[2]&1 == 0, sel: tcwire.U32Sel{Flags: b[3] & 0xf, Hmask: w, Hoff: int16(b[2]),
+					Keys: []tcwire.U32Key{{Mask: v ^ w, Val: v & (v ^ w), Off: int32(b[3]&0x1c) + 12}}}}
 			if b[2]&2 != 0 {
 				o.link = w &^ 0xfffff
 			}
@@ -63,7 +64,7 @@ func fuzzState(data []byte) (objs []object, dups []int, add, del []model.Filter,
 		case 4: // listed twice in a dump
 			dups = append(dups, i)
 		case 5: // another selector
-			objs[i].sel.Keys = append(objs[i].sel.Keys, key{Mask: v, Val: w & v, Off: int32(b[2] & 0x3c)})
+			objs[i].sel.Keys = append(objs[i].sel.Keys, tcwire.U32Key{Mask: v, Val: w & v, Off: int32(b[2] & 0x3c)})
 		case 6, 7: // a filter to add or delete
 			f := fs[int(b[0])%len(fs)]
 			if b[1]&1 == 0 {
@@ -128,7 +129,7 @@ func FuzzClassifier(f *testing.F) {
 		fk.extra = extra
 		for _, i := range dups {
 			if i < len(objs) {
-				fk.extra = append(fk.extra, encodeObject(tcmsg{ifindex: 1, parent: uint32(model.RootQdisc)}, objs[i]))
+				fk.extra = append(fk.extra, encodeObject(tcwire.Tcmsg{Ifindex: 1, Parent: uint32(model.RootQdisc)}, objs[i]))
 			}
 		}
 		if _, err := c.Dump(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -113,13 +114,13 @@ type placement struct {
 	hier  int // -1 for the root
 	level int // 0 root, 1 or 2
 	slots []slot
-	keys  []key
+	keys  []tcwire.U32Key
 	bits  int
 }
 
 // linkSel is the selector of a link that hashes address byte b of tree t.
-func linkSel(t int, b int) selector {
-	return selector{
+func linkSel(t int, b int) tcwire.U32Sel {
+	return tcwire.U32Sel{
 		Hoff:  int16(trees[t].addrOff + b&^3),
 		Hmask: 0xff << (8 * (3 - uint(b)%4)),
 	}

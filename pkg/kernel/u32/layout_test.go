@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -125,7 +126,7 @@ func hashPath(pl placement, a netip.Addr) slot {
 }
 
 // fold is the kernel's u32_hash_fold with divisor 256.
-func fold(pkt []byte, s selector) uint32 {
+func fold(pkt []byte, s tcwire.U32Sel) uint32 {
 	w := uint32(pkt[s.Hoff])<<24 | uint32(pkt[s.Hoff+1])<<16 | uint32(pkt[s.Hoff+2])<<8 | uint32(pkt[s.Hoff+3])
 	shift := 0
 	for s.Hmask>>shift&1 == 0 {

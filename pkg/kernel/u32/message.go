@@ -1,39 +1,13 @@
 package u32
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 
 	"github.com/mdlayher/netlink"
+
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 )
-
-// rtnetlink message types and attributes used here (linux/rtnetlink.h,
-// linux/pkt_cls.h).
-const (
-	rtmNewTFilter = 44
-	rtmDelTFilter = 45
-	rtmGetTFilter = 46
-
-	tcaKind    = 1
-	tcaOptions = 2
-
-	tcaU32ClassID = 1
-	tcaU32Hash    = 2
-	tcaU32Link    = 3
-	tcaU32Divisor = 4
-	tcaU32Sel     = 5
-	tcaU32Flags   = 11
-
-	tcmsgLen = 20
-)
-
-// userFlags are the TCA_U32_FLAGS bits a request sets (skip_hw, skip_sw);
-// the kernel adds in_hw/not_in_hw on its own.
-const userFlags uint32 = 1 | 2
-
-// rootHTID is TC_U32_ROOT: "the root table of this priority" in TCA_U32_HASH.
-const rootHTID uint32 = 0xFFF00000
 
 // Handle parts: htid(12 bits):bucket(8 bits):node(12 bits).
 func handleOf(htid uint16, bucket uint8, node uint16) uint32 {
@@ -43,91 +17,42 @@ func htidOf(h uint32) uint16   { return uint16(h >> 20) }
 func bucketOf(h uint32) uint8  { return uint8(h >> 12) }
 func nodeIDOf(h uint32) uint16 { return uint16(h & 0xfff) }
 
-// tcmsg is struct tcmsg.
-type tcmsg struct {
-	ifindex uint32
-	handle  uint32
-	parent  uint32
-	info    uint32 // prio<<16 | protocol in network order
-}
-
-// filterInfo is tcm_info for a filter: priority and protocol.
-func filterInfo(prio, proto uint16) uint32 {
-	var p [2]byte
-	binary.BigEndian.PutUint16(p[:], proto)
-	return uint32(prio)<<16 | uint32(binary.NativeEndian.Uint16(p[:]))
-}
-
-// infoPrioProto splits tcm_info into priority and protocol (host order).
-func infoPrioProto(info uint32) (prio, proto uint16) {
-	var p [2]byte
-	binary.NativeEndian.PutUint16(p[:], uint16(info))
-	return uint16(info >> 16), binary.BigEndian.Uint16(p[:])
-}
-
-func (m tcmsg) marshal() []byte {
-	b := make([]byte, tcmsgLen) // family AF_UNSPEC, padding zero
-	ne := binary.NativeEndian
-	ne.PutUint32(b[4:], m.ifindex)
-	ne.PutUint32(b[8:], m.handle)
-	ne.PutUint32(b[12:], m.parent)
-	ne.PutUint32(b[16:], m.info)
-	return b
-}
-
-func parseTcmsg(b []byte) (tcmsg, error) {
-	if len(b) < tcmsgLen {
-		return tcmsg{}, fmt.Errorf("tcmsg of %d bytes, want %d", len(b), tcmsgLen)
-	}
-	ne := binary.NativeEndian
-	return tcmsg{ifindex: ne.Uint32(b[4:]), handle: ne.Uint32(b[8:]), parent: ne.Uint32(b[12:]), info: ne.Uint32(b[16:])}, nil
-}
-
 // u32Opts are the TCA_OPTIONS of a u32 filter; zero fields are left out.
 type u32Opts struct {
 	classID uint32
 	hash    uint32
 	link    uint32
 	divisor uint32
-	sel     *selector
+	sel     *tcwire.U32Sel
 	flags   uint32
 }
 
 // filterRequest builds an RTM_*TFILTER request for a u32 object.
-func filterRequest(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcmsg, o *u32Opts) (netlink.Message, error) {
-	ae := netlink.NewAttributeEncoder()
-	ae.String(tcaKind, "u32")
+func filterRequest(typ netlink.HeaderType, flags netlink.HeaderFlags, m tcwire.Tcmsg, o *u32Opts) netlink.Message {
+	a := tcwire.Attrs{B: m.AppendTo(make([]byte, 0, 128))}
+	a.String(tcwire.TCAKind, "u32")
 	if o != nil {
-		ae.Nested(tcaOptions, func(nae *netlink.AttributeEncoder) error {
-			if o.classID != 0 {
-				nae.Uint32(tcaU32ClassID, o.classID)
-			}
-			if o.hash != 0 {
-				nae.Uint32(tcaU32Hash, o.hash)
-			}
-			if o.link != 0 {
-				nae.Uint32(tcaU32Link, o.link)
-			}
-			if o.divisor != 0 {
-				nae.Uint32(tcaU32Divisor, o.divisor)
+		a.Nest(tcwire.TCAOptions, func() {
+			for _, v := range [...]struct {
+				typ uint16
+				v   uint32
+			}{{tcwire.TCAU32ClassID, o.classID}, {tcwire.TCAU32Hash, o.hash}, {tcwire.TCAU32Link, o.link}, {tcwire.TCAU32Divisor, o.divisor}} {
+				if v.v != 0 {
+					a.U32(v.typ, v.v)
+				}
 			}
 			if o.sel != nil {
-				nae.Bytes(tcaU32Sel, o.sel.marshal())
+				a.Bytes(tcwire.TCAU32Sel, o.sel.Marshal())
 			}
 			if o.flags != 0 {
-				nae.Uint32(tcaU32Flags, o.flags)
+				a.U32(tcwire.TCAU32Flags, o.flags)
 			}
-			return nil
 		})
-	}
-	attrs, err := ae.Encode()
-	if err != nil {
-		return netlink.Message{}, err
 	}
 	return netlink.Message{
 		Header: netlink.Header{Type: typ, Flags: netlink.Request | flags},
-		Data:   append(m.marshal(), attrs...),
-	}, nil
+		Data:   a.B,
+	}
 }
 
 // object is one u32 filter object from a dump: a hash table (isTable) or a
@@ -142,7 +67,7 @@ type object struct {
 	link        uint32
 	classID     uint32
 	flags       uint32
-	sel         selector
+	sel         tcwire.U32Sel
 	hasSel      bool
 	selErr      error
 	// decodeErr: the options of a node in shaperd's priorities did not
@@ -160,24 +85,20 @@ type object struct {
 // not decode set decodeErr (the node is then foreign, and Ensure deletes
 // it); only a message whose header or top-level attributes are malformed
 // is an error.
-func parseObject(data []byte) (tcmsg, object, error) {
-	m, err := parseTcmsg(data)
+func parseObject(data []byte) (tcwire.Tcmsg, object, error) {
+	m, attrs, err := tcwire.ParseTcmsg(data)
 	if err != nil {
 		return m, object{}, err
 	}
 	var o object
-	o.prio, o.proto = infoPrioProto(m.info)
-	o.handle = m.handle
+	o.prio, o.proto = tcwire.InfoPrioProto(m.Info)
+	o.handle = m.Handle
 	var options []byte
-	err = eachAttr(data[tcmsgLen:], func(typ uint16, p []byte) {
+	err = tcwire.EachAttr(attrs, func(typ uint16, p []byte) {
 		switch typ {
-		case tcaKind:
-			if k := bytes.TrimRight(p, "\x00"); string(k) == "u32" {
-				o.kind = "u32" // no string per node
-			} else {
-				o.kind = string(k)
-			}
-		case tcaOptions:
+		case tcwire.TCAKind:
+			o.kind = tcwire.Kind(p)
+		case tcwire.TCAOptions:
 			options = p
 		}
 	})
@@ -198,43 +119,25 @@ func parseObject(data []byte) (tcmsg, object, error) {
 		}
 		return binary.NativeEndian.Uint32(p)
 	}
-	if e := eachAttr(options, func(typ uint16, p []byte) {
+	if e := tcwire.EachAttr(options, func(typ uint16, p []byte) {
 		switch typ {
-		case tcaU32ClassID:
+		case tcwire.TCAU32ClassID:
 			o.classID = u32v(p)
-		case tcaU32Hash:
+		case tcwire.TCAU32Hash:
 			o.hash = u32v(p)
-		case tcaU32Link:
+		case tcwire.TCAU32Link:
 			o.link = u32v(p)
-		case tcaU32Divisor:
+		case tcwire.TCAU32Divisor:
 			o.divisor = u32v(p)
 			o.isTable = true
-		case tcaU32Sel:
-			o.sel, o.selErr = parseSelector(p)
+		case tcwire.TCAU32Sel:
+			o.sel, o.selErr = tcwire.ParseU32Sel(p)
 			o.hasSel = true
-		case tcaU32Flags:
+		case tcwire.TCAU32Flags:
 			o.flags = u32v(p)
 		}
 	}); e != nil && o.decodeErr == nil {
 		o.decodeErr = e
 	}
 	return m, o, nil
-}
-
-// eachAttr calls fn for every netlink attribute in b (type without the
-// nested/byte-order flag bits); a malformed attribute is an error.
-func eachAttr(b []byte, fn func(typ uint16, p []byte)) error {
-	for len(b) >= 4 {
-		l := int(binary.NativeEndian.Uint16(b))
-		if l < 4 || l > len(b) {
-			return fmt.Errorf("malformed netlink attribute (length %d of %d bytes)", l, len(b))
-		}
-		fn(binary.NativeEndian.Uint16(b[2:])&0x3fff, b[4:l])
-		if n := (l + 3) &^ 3; n < len(b) {
-			b = b[n:]
-		} else {
-			return nil
-		}
-	}
-	return nil
 }

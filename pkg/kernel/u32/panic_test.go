@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -40,7 +41,7 @@ func TestEnsureRecreatedTableWithForeignNode(t *testing.T) {
 	i := slices.IndexFunc(objs, func(o object) bool { return o.handle == handleOf(l1HTID(0), 0, 0) && o.prio == PrioIPv4Dst })
 	objs[i].divisor = 16
 	objs = append(objs, object{prio: PrioIPv4Dst, proto: ethPIPv4, kind: "u32", handle: handleOf(l1HTID(0), 3, 0x20),
-		classID: 0x10300, hasSel: true, sel: selector{Flags: flagTerminal, Keys: []key{{Mask: 0xff00ff00, Val: 0x01000100, Off: 16}}}})
+		classID: 0x10300, hasSel: true, sel: tcwire.U32Sel{Flags: tcwire.U32Terminal, Keys: []tcwire.U32Key{{Mask: 0xff00ff00, Val: 0x01000100, Off: 16}}}})
 	c, fk := classifierOn(t, objs)
 	if _, err := c.Dump(); err != nil {
 		t.Fatal(err)
@@ -72,7 +73,7 @@ func TestEnsureKeepsLinkReplacingForeignNode(t *testing.T) {
 	objs := kernelObjects(fs)
 	link := handleOf(0x800, 0, 1)
 	i := slices.IndexFunc(objs, func(o object) bool { return o.handle == link && o.prio == PrioIPv4Dst })
-	objs[i].link, objs[i].sel = 0, selector{} // neither link nor filter
+	objs[i].link, objs[i].sel = 0, tcwire.U32Sel{} // neither link nor filter
 	c, fk := classifierOn(t, objs)
 	if _, err := c.Dump(); err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestDuplicateHandlesInDump(t *testing.T) {
 	f32 := fs[slices.IndexFunc(fs, func(f model.Filter) bool {
 		return f.Prefix == netip.MustParsePrefix("198.18.5.7/32") && f.Match == model.MatchDst
 	})]
-	dup := encodeObject(tcmsg{ifindex: 1, parent: uint32(model.RootQdisc)}, objs[findObj(objs, f32, l2HTID(0, 5), 7)])
+	dup := encodeObject(tcwire.Tcmsg{Ifindex: 1, Parent: uint32(model.RootQdisc)}, objs[findObj(objs, f32, l2HTID(0, 5), 7)])
 	// dumpTwice dumps with the node listed twice (the kernel holds it once).
 	dumpTwice := func(fk *fakeKernel, c *Classifier) {
 		fk.extra = [][]byte{dup}

@@ -7,52 +7,9 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
-
-// TestSelectorWireLayout pins the C layout of struct tc_u32_sel: pad byte
-// at 3, offmask at 4, off 6, offoff 8, hoff 10, hmask 12, keys from 16.
-func TestSelectorWireLayout(t *testing.T) {
-	s := selector{Flags: flagTerminal, Offshift: 2, Offmask: 0x0f00, Off: 0x1234, Offoff: -2, Hoff: 36, Hmask: 0x0000ff00,
-		Keys: []key{{Mask: 0xffffff00, Val: 0xc6120500, Off: 16, OffMask: 0}}}
-	b := s.marshal()
-	if len(b) != 32 {
-		t.Fatalf("length %d, want 32", len(b))
-	}
-	ne := binary.NativeEndian
-	checks := []struct {
-		name      string
-		got, want uint64
-	}{
-		{"flags", uint64(b[0]), 1},
-		{"offshift", uint64(b[1]), 2},
-		{"nkeys", uint64(b[2]), 1},
-		{"pad", uint64(b[3]), 0},
-		{"offmask (network order)", uint64(binary.BigEndian.Uint16(b[4:])), 0x0f00},
-		{"off", uint64(ne.Uint16(b[6:])), 0x1234},
-		{"offoff", uint64(ne.Uint16(b[8:])), 0xfffe},
-		{"hoff", uint64(ne.Uint16(b[10:])), 36},
-		{"hmask (network order)", uint64(binary.BigEndian.Uint32(b[12:])), 0x0000ff00},
-		{"key mask", uint64(binary.BigEndian.Uint32(b[16:])), 0xffffff00},
-		{"key val", uint64(binary.BigEndian.Uint32(b[20:])), 0xc6120500},
-		{"key off", uint64(ne.Uint32(b[24:])), 16},
-	}
-	for _, c := range checks {
-		if c.got != c.want {
-			t.Errorf("%s = %#x, want %#x", c.name, c.got, c.want)
-		}
-	}
-	back, err := parseSelector(b)
-	if err != nil || !back.equal(s) {
-		t.Errorf("round trip: %+v, %v; want %+v", back, err, s)
-	}
-	if _, err := parseSelector(b[:20]); err == nil {
-		t.Error("truncated key accepted")
-	}
-	if _, err := parseSelector(b[:10]); err == nil {
-		t.Error("truncated header accepted")
-	}
-}
 
 func TestPrefixKeysRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
@@ -76,7 +33,7 @@ func TestPrefixKeysRoundTrip(t *testing.T) {
 			t.Fatalf("%v: %d keys, want %d", p, len(keys), want)
 		}
 		// Through the wire format and back.
-		s, err := parseSelector(selector{Flags: flagTerminal, Keys: keys}.marshal())
+		s, err := tcwire.ParseU32Sel(tcwire.U32Sel{Flags: tcwire.U32Terminal, Keys: keys}.Marshal())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,19 +47,19 @@ func TestPrefixKeysRoundTrip(t *testing.T) {
 func TestKeysPrefixRejects(t *testing.T) {
 	good := prefixKeys(netip.MustParsePrefix("2001:db8:1::/48"), 24)
 	bad := map[string]struct {
-		keys []key
+		keys []tcwire.U32Key
 		v6   bool
 		off  int
 	}{
 		"no keys":          {nil, false, 16},
-		"wrong offset":     {[]key{{Mask: 0xffffffff, Val: 1, Off: 12}}, false, 16},
-		"hole in mask":     {[]key{{Mask: 0xff00ff00, Val: 0, Off: 16}}, false, 16},
-		"bits off mask":    {[]key{{Mask: 0xffffff00, Val: 0xc6120501, Off: 16}}, false, 16},
-		"zero mask":        {[]key{{Mask: 0, Val: 0, Off: 16}}, false, 16},
-		"variable offset":  {[]key{{Mask: 0xffffffff, Val: 1, Off: 16, OffMask: 0xff}}, false, 16},
-		"too many for v4":  {[]key{{Mask: ^uint32(0), Off: 16}, {Mask: ^uint32(0), Off: 20}}, false, 16},
-		"partial then key": {[]key{{Mask: 0xffff0000, Val: 0x20010000, Off: 24}, {Mask: ^uint32(0), Off: 28}}, true, 24},
-		"swapped words":    {[]key{good[1], good[0]}, true, 24},
+		"wrong offset":     {[]tcwire.U32Key{{Mask: 0xffffffff, Val: 1, Off: 12}}, false, 16},
+		"hole in mask":     {[]tcwire.U32Key{{Mask: 0xff00ff00, Val: 0, Off: 16}}, false, 16},
+		"bits off mask":    {[]tcwire.U32Key{{Mask: 0xffffff00, Val: 0xc6120501, Off: 16}}, false, 16},
+		"zero mask":        {[]tcwire.U32Key{{Mask: 0, Val: 0, Off: 16}}, false, 16},
+		"variable offset":  {[]tcwire.U32Key{{Mask: 0xffffffff, Val: 1, Off: 16, OffMask: 0xff}}, false, 16},
+		"too many for v4":  {[]tcwire.U32Key{{Mask: ^uint32(0), Off: 16}, {Mask: ^uint32(0), Off: 20}}, false, 16},
+		"partial then key": {[]tcwire.U32Key{{Mask: 0xffff0000, Val: 0x20010000, Off: 24}, {Mask: ^uint32(0), Off: 28}}, true, 24},
+		"swapped words":    {[]tcwire.U32Key{good[1], good[0]}, true, 24},
 	}
 	for name, c := range bad {
 		if p, err := keysPrefix(c.keys, c.v6, c.off); err == nil {
@@ -132,22 +89,19 @@ func TestLinkSelectors(t *testing.T) {
 }
 
 func TestMessageEncoding(t *testing.T) {
-	sel := selector{Flags: flagTerminal, Keys: prefixKeys(netip.MustParsePrefix("198.18.0.1/32"), 16)}
-	m, err := filterRequest(rtmNewTFilter, 0, tcmsg{ifindex: 7, handle: handleOf(0x105, 9, 0x410), parent: uint32(model.RootQdisc), info: filterInfo(PrioIPv4Dst, ethPIPv4)},
+	sel := tcwire.U32Sel{Flags: tcwire.U32Terminal, Keys: prefixKeys(netip.MustParsePrefix("198.18.0.1/32"), 16)}
+	m := filterRequest(tcwire.RTMNewTFilter, 0, tcwire.Tcmsg{Ifindex: 7, Handle: handleOf(0x105, 9, 0x410), Parent: uint32(model.RootQdisc), Info: tcwire.FilterInfo(PrioIPv4Dst, ethPIPv4)},
 		&u32Opts{classID: 0x10100, hash: handleOf(0x105, 9, 0), sel: &sel})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tm, o, err := parseObject(m.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tm.ifindex != 7 || tm.parent != 0x10000 || o.prio != PrioIPv4Dst || o.proto != ethPIPv4 || o.kind != "u32" ||
-		o.handle != 0x10509410 || o.classID != 0x10100 || o.hash != 0x10509000 || !o.hasSel || !o.sel.equal(sel) || o.isTable {
+	if tm.Ifindex != 7 || tm.Parent != 0x10000 || o.prio != PrioIPv4Dst || o.proto != ethPIPv4 || o.kind != "u32" ||
+		o.handle != 0x10509410 || o.classID != 0x10100 || o.hash != 0x10509000 || !o.hasSel || !o.sel.Equal(sel) || o.isTable {
 		t.Errorf("decoded %+v %+v", tm, o)
 	}
 	// tcm_info carries the protocol in network order, as tc sends it.
-	if info := filterInfo(PrioIPv4Dst, ethPIPv4); !bytes.Equal(binary.NativeEndian.AppendUint16(nil, uint16(info)), []byte{0x08, 0x00}) || info>>16 != 100 {
+	if info := tcwire.FilterInfo(PrioIPv4Dst, ethPIPv4); !bytes.Equal(binary.NativeEndian.AppendUint16(nil, uint16(info)), []byte{0x08, 0x00}) || info>>16 != 100 {
 		t.Errorf("info %#x", info)
 	}
 }

@@ -3,6 +3,8 @@ package u32
 import (
 	"fmt"
 	"slices"
+
+	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 )
 
 // node is one u32 key node in shaperd's trees.
@@ -12,7 +14,7 @@ type node struct {
 	link    uint16 // htid the node links to; 0: none
 	classID uint32
 	flags   uint32
-	sel     selector
+	sel     tcwire.U32Sel
 	// user nodes decode to a filter key; others are links or foreign.
 	user bool
 	key  fkey

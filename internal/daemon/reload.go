@@ -54,6 +54,14 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 		}
 		return err
 	}
+	file := plan
+	plan, kept, rtChanged, err := d.reloadRuntime(file)
+	if err != nil {
+		d.stats.reloads.WithLabelValues("refused").Inc()
+		d.log.Error("reload refused: the run-time users do not fit the new configuration; the old one stays in force", "err", err)
+		d.reloadResult(d.clock.Now(), err.(*ConfigError).Problems)
+		return err
+	}
 	d.resolveLeaves(plan)
 	now := d.clock.Now()
 	ifaces := d.makeIfaces(plan, d.ifaces)
@@ -105,6 +113,11 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 		d.fleet.revision.Store(p.Revision)
 	}
 	d.setPlan(plan)
+	d.filePlan, d.runtime = file, kept
+	if rtChanged {
+		d.saveRuntimeUsers(plan.Daemon.StateDir, kept)
+	}
+	d.scheduleExpiry()
 	d.setLogLevel(plan)
 	d.ramper.SetPolicy(rampPolicy(plan.Policy))
 	d.ifaces = ifaces

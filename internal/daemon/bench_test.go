@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,4 +94,31 @@ func BenchmarkIdleTick10kUsers(b *testing.B) {
 	if d.work.idleTicks == 0 {
 		b.Fatal("no idle ticks")
 	}
+}
+
+// `shaperctl user add` at 10,000 users (both directions), the daemon's
+// side: validation, the state file write, the plan with the user and
+// the kernel changes (the fake kernel's). Each add is followed by an
+// untimed remove; p99-ns/add is the 99th percentile of the adds.
+//
+//	go test -run - -bench UserAdd10k -benchtime 200x ./internal/daemon
+func BenchmarkUserAdd10kUsers(b *testing.B) {
+	d, _ := bench10k(b, 10000)
+	var took []time.Duration
+	add := control.UserRequest{Op: control.UserAdd, Name: "newcomer", Tier: "bronze", Addresses: []string{"198.18.250.1"}}
+	remove := control.UserRequest{Op: control.UserRemove, Name: "newcomer"}
+	for b.Loop() {
+		start := time.Now()
+		if _, err := d.changeUser(add); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+		b.StopTimer()
+		if _, err := d.changeUser(remove); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns/add")
 }

@@ -135,6 +135,11 @@ type Daemon struct {
 	filePlan *config.Plan
 	runtime  []runtimeUser
 	rtExpiry time.Time
+	// assignmentsDue: a run-time user change gave out class ids that the
+	// next reconcile tick saves (retryState): marshalling 10,000 users'
+	// ids would cost each change milliseconds, and ids lost in a crash
+	// are recovered from the kernel's classes by address.
+	assignmentsDue bool
 
 	reqs    chan func()
 	stopped chan struct{}

@@ -189,7 +189,7 @@ func (d *Daemon) retryState(now time.Time) {
 	if d.writeFailing(UsageFile) {
 		d.saveUsage(now)
 	}
-	if d.writeFailing(AssignmentsFile) {
+	if d.writeFailing(AssignmentsFile) || d.assignmentsDue {
 		d.saveAssignments()
 	}
 }

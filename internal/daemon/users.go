@@ -10,6 +10,7 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -304,7 +305,7 @@ func (d *Daemon) changeUser(req control.UserRequest) (*control.UserResponse, err
 			rt = append(rt, u)
 		}
 	}
-	if err := d.applyRuntime(rt, now, "user "+req.Op); err != nil {
+	if err := d.applyRuntime(rt, now, "user "+req.Op, req.Name); err != nil {
 		return nil, err
 	}
 	resp := &control.UserResponse{Op: req.Op, Name: req.Name, Note: note}
@@ -320,22 +321,29 @@ func (d *Daemon) changeUser(req control.UserRequest) (*control.UserResponse, err
 // classifier's prefix lengths), saved to the state file and applied; the
 // kernel gets only what changed (model.Diff of each interface's tree:
 // the user's class and filters). Nothing changes when it is refused.
-func (d *Daemon) applyRuntime(rt []runtimeUser, now time.Time, why string) error {
+func (d *Daemon) applyRuntime(rt []runtimeUser, now time.Time, why string, changed ...string) error {
 	plan, kept, notes := withRuntime(d.filePlan, rt, now)
 	if len(notes) > 0 {
 		return control.BadRequest("%s", strings.Join(notes, "; "))
 	}
-	if errs := CheckPlan(plan); len(errs) > 0 {
+	if errs := checkRuntimePlan(plan, changed); len(errs) > 0 {
 		return control.BadRequest("%s", strings.Join(errorMessages(errs), "; "))
 	}
 	if err := d.saveRuntimeUsers(d.plan.Daemon.StateDir, kept); err != nil {
 		return fmt.Errorf("run-time users not changed: %w", err)
 	}
 	d.runtime = kept
+	old, dirty := d.plan, d.policyDirty
 	d.setPlanKeeping(plan, now)
 	d.log.Info("run-time users changed", "why", why, "runtime_users", len(kept))
-	err := d.policyStep(now)
-	d.saveAssignments()
+	patched, err := d.patchRuntime(old, now)
+	if patched {
+		d.policyDirty = dirty
+		d.publish()
+	} else {
+		err = d.policyStep(now)
+	}
+	d.assignmentsDue = true
 	if err != nil {
 		d.log.Error("applying a run-time user change", "why", why, "err", err)
 	}
@@ -343,11 +351,39 @@ func (d *Daemon) applyRuntime(rt []runtimeUser, now time.Time, why string) error
 	return nil
 }
 
+// checkRuntimePlan checks plan after a change of the run-time users
+// named (all of them when none are named) as CheckPlan would, in time
+// that does not grow with the number of users: the rates and classifier
+// of a plan of just those users (policy.Check, the prefix lengths
+// kernel.CheckFilters refuses), and the number of users against the
+// class ids. Only room in the classifier's hash buckets, which depends
+// on every filter, is left to the kernel: a filter it refuses is
+// reported in status and the log, as at any apply.
+func checkRuntimePlan(plan *config.Plan, names []string) []config.Error {
+	if len(names) == 0 {
+		return CheckPlan(plan)
+	}
+	if len(plan.Users) > model.MaxUsers {
+		return []config.Error{{Msg: fmt.Sprintf("%d users: an interface holds at most %d user classes", len(plan.Users), model.MaxUsers)}}
+	}
+	p := *plan
+	p.Users = nil
+	for i := range plan.Users {
+		u := &plan.Users[i]
+		if u.Source == config.RuntimeSource && slices.Contains(names, u.Name) {
+			p.Users = append(p.Users, *u)
+		}
+	}
+	return CheckPlan(&p)
+}
+
 // setPlanKeeping puts plan in force after a run-time user change: the
 // overrides of users no longer there are dropped (and saved).
 func (d *Daemon) setPlanKeeping(plan *config.Plan, now time.Time) {
 	d.setPlan(plan)
-	d.usage.Configure(plan)
+	if d.quotas {
+		d.usage.Configure(plan) // O(users): only when some tier or user has a quota
+	}
 	ov := d.overrides.Clone()
 	if pruned := ov.Prune(plan); len(pruned) > 0 {
 		for _, o := range pruned {
@@ -387,12 +423,15 @@ func (d *Daemon) expireAddresses(now time.Time) error {
 		return nil
 	}
 	rt := make([]runtimeUser, len(d.runtime))
-	var gone []string
+	var gone, names []string
 	for i, u := range d.runtime {
 		u = u.clone()
 		u.Addresses = slices.DeleteFunc(u.Addresses, func(a runtimeAddr) bool {
 			if !a.Until.IsZero() && !now.Before(a.Until) {
 				gone = append(gone, u.Name+" "+a.Prefix.String())
+				if !slices.Contains(names, u.Name) {
+					names = append(names, u.Name)
+				}
 				return true
 			}
 			return false
@@ -404,7 +443,7 @@ func (d *Daemon) expireAddresses(now time.Time) error {
 		return nil
 	}
 	d.log.Info("run-time addresses expired", "addresses", describe(gone, 10))
-	err := d.applyRuntime(rt, now, "expiry")
+	err := d.applyRuntime(rt, now, "expiry", names...)
 	if err != nil {
 		d.rtExpiry = now.Add(d.plan.Policy.Interval) // retried (a state write failure)
 	}

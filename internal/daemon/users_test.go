@@ -263,3 +263,55 @@ func TestCorruptRuntimeUsersFileIsMovedAside(t *testing.T) {
 		t.Error("the corrupt file is still in place")
 	}
 }
+
+// The incremental path (no full evaluation) leaves the daemon where a full
+// evaluation would: a policy step after a series of run-time changes finds
+// nothing to write. A change that moves the oversubscription scaling (a
+// gold user on the 100mbit ingress side) takes a full step instead.
+func TestRuntimeChangesAreIncrementalAndMatchAFullStep(t *testing.T) {
+	k := newFakeKernel("lan0")
+	clk := newFakeClock()
+	d, _ := newTestDaemon(t, k, clk, "")
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	evals := d.work.evaluations
+	steps := []control.UserRequest{
+		{Op: control.UserAdd, Name: "carol", Tier: "bronze", Addresses: []string{"198.18.1.30"}},
+		{Op: control.UserAdd, Name: "dave", Tier: "bronze"},
+		userReq(control.UserAddAddress, "dave", "198.18.1.40"),
+		userReq(control.UserSetAddresses, "carol", "198.18.1.31", "2001:db8:1::31"),
+		userReq(control.UserRemoveAddress, "carol", "198.18.1.31"),
+		userReq(control.UserRemove, "dave"),
+	}
+	for _, r := range steps {
+		if _, err := d.changeUser(r); err != nil {
+			t.Fatalf("user %s %s: %v", r.Op, r.Name, err)
+		}
+	}
+	if d.work.evaluations != evals {
+		t.Errorf("%d full evaluations for run-time changes, want none", d.work.evaluations-evals)
+	}
+	w := k.writeCount()
+	if err := d.policyStep(clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.reconcile(d.ifaces[0], "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.writeCount() - w; got != 0 {
+		t.Errorf("a full step after the incremental changes wrote %d times, want 0", got)
+	}
+
+	evals = d.work.evaluations
+	gold := control.UserRequest{Op: control.UserAdd, Name: "erin", Tier: "gold", Addresses: []string{"198.18.1.50"}}
+	if _, err := d.changeUser(gold); err != nil {
+		t.Fatal(err)
+	}
+	if d.work.evaluations != evals+1 {
+		t.Errorf("an oversubscribing add took %d full evaluations, want 1", d.work.evaluations-evals)
+	}
+	if !hasFilter(k, "ifb-lan0", "198.18.1.50/32", "erin") {
+		t.Error("erin's filter is missing after the full step")
+	}
+}

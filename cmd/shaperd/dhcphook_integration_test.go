@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+const dhcpHook = "../../contrib/dnsmasq/shaperd-dhcp-hook"
+
+// hasFilterFor reports whether device has a filter for addr.
+func (u *unitLab) hasFilterFor(device string, addr netip.Addr) bool {
+	u.t.Helper()
+	tr, err := u.k.Dump(device)
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	for _, f := range tr.Filters {
+		if f.Prefix.Addr() == addr && f.Prefix.IsSingleIP() {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDnsmasqHook runs contrib/dnsmasq's --dhcp-script as dnsmasq does
+// (ACTION MAC IP HOSTNAME, the DNSMASQ_* environment) against shaperd
+// started as the unit, and checks the kernel: a known client's lease adds
+// its address to its user (created with the mapping file's tier), a del
+// removes it, a lease that is never released ends by itself, and a
+// client not in the mapping file is left alone.
+func TestDnsmasqHook(t *testing.T) {
+	// Three hosts; users.toml names the first two, the third is a DHCP
+	// client (the laptop).
+	u := newUnitLab(t, 3, daemonConfig, func(lab *netnslab.RouterLab) string {
+		var b strings.Builder
+		for i := range 2 {
+			fmt.Fprintf(&b, "[[user]]\nname = \"u%d\"\ntier = \"bronze\"\naddresses = [%q]\n\n", i, lab.Users4[i])
+		}
+		return b.String()
+	})
+	laptop := u.Users4[2]
+	mapFile := filepath.Join(u.dir, "dhcp-users")
+	if err := os.WriteFile(mapFile, []byte("# test\n52:54:00:00:00:01  laptop  gold  # by MAC\nid:01:aa:bb  phone  silver\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hook := func(env []string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("sh", append([]string{dhcpHook}, args...)...)
+		cmd.Env = append(os.Environ(), "SHAPERCTL="+u.ctl, "SHAPERD_SOCKET="+u.sock, "SHAPERD_USER_MAP="+mapFile)
+		cmd.Env = append(cmd.Env, env...)
+		if code, out := runCmd(t, cmd); code != 0 {
+			t.Fatalf("hook %v: exit %d\n%s\ndaemon log:\n%s", args, code, out, u.Logs.String())
+		}
+	}
+	expires := func(d time.Duration) string {
+		return fmt.Sprintf("DNSMASQ_LEASE_EXPIRES=%d", time.Now().Add(d).Unix())
+	}
+
+	hook([]string{expires(time.Hour)}, "add", "52:54:00:00:00:01", laptop.String(), "laptop")
+	if c := u.classOf("r-lan", laptop); c.Rate != 40*tbf.Mbit {
+		t.Errorf("the laptop's class after add: %v, want gold's 40mbit", c.Rate)
+	}
+	found := false
+	for _, us := range u.status().Users {
+		if us.Name == "laptop" {
+			found = true
+			if us.Source != control.SourceRuntime || us.Tier != "gold" {
+				t.Errorf("status of laptop: source %q tier %q", us.Source, us.Tier)
+			}
+		}
+	}
+	if !found {
+		t.Error("laptop not in status")
+	}
+	// A renewal (old) of the same lease changes nothing but its end.
+	hook([]string{expires(2 * time.Hour)}, "old", "52:54:00:00:00:01", laptop.String(), "laptop")
+	if out := u.mustCtl("user", "list"); !strings.Contains(out, "laptop") || !strings.Contains(out, "runtime") {
+		t.Errorf("user list after renewal:\n%s", out)
+	}
+
+	hook(nil, "del", "52:54:00:00:00:01", laptop.String(), "laptop")
+	if u.hasFilterFor("r-lan", laptop) {
+		t.Error("the laptop's filter stayed after del")
+	}
+
+	// A client-id lease of 2 s that dnsmasq never reports ended.
+	phone := netip.MustParseAddr("198.18.250.9")
+	hook([]string{"DNSMASQ_CLIENT_ID=01:AA:BB", "DNSMASQ_LEASE_LENGTH=2"}, "add", "52:54:00:00:00:99", phone.String())
+	if !u.hasFilterFor("r-lan", phone) {
+		t.Fatalf("no filter for the phone's lease\n%s", u.Logs.String())
+	}
+	waitFor(t, 10*time.Second, "the phone's lease to end by itself", func() bool { return !u.hasFilterFor("r-lan", phone) })
+
+	// Unknown clients and other actions are left alone.
+	stranger := netip.MustParseAddr("198.18.250.10")
+	hook(nil, "add", "52:54:00:00:00:77", stranger.String())
+	hook(nil, "init")
+	if u.hasFilterFor("r-lan", stranger) {
+		t.Error("a client not in the mapping file got a filter")
+	}
+}

@@ -315,3 +315,27 @@ func TestRuntimeChangesAreIncrementalAndMatchAFullStep(t *testing.T) {
 		t.Error("erin's filter is missing after the full step")
 	}
 }
+
+// reload --dry-run keeps the run-time users, as a reload does: with the
+// files unchanged it plans no change.
+func TestReloadDryRunKeepsRuntimeUsers(t *testing.T) {
+	k := newFakeKernel("lan0")
+	d, _ := newTestDaemon(t, k, newFakeClock(), "")
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	add := userReq(control.UserAdd, "carol", "198.18.1.30")
+	add.Tier = "bronze"
+	if _, err := d.changeUser(add); err != nil {
+		t.Fatal(err)
+	}
+	diffs, err := d.reloadDiffs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pd := range diffs {
+		if len(pd.Changes) != 0 || pd.Err != nil {
+			t.Errorf("%s: the dry run plans %d changes (%v): %v", pd.Interface, len(pd.Changes), pd.Err, pd.Changes)
+		}
+	}
+}

@@ -88,6 +88,20 @@ func TestDnsmasqHook(t *testing.T) {
 		t.Errorf("user list after renewal:\n%s", out)
 	}
 
+	// A restart keeps the run-time user and adopts its class: no writes.
+	if err := u.Stop(); err != nil {
+		t.Fatalf("SIGTERM: %v\n%s", err, u.Logs.String())
+	}
+	u.Start()
+	u.WaitReady(60 * time.Second)
+	time.Sleep(1200 * time.Millisecond) // a reconcile tick
+	if got := u.metric("shaperd_kernel_writes_total"); got != 0 {
+		t.Errorf("restart with a run-time user: %v kernel writes, want 0", got)
+	}
+	if c := u.classOf("r-lan", laptop); c.Rate != 40*tbf.Mbit {
+		t.Errorf("the laptop's class after restart: %v, want 40mbit", c.Rate)
+	}
+
 	hook(nil, "del", "52:54:00:00:00:01", laptop.String(), "laptop")
 	if u.hasFilterFor("r-lan", laptop) {
 		t.Error("the laptop's filter stayed after del")
@@ -107,5 +121,21 @@ func TestDnsmasqHook(t *testing.T) {
 	hook(nil, "init")
 	if u.hasFilterFor("r-lan", stranger) {
 		t.Error("a client not in the mapping file got a filter")
+	}
+
+	// users.toml takes the laptop over at a reload: the file wins.
+	hook([]string{expires(time.Hour)}, "add", "52:54:00:00:00:01", laptop.String(), "laptop")
+	u.writeConfig(daemonConfig, fmt.Sprintf("[[user]]\nname = \"laptop\"\ntier = \"bronze\"\naddresses = [%q]\n", laptop))
+	u.mustCtl("reload")
+	if c := u.classOf("r-lan", laptop); c.Rate != 10*tbf.Mbit {
+		t.Errorf("the laptop after users.toml took it over: %v, want bronze's 10mbit", c.Rate)
+	}
+	if out := u.mustCtl("user", "list", "--json"); !strings.Contains(out, `"name": "laptop",
+      "tier": "bronze",
+      "source": "users.toml"`) {
+		t.Errorf("user list after the reload:\n%s", out)
+	}
+	if !strings.Contains(u.Logs.String(), "the file wins") {
+		t.Errorf("no log line says the file won:\n%s", u.Logs.String())
 	}
 }

@@ -139,3 +139,62 @@ func TestDnsmasqHook(t *testing.T) {
 		t.Errorf("no log line says the file won:\n%s", u.Logs.String())
 	}
 }
+
+const keaHook = "../../contrib/kea/shaperd-kea-hook"
+
+// TestKeaHook runs contrib/kea's run_script hook as Kea's run_script
+// library does (the hook point as the argument, the lease in LEASE4_* /
+// LEASES4_AT<i>_* variables) against shaperd started as the unit, and
+// checks the kernel's filter for the address appear and disappear.
+func TestKeaHook(t *testing.T) {
+	u := newUnitLab(t, 2, daemonConfig, func(lab *netnslab.RouterLab) string {
+		return fmt.Sprintf("[[user]]\nname = \"u0\"\ntier = \"bronze\"\naddresses = [%q]\n", lab.Users4[0])
+	})
+	laptop := u.Users4[1]
+	mapFile := filepath.Join(u.dir, "dhcp-users")
+	if err := os.WriteFile(mapFile, []byte("52:54:00:00:00:01 laptop gold\nid:01:aa:bb phone silver\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hook := func(point string, env ...string) {
+		t.Helper()
+		cmd := exec.Command("sh", keaHook, point)
+		cmd.Env = append(os.Environ(), "SHAPERCTL="+u.ctl, "SHAPERD_SOCKET="+u.sock, "SHAPERD_USER_MAP="+mapFile)
+		cmd.Env = append(cmd.Env, env...)
+		if code, out := runCmd(t, cmd); code != 0 {
+			t.Fatalf("kea hook %s: exit %d\n%s\ndaemon log:\n%s", point, code, out, u.Logs.String())
+		}
+	}
+	hook("leases4_committed", "LEASES4_SIZE=1", "LEASES4_AT0_ADDRESS="+laptop.String(),
+		"LEASES4_AT0_HWADDR=52:54:00:00:00:01", "LEASES4_AT0_VALID_LIFETIME=3600", "DELETED_LEASES4_SIZE=0")
+	if c := u.classOf("r-lan", laptop); c.Rate != 40*tbf.Mbit {
+		t.Errorf("the laptop's class after leases4_committed: %v, want gold's 40mbit", c.Rate)
+	}
+	hook("leases4_committed", "LEASES4_SIZE=0", "DELETED_LEASES4_SIZE=1",
+		"DELETED_LEASES4_AT0_ADDRESS="+laptop.String(), "DELETED_LEASES4_AT0_HWADDR=52:54:00:00:00:01")
+	if u.hasFilterFor("r-lan", laptop) {
+		t.Error("the laptop's filter stayed after a deleted lease")
+	}
+	hook("lease4_renew", "LEASE4_ADDRESS="+laptop.String(), "LEASE4_HWADDR=52:54:00:00:00:01", "LEASE4_VALID_LIFETIME=3600")
+	if !u.hasFilterFor("r-lan", laptop) {
+		t.Error("no filter after lease4_renew")
+	}
+	hook("lease4_release", "LEASE4_ADDRESS="+laptop.String(), "LEASE4_HWADDR=52:54:00:00:00:01")
+	if u.hasFilterFor("r-lan", laptop) {
+		t.Error("the laptop's filter stayed after lease4_release")
+	}
+	// By client-id, a 2 s lease that Kea never reports expired.
+	phone := netip.MustParseAddr("198.18.250.9")
+	hook("lease4_renew", "LEASE4_ADDRESS="+phone.String(), "LEASE4_HWADDR=52:54:00:00:00:99",
+		"LEASE4_CLIENT_ID=01:AA:BB", "LEASE4_VALID_LIFETIME=2")
+	if !u.hasFilterFor("r-lan", phone) {
+		t.Fatal("no filter for the phone's lease")
+	}
+	waitFor(t, 10*time.Second, "the phone's lease to end by itself", func() bool { return !u.hasFilterFor("r-lan", phone) })
+	// Unknown clients and other hook points are left alone.
+	stranger := netip.MustParseAddr("198.18.250.10")
+	hook("lease4_renew", "LEASE4_ADDRESS="+stranger.String(), "LEASE4_HWADDR=52:54:00:00:00:77", "LEASE4_VALID_LIFETIME=60")
+	hook("pkt4_receive")
+	if u.hasFilterFor("r-lan", stranger) {
+		t.Error("a client not in the mapping file got a filter")
+	}
+}

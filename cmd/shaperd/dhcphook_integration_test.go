@@ -198,3 +198,49 @@ func TestKeaHook(t *testing.T) {
 		t.Error("a client not in the mapping file got a filter")
 	}
 }
+
+const radiusHook = "../../contrib/freeradius/shaperd-radius-hook"
+
+// TestFreeRADIUSHook runs contrib/freeradius's exec program with the
+// accounting attributes in the environment as FreeRADIUS's exec module
+// passes them (quoted strings) against shaperd started as the unit:
+// Start makes the user with WISPr-Bandwidth-Max-Down as its rate and the
+// Framed-IP-Address as its address, Stop removes it.
+func TestFreeRADIUSHook(t *testing.T) {
+	u := newUnitLab(t, 2, daemonConfig, func(lab *netnslab.RouterLab) string {
+		return fmt.Sprintf("[[user]]\nname = \"u0\"\ntier = \"bronze\"\naddresses = [%q]\n", lab.Users4[0])
+	})
+	addr := u.Users4[1]
+	radius := func(env ...string) {
+		t.Helper()
+		cmd := exec.Command("sh", radiusHook)
+		cmd.Env = append(os.Environ(), "SHAPERCTL="+u.ctl, "SHAPERD_SOCKET="+u.sock,
+			"SHAPERD_USER_MAP="+filepath.Join(u.dir, "none"), "SHAPERD_RADIUS_TIER=silver")
+		cmd.Env = append(cmd.Env, env...)
+		if code, out := runCmd(t, cmd); code != 0 {
+			t.Fatalf("radius hook %v: exit %d\n%s\ndaemon log:\n%s", env, code, out, u.Logs.String())
+		}
+	}
+	session := []string{`USER_NAME="Alice@Example.org"`, `FRAMED_IP_ADDRESS=` + addr.String()}
+	radius(append(session, `ACCT_STATUS_TYPE=Start`, `WISPR_BANDWIDTH_MAX_DOWN=7000000`)...)
+	if c := u.classOf("r-lan", addr); c.Rate != 7*tbf.Mbit || c.Ceil != 7*tbf.Mbit {
+		t.Errorf("the session's class: %v/%v, want WISPr's 7mbit/7mbit", c.Rate, c.Ceil)
+	}
+	found := false
+	for _, us := range u.status().Users {
+		if us.Name == "alice-example-org" && us.Interface == "r-lan" {
+			found = us.Source == control.SourceRuntime && us.Tier == "silver"
+		}
+	}
+	if !found {
+		t.Error("no run-time silver user alice-example-org in status")
+	}
+	radius(append(session, `ACCT_STATUS_TYPE=Interim-Update`)...)
+	radius(append(session, `ACCT_STATUS_TYPE=Stop`)...)
+	if u.hasFilterFor("r-lan", addr) {
+		t.Error("the session's filter stayed after Stop")
+	}
+	if out := u.mustCtl("user", "list"); strings.Contains(out, "alice-example-org") {
+		t.Errorf("the user stayed after Stop:\n%s", out)
+	}
+}

@@ -182,6 +182,14 @@ survives restarts and reloads) and changes that user's classes and filters.
   remove          the user and its classes
   list            every user with its source: users.toml or runtime
 
+Flags:
+  --tier TIER      the new user's tier (add)
+  --address A      an address of the new user, repeatable (add)
+  --rate RATE      the new user's own rate, replacing the tier's (add)
+  --ceil RATE      the new user's own ceiling (add)
+  --for DUR        the address ends by itself after DUR (add-address)
+  --json           print the answer as JSON
+
 Only run-time users can be changed here; users.toml's are changed in the
 file. When a reload finds a run-time user's name in users.toml, the file
 wins: the run-time entry is dropped (logged). status shows each user's

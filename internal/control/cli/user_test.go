@@ -74,3 +74,21 @@ func TestUserUsageErrors(t *testing.T) {
 		t.Errorf("help user: exit %d, %q", code, out)
 	}
 }
+
+func TestUserCompletion(t *testing.T) {
+	_, sock := serve(t)
+	for _, tc := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"user", "add-"}, "add-address\n"},
+		{[]string{"user", "add", "carol", "--ti"}, "--tier\n"},
+		{[]string{"user", "add-address", "--f"}, "--for\n"},
+		{[]string{"user", "remove", "ali"}, "alice\n"},
+	} {
+		code, out, errOut := run(t, cli.Env{}, append([]string{"--socket", sock, "__complete", "--"}, tc.words...)...)
+		if code != cli.ExitOK || out != tc.want {
+			t.Errorf("complete %q: exit %d, %q (%s), want %q", tc.words, code, out, errOut, tc.want)
+		}
+	}
+}

@@ -55,6 +55,7 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 		return err
 	}
 	file := plan
+	d.resolveLeaves(file) // before the copy with the run-time users: both keep the kinds
 	plan, kept, rtChanged, err := d.reloadRuntime(file)
 	if err != nil {
 		d.stats.reloads.WithLabelValues("refused").Inc()
@@ -62,7 +63,6 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 		d.reloadResult(d.clock.Now(), err.(*ConfigError).Problems)
 		return err
 	}
-	d.resolveLeaves(plan)
 	now := d.clock.Now()
 	ifaces := d.makeIfaces(plan, d.ifaces)
 	ov := d.overrides.Clone()

@@ -339,3 +339,32 @@ func TestReloadDryRunKeepsRuntimeUsers(t *testing.T) {
 		}
 	}
 }
+
+// After a reload, a run-time user gets the leaf the kernel has (the
+// probed kinds stay with the plan that run-time changes start from).
+func TestRuntimeUserAfterReloadKeepsProbedLeaf(t *testing.T) {
+	k := probingKernel{newFakeKernel("lan0"), map[string]bool{"fq_codel": false, "bfifo": true}}
+	d, _ := newTestDaemon(t, k, newFakeClock(), "")
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	dave := control.UserRequest{Op: control.UserAdd, Name: "dave", Tier: "bronze", Addresses: []string{"198.18.1.40"}}
+	if _, err := d.changeUser(dave); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.reload(); err != nil { // with a run-time user
+		t.Fatal(err)
+	}
+	// gold oversubscribes the ingress side: a full evaluation.
+	add := userReq(control.UserAdd, "carol", "198.18.1.30")
+	add.Tier = "gold"
+	if _, err := d.changeUser(add); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"carol", "alice"} {
+		c := userClass(t, d, k.fakeKernel, "lan0/egress", "lan0", name)
+		if c.Leaf == nil || c.Leaf.Kind != "bfifo" {
+			t.Errorf("%s's leaf after a reload and a run-time user: %+v, want the bfifo of a kernel without fq_codel", name, c.Leaf)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // hasFilter reports whether device's tree in k has a filter for prefix
@@ -113,6 +114,7 @@ func TestRuntimeUsersChangeOnlyTheirObjectsAndPersist(t *testing.T) {
 	}
 
 	// Refusals, each like users.toml's: nothing changes.
+	big := 5 * tbf.Gbit
 	w := k.writeCount()
 	bad := []struct {
 		req  control.UserRequest
@@ -126,6 +128,7 @@ func TestRuntimeUsersChangeOnlyTheirObjectsAndPersist(t *testing.T) {
 		{userReq(control.UserAddAddress, "alice", "198.18.1.50"), "users.toml"},
 		{userReq(control.UserRemove, "nobody"), "unknown target"},
 		{userReq(control.UserRemoveAddress, "carol", "198.18.1.99"), "has no address"},
+		{control.UserRequest{Op: control.UserAdd, Name: "big", Tier: "gold", Rate: &big}, "above the bandwidth 1gbit of interface lan0"},
 	}
 	for _, b := range bad {
 		_, err := d.changeUser(b.req)

@@ -371,3 +371,28 @@ func TestRuntimeUserAfterReloadKeepsProbedLeaf(t *testing.T) {
 		}
 	}
 }
+
+// A run-time user change that cannot be saved (a read-only state_dir) is
+// refused with the write error and changes nothing: an accepted change
+// always survives a restart.
+func TestRuntimeUserRefusedWhenStateUnwritable(t *testing.T) {
+	k := newFakeKernel("lan0")
+	d, dir := newTestDaemon(t, k, newFakeClock(), "")
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	fault := stateFaults[0] // read-only
+	fault.break_(t, state)
+	defer fault.fix(t, state)
+	w := k.writeCount()
+	add := userReq(control.UserAdd, "carol", "198.18.1.30")
+	add.Tier = "bronze"
+	_, err := d.changeUser(add)
+	if err == nil || !strings.Contains(err.Error(), fault.want) {
+		t.Fatalf("user add on a read-only state_dir: %v, want %q", err, fault.want)
+	}
+	if _, ok := d.userIdx["carol"]; ok || len(d.runtime) != 0 || k.writeCount() != w {
+		t.Errorf("a refused add changed the plan (%v), the run-time users (%d) or the kernel (%d writes)", ok, len(d.runtime), k.writeCount()-w)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/control/cli"
+	"github.com/shaperd/shaperd/internal/control/controltest"
 )
 
 func TestUserCommandsSendTheirRequests(t *testing.T) {
@@ -89,6 +90,26 @@ func TestUserCompletion(t *testing.T) {
 		code, out, errOut := run(t, cli.Env{}, append([]string{"--socket", sock, "__complete", "--"}, tc.words...)...)
 		if code != cli.ExitOK || out != tc.want {
 			t.Errorf("complete %q: exit %d, %q (%s), want %q", tc.words, code, out, errOut, tc.want)
+		}
+	}
+}
+
+// status shows a SOURCE column when some user was added at run time.
+func TestStatusShowsRuntimeSource(t *testing.T) {
+	_, sock := serve(t)
+	if _, out, _ := run(t, cli.Env{}, "status", "--socket", sock); strings.Contains(out, "SOURCE") {
+		t.Fatalf("status without run-time users has a SOURCE column:\n%s", out)
+	}
+	st := controltest.Sample()
+	st.Users = append(st.Users, control.UserStatus{Name: "zed", Tier: "gold", Interface: "lan0", Source: control.SourceRuntime})
+	sock = controltest.Serve(t, &controltest.Fake{State: st})
+	_, out, _ := run(t, cli.Env{}, "status", "--socket", sock)
+	if !strings.Contains(out, "SOURCE") {
+		t.Fatalf("status with a run-time user has no SOURCE column:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "zed ") && !strings.Contains(l, "runtime") || strings.HasPrefix(l, "alice ") && !strings.Contains(l, "users.toml") {
+			t.Errorf("line %q does not give its source", l)
 		}
 	}
 }

@@ -82,6 +82,13 @@ func TestDnsmasqHook(t *testing.T) {
 	if !found {
 		t.Error("laptop not in status")
 	}
+	// A DHCPv6 lease of the same laptop: the DUID is the argument, the MAC
+	// in DNSMASQ_MAC.
+	laptop6 := u.Users6[2]
+	hook([]string{expires(time.Hour), "DNSMASQ_IAID=1", "DNSMASQ_MAC=52:54:00:00:00:01"}, "add", "00:01:00:01:2c:00:00:01", laptop6.String())
+	if c := u.classOf("r-lan", laptop6); c.Rate != 40*tbf.Mbit {
+		t.Errorf("the laptop's IPv6 class: %v, want gold's 40mbit", c.Rate)
+	}
 	// A renewal (old) of the same lease changes nothing but its end.
 	hook([]string{expires(2 * time.Hour)}, "old", "52:54:00:00:00:01", laptop.String(), "laptop")
 	if out := u.mustCtl("user", "list"); !strings.Contains(out, "laptop") || !strings.Contains(out, "runtime") {

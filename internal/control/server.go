@@ -58,6 +58,7 @@ func NewServer(svc Service, logger *slog.Logger) *Server {
 		"/v1/simulate":       {"simulate", RoleRead, s.endpoint(http.MethodPost, s.handleSimulate)},
 		"/v1/reload/dry-run": {"reload --dry-run", RoleRead, s.endpoint(http.MethodGet, s.handlePlanDiff)},
 	}
+	s.userRoutes()
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -44,4 +44,10 @@ type Service interface {
 	// PlanDiff reads the configuration file and says what reloading it
 	// would change, changing nothing; an invalid file is a *ValidationError.
 	PlanDiff(ctx context.Context) (*PlanDiffResponse, error)
+	// ChangeUser adds, changes or removes a run-time user (req checked:
+	// a known Op and a name); a change the plan refuses is a
+	// *BadRequestError naming why, an unknown user a *NotFoundError.
+	ChangeUser(ctx context.Context, req UserRequest) (*UserResponse, error)
+	// Users lists every user (users.toml's and run-time ones).
+	Users(ctx context.Context) (*UserListResponse, error)
 }

@@ -131,8 +131,10 @@ type TierStatus struct {
 
 // UserStatus is one user on one interface.
 type UserStatus struct {
-	Name      string `json:"name"`
-	Tier      string `json:"tier"`
+	Name string `json:"name"`
+	Tier string `json:"tier"`
+	// Source is SourceFile (users.toml) or SourceRuntime (shaperctl user add).
+	Source    string `json:"source,omitempty"`
 	Interface string `json:"interface"`
 	// Rate and Ceil are configured (tier or per-user settings).
 	Rate tbf.Rate `json:"rate"`

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,20 +16,30 @@ import (
 // bench10k makes a daemon with n users on the fake kernel, applied once.
 func bench10k(b *testing.B, n int) (*Daemon, *fakeClock) {
 	b.Helper()
+	clk := newFakeClock()
+	return benchDaemonClock(b, n, testConfig, clk), clk
+}
+
+// benchDaemon is bench10k with the configuration cfg.
+func benchDaemon(b *testing.B, n int, cfg string) *Daemon {
+	return benchDaemonClock(b, n, cfg, newFakeClock())
+}
+
+func benchDaemonClock(b *testing.B, n int, cfg string, clk *fakeClock) *Daemon {
+	b.Helper()
 	var u strings.Builder
 	for i := 0; i < n; i++ {
 		fmt.Fprintf(&u, "[[user]]\nname = \"user%05d\"\ntier = \"%s\"\naddresses = [\"198.18.%d.%d\"]\n",
 			i, []string{"gold", "bronze"}[i%2], i/250, i%250+1)
 	}
 	dir := b.TempDir()
-	writeConfig(b, dir, testConfig, u.String())
+	writeConfig(b, dir, cfg, u.String())
 	k := newFakeKernel("lan0")
-	clk := newFakeClock()
 	d, _ := newTestDaemon(b, k, clk, dir)
 	if err := d.Once(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	return d, clk
+	return d
 }
 
 // The daemon's side of `shaperctl set-rate USER RATE --ramp 0s` with
@@ -92,5 +103,38 @@ func BenchmarkIdleTick10kUsers(b *testing.B) {
 	}
 	if d.work.idleTicks == 0 {
 		b.Fatal("no idle ticks")
+	}
+}
+
+// `shaperctl user add` at 10,000 users (both directions), the daemon's
+// side: validation, the state file write, the plan with the user and
+// the kernel changes (the fake kernel's). Each add is followed by an
+// untimed remove; p99-ns/add is the 99th percentile of the adds.
+//
+//	go test -run - -bench UserAdd10k -benchtime 200x ./internal/daemon
+func BenchmarkUserAdd10kUsers(b *testing.B) {
+	// Bandwidth for every guarantee: with oversubscribed guarantees a new
+	// user scales everyone's (a full step; see policy.Result.AddUser).
+	d := benchDaemon(b, 10000, strings.NewReplacer(`"1gbit"`, `"400gbit"`, `"100mbit"`, `"400gbit"`).Replace(testConfig))
+	var took []time.Duration
+	add := control.UserRequest{Op: control.UserAdd, Name: "newcomer", Tier: "bronze", Addresses: []string{"198.18.250.1"}}
+	remove := control.UserRequest{Op: control.UserRemove, Name: "newcomer"}
+	for b.Loop() {
+		start := time.Now()
+		if _, err := d.changeUser(add); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+		b.StopTimer()
+		if _, err := d.changeUser(remove); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)*99/100].Nanoseconds()), "p99-ns/add")
+	b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "p50-ns/add")
+	if d.work.evaluations > 1 {
+		b.Fatalf("%d full evaluations: the adds were not incremental", d.work.evaluations)
 	}
 }

@@ -129,6 +129,17 @@ type Daemon struct {
 	lastReload *control.ReloadStatus
 	// fleet is fleet mode's state; nil without [fleet] (fleet.go).
 	fleet *fleetState
+	// filePlan is the plan the files give; plan is filePlan with the
+	// run-time users (users.go) added. rtExpiry is when the next run-time
+	// address ends (zero: none).
+	filePlan *config.Plan
+	runtime  []runtimeUser
+	rtExpiry time.Time
+	// assignmentsDue: a run-time user change gave out class ids that the
+	// next reconcile tick saves (retryState): marshalling 10,000 users'
+	// ids would cost each change milliseconds, and ids lost in a crash
+	// are recovered from the kernel's classes by address.
+	assignmentsDue bool
 
 	reqs    chan func()
 	stopped chan struct{}
@@ -203,6 +214,8 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.resolveLeaves(plan)
+	d.filePlan = plan
+	plan = d.startRuntime(plan)
 	d.setPlan(plan)
 	d.ramper = policy.NewRamper(rampPolicy(plan.Policy))
 	d.ifaces = d.makeIfaces(plan, nil)

@@ -41,6 +41,7 @@ func (d *Daemon) saveAssignments() {
 	}
 	b, err := json.Marshal(ids)
 	if err == nil && bytes.Equal(b, d.savedIDs) {
+		d.assignmentsDue = false
 		return
 	}
 	if err == nil {
@@ -48,6 +49,6 @@ func (d *Daemon) saveAssignments() {
 	}
 	d.stateWritten(AssignmentsFile, err)
 	if err == nil {
-		d.savedIDs = b
+		d.savedIDs, d.assignmentsDue = b, false
 	}
 }

@@ -130,16 +130,7 @@ func parseWhatIf(s string, now time.Time) (policy.Override, error) {
 func (d *Daemon) PlanDiff(ctx context.Context) (*control.PlanDiffResponse, error) {
 	var diffs []PlanDiff
 	var err error
-	if cerr := d.call(ctx, func() {
-		var plan *config.Plan
-		if plan, err = loadPlan(d.opts.ConfigPath, d.sharedPlan()); err != nil {
-			return
-		}
-		ifaces := d.dryIfaces(plan)
-		ov := d.overrides.Clone()
-		ov.Prune(plan)
-		diffs = d.planDiff(plan, ifaces, ov, d.clock.Now())
-	}); cerr != nil {
+	if cerr := d.call(ctx, func() { diffs, err = d.reloadDiffs() }); cerr != nil {
 		return nil, cerr
 	}
 	if err != nil {
@@ -186,3 +177,18 @@ func (d *Daemon) dryIfaces(plan *config.Plan) []*iface {
 
 // configDirection is the plan's direction of a model direction.
 func configDirection(d model.Direction) config.Direction { return config.Direction(d) }
+
+// reloadDiffs is what reloading the files would change: the plan they
+// give with the run-time users a reload keeps (withRuntime), against the
+// one in force.
+func (d *Daemon) reloadDiffs() ([]PlanDiff, error) {
+	plan, err := loadPlan(d.opts.ConfigPath, d.sharedPlan())
+	if err != nil {
+		return nil, err
+	}
+	plan, _, _ = withRuntime(plan, d.runtime, d.clock.Now())
+	ifaces := d.dryIfaces(plan)
+	ov := d.overrides.Clone()
+	ov.Prune(plan)
+	return d.planDiff(plan, ifaces, ov, d.clock.Now()), nil
+}

@@ -54,7 +54,15 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 		}
 		return err
 	}
-	d.resolveLeaves(plan)
+	file := plan
+	d.resolveLeaves(file) // before the copy with the run-time users: both keep the kinds
+	plan, kept, rtChanged, err := d.reloadRuntime(file)
+	if err != nil {
+		d.stats.reloads.WithLabelValues("refused").Inc()
+		d.log.Error("reload refused: the run-time users do not fit the new configuration; the old one stays in force", "err", err)
+		d.reloadResult(d.clock.Now(), err.(*ConfigError).Problems)
+		return err
+	}
 	now := d.clock.Now()
 	ifaces := d.makeIfaces(plan, d.ifaces)
 	ov := d.overrides.Clone()
@@ -105,6 +113,11 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 		d.fleet.revision.Store(p.Revision)
 	}
 	d.setPlan(plan)
+	d.filePlan, d.runtime = file, kept
+	if rtChanged {
+		d.saveRuntimeUsers(plan.Daemon.StateDir, kept)
+	}
+	d.scheduleExpiry()
 	d.setLogLevel(plan)
 	d.ramper.SetPolicy(rampPolicy(plan.Policy))
 	d.ifaces = ifaces

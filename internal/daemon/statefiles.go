@@ -31,7 +31,7 @@ const (
 )
 
 // stateFiles are the state files, for metric labels.
-var stateFiles = []string{OverridesFile, UsageFile, AssignmentsFile}
+var stateFiles = []string{OverridesFile, UsageFile, AssignmentsFile, UsersFile}
 
 // corruptStamp is the sortable UTC form of the time in NAME.corrupt-TIMESTAMP.
 const corruptStamp = "20060102T150405Z"
@@ -189,7 +189,7 @@ func (d *Daemon) retryState(now time.Time) {
 	if d.writeFailing(UsageFile) {
 		d.saveUsage(now)
 	}
-	if d.writeFailing(AssignmentsFile) {
+	if d.writeFailing(AssignmentsFile) || d.assignmentsDue {
 		d.saveAssignments()
 	}
 }

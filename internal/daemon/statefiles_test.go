@@ -47,6 +47,9 @@ func withState(t *testing.T, k *fakeKernel, clk *fakeClock) (string, map[string]
 	}
 	setUserBytes(t, d, k, "alice", 4000) // some quota usage to save
 	d.saveUsage(clk.Now())
+	if err := d.saveRuntimeUsers(d.plan.Daemon.StateDir, nil); err != nil { // no run-time users: the other files stay as they were
+		t.Fatal(err)
+	}
 	files := map[string][]byte{}
 	for _, f := range stateFiles {
 		b, err := os.ReadFile(filepath.Join(dir, "state", f))
@@ -107,6 +110,10 @@ func TestCorruptStateFileStartsAnyway(t *testing.T) {
 				case OverridesFile:
 					if d.overrides.Len() != 0 {
 						t.Errorf("%d overrides in force from a corrupt file", d.overrides.Len())
+					}
+				case UsersFile:
+					if len(d.runtime) != 0 {
+						t.Errorf("run-time users from a corrupt file: %+v", d.runtime)
 					}
 				case AssignmentsFile:
 					if got := k.writeCount() - writes; got != 0 {

@@ -77,7 +77,8 @@ func (d *Daemon) status() *control.Status {
 func (d *Daemon) userStatus(st *iface, x policy.Explanation, ut model.UserTarget) control.UserStatus {
 	us := control.UserStatus{Name: x.User, Tier: x.Tier, Interface: st.cfg.Name,
 		Rate: x.ConfiguredRate, Ceil: x.ConfiguredCeil, EffectiveRate: x.Rate, EffectiveCeil: x.Ceil,
-		Reason: x.Reason, Direction: policy.DirectionOf(st.cfg.Direction).String(), Device: st.device}
+		Reason: x.Reason, Direction: policy.DirectionOf(st.cfg.Direction).String(), Device: st.device,
+		Source: d.userSource(x.User)}
 	if ut.Name != "" {
 		us.EffectiveRate, us.EffectiveCeil = ut.Rate, ut.Ceil
 		k := policy.RampKey{Interface: st.cfg.Name, Direction: model.Direction(st.cfg.Direction), Kind: policy.ClassUser, Name: x.User}

@@ -176,6 +176,13 @@ func complete(words []string, cur string, status func(socket string) *control.St
 		if n == 0 {
 			return targets(status(socket)), false
 		}
+	case "user":
+		switch {
+		case n == 0:
+			return []string{"add", "add-address", "list", "remove", "remove-address", "set-addresses"}, false
+		case n == 1 && pos[0] != "add" && pos[0] != "list":
+			return userNames(status(socket)), false
+		}
 	case "quota":
 		switch n {
 		case 0:

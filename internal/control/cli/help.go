@@ -19,6 +19,7 @@ Commands:
   reload     reread the configuration (refused, old one kept, when invalid)
   top        live per-user throughput, heaviest first
   quota      quota reset USER: start the user's quota period count again
+  user       add, change, remove and list users at run time (DHCP, portals, RADIUS)
   simulate   predict what every user gets (live plan, what-if changes), change nothing
   export     write the plan in force as users.toml or CSV
   import     write users.toml from LibreQoS's ShapedDevices.csv or a CSV
@@ -29,8 +30,8 @@ Global flags:
   --socket PATH   the control socket (default $SHAPERD_SOCKET, else /run/shaperd/shaperd.sock)
 
 Who may do what (shaperd checks the caller's uid and groups on the socket):
-  read     status, top, overrides, simulate, reload --dry-run, export: root, daemon.socket_group and daemon.admin_group
-  change   set-rate, clear, reload, quota reset: root and daemon.admin_group
+  read     status, top, overrides, simulate, reload --dry-run, export, user list: root, daemon.socket_group and daemon.admin_group
+  change   set-rate, clear, reload, quota reset, user add/set-addresses/add-address/remove-address/remove: root and daemon.admin_group
 Others get "permission denied: set-rate needs the admin group '...'".
 The socket file belongs to socket_group (mode 0660) with an ACL entry for
 admin_group, so members of either group can connect.
@@ -157,6 +158,43 @@ Set USER's quota usage of the current period to zero: a user over quota
 gets the plan back at once (logged as a quota_restored event). Only bytes
 after the reset count. Needs root or daemon.admin_group.
 Each user's usage is also in the metrics: shaperd_quota_used_bytes.
+`,
+	"user": `Usage: shaperctl user add NAME --tier TIER [--address A]... [--rate R] [--ceil C] [--json]
+       shaperctl user set-addresses NAME A... [--json]
+       shaperctl user add-address NAME A [--for DUR] [--json]
+       shaperctl user remove-address NAME A [--json]
+       shaperctl user remove NAME [--json]
+       shaperctl user list [--json]
+
+Users that come and go at run time (DHCP leases, captive portals, RADIUS),
+without editing users.toml. Each change is checked as users.toml is: the
+name rule, a known tier, addresses that are IPs or CIDR prefixes without
+host bits, no address that overlaps another user's (the other user is
+named), rates the interfaces can hold. A refused change changes nothing
+(exit 1). An accepted one is saved in daemon.state_dir/users.json (it
+survives restarts and reloads) and changes that user's classes and filters.
+
+  add             a new user; --address may repeat, or come later
+  set-addresses   replace all of the user's addresses
+  add-address     one more address; --for DUR (a lease time, e.g. 1h) ends it
+                  by itself; adding an address the user has renews its end
+  remove-address  one address less
+  remove          the user and its classes
+  list            every user with its source: users.toml or runtime
+
+Flags:
+  --tier TIER      the new user's tier (add)
+  --address A      an address of the new user, repeatable (add)
+  --rate RATE      the new user's own rate, replacing the tier's (add)
+  --ceil RATE      the new user's own ceiling (add)
+  --for DUR        the address ends by itself after DUR (add-address)
+  --json           print the answer as JSON
+
+Only run-time users can be changed here; users.toml's are changed in the
+file. When a reload finds a run-time user's name in users.toml, the file
+wins: the run-time entry is dropped (logged). status shows each user's
+source. add, set-addresses, add-address, remove-address and remove need
+root or daemon.admin_group; list needs the read role.
 `,
 	"reload": `Usage: shaperctl reload [--dry-run] [--json]
 

@@ -52,6 +52,7 @@ var commands = map[string]command{
 	"overrides": runOverrides,
 	"quota":     runQuota,
 	"simulate":  runSimulate,
+	"user":      runUser,
 }
 
 // Run runs shaperctl with args (without the program name), writing results

@@ -124,8 +124,13 @@ func writeStatus(out io.Writer, st *control.Status) error {
 	})
 	// The ERROR column appears when some user's objects were refused.
 	withErr := slices.ContainsFunc(users, func(u control.UserStatus) bool { return u.Error != "" })
+	// The SOURCE column appears when some user was added at run time.
+	withSource := slices.ContainsFunc(users, func(u control.UserStatus) bool { return u.Source == control.SourceRuntime })
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	head := "USER\tINTERFACE\tDIRECTION\tDEVICE\tTIER\tRATE/CEIL\tEFFECTIVE\tTHROUGHPUT\tBYTES\tDROPS\tREASON"
+	if withSource {
+		head += "\tSOURCE"
+	}
 	if withErr {
 		head += "\tERROR"
 	}
@@ -134,6 +139,9 @@ func writeStatus(out io.Writer, st *control.Status) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%d\t%s", u.Name, u.Interface, dash(u.Direction), dash(u.Device), dash(u.Tier),
 			formatRate(u.Rate), formatRate(u.Ceil), formatRate(u.EffectiveRate), formatRate(u.EffectiveCeil),
 			formatRate(u.Throughput), formatBytes(u.Bytes), u.Drops, reason(u))
+		if withSource {
+			fmt.Fprintf(tw, "\t%s", cmp.Or(u.Source, control.SourceFile))
+		}
 		if withErr {
 			fmt.Fprintf(tw, "\t%s", dash(u.Error))
 		}

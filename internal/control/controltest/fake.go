@@ -317,3 +317,31 @@ func (f *Fake) String() string {
 	defer f.mu.Unlock()
 	return fmt.Sprintf("fake{calls: %v}", f.Calls)
 }
+
+// ChangeUser records the call and answers with the user as asked.
+func (f *Fake) ChangeUser(ctx context.Context, req control.UserRequest) (*control.UserResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, fmt.Sprintf("user %s %s %v", req.Op, req.Name, req.Addresses))
+	resp := &control.UserResponse{Op: req.Op, Name: req.Name}
+	if req.Op != control.UserRemove {
+		u := &control.ListedUser{Name: req.Name, Tier: req.Tier, Source: control.SourceRuntime}
+		for _, a := range req.Addresses {
+			u.Addresses = append(u.Addresses, control.ListedAddress{Address: a})
+		}
+		resp.User = u
+	}
+	return resp, nil
+}
+
+// Users lists the users of State as users.toml's.
+func (f *Fake) Users(ctx context.Context) (*control.UserListResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, "user list")
+	resp := &control.UserListResponse{Users: []control.ListedUser{}}
+	for _, u := range f.State.Users {
+		resp.Users = append(resp.Users, control.ListedUser{Name: u.Name, Tier: u.Tier, Source: control.SourceFile})
+	}
+	return resp, nil
+}

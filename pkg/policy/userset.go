@@ -1,0 +1,114 @@
+package policy
+
+import (
+	"slices"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/model"
+)
+
+// AddUser adds user, the last of plan.Users, to r on every HTB interface,
+// evaluated at now as Evaluate(plan, ov, usage, now) would. r must come
+// from Evaluate of plan without that user (in the same order). It reports
+// false, leaving r as it was, when it cannot do so alone: user is not
+// plan's last, its tier has no aggregate class on an interface yet (the
+// tier class is new too), or it moves an interface's oversubscription
+// scaling (every guarantee there changes). Then evaluate everything. It
+// serves the daemon's run-time user add without evaluating every user.
+func (r *Result) AddUser(plan *config.Plan, ov Overrides, usage *Usage, now time.Time, user string) bool {
+	n := len(plan.Users)
+	if n == 0 || plan.Users[n-1].Name != user || len(r.Interfaces) != len(plan.Interfaces) {
+		return false
+	}
+	u := &plan.Users[n-1]
+	tier, ok := plan.Tier(u.Tier)
+	if !ok {
+		return false
+	}
+	type saved struct {
+		ir    *InterfaceResult
+		users []model.UserTarget
+		xs    []Explanation
+	}
+	var done []saved
+	undo := func() {
+		for _, s := range done {
+			s.ir.Targets.Users, s.ir.Users = s.users, s.xs
+		}
+	}
+	for i := range r.Interfaces {
+		ir, in := &r.Interfaces[i], &plan.Interfaces[i]
+		if in.Shaper == config.ShaperTBF {
+			continue
+		}
+		if rate, _ := tier.AggregateRates(in.Direction); rate != 0 &&
+			!slices.ContainsFunc(ir.Targets.Tiers, func(t model.TierTarget) bool { return t.Name == u.Tier }) {
+			undo()
+			return false
+		}
+		t := config.TierFor(tier, u)
+		leaves := leafCache{in: in, kinds: plan.LeafKinds}
+		ut := model.UserTarget{Name: u.Name, Tier: u.Tier, Prefixes: u.Prefixes, Prio: t.Prio, Leaf: leaves.user(t, u)}
+		done = append(done, saved{ir, ir.Targets.Users, ir.Users})
+		// Clipped: the appends never write into a backing array shared
+		// with an earlier copy of the slices.
+		ir.Targets.Users = append(slices.Clip(ir.Targets.Users), ut)
+		ir.Users = append(slices.Clip(ir.Users), Explanation{User: u.Name, Tier: u.Tier, Interface: in.Name, Direction: model.Direction(in.Direction)})
+	}
+	if len(done) == 0 || !r.UpdateUser(plan, ov, usage, now, user) {
+		undo()
+		return false
+	}
+	return true
+}
+
+// RemoveUser removes user from r on every HTB interface. It reports
+// false, leaving r as it was, when that changes more than the user's own
+// class: an interface's guarantees are oversubscribed (their scaling
+// moves), or the user is the last of its tier on an interface (the
+// tier's aggregate class goes too). Then evaluate everything.
+func (r *Result) RemoveUser(user string) bool {
+	type at struct{ i, j int }
+	var found []at
+	for i := range r.Interfaces {
+		ir := &r.Interfaces[i]
+		j := slices.IndexFunc(ir.Targets.Users, func(u model.UserTarget) bool { return u.Name == user })
+		if j < 0 {
+			continue
+		}
+		if len(ir.Oversubscriptions) > 0 || j >= len(ir.Users) {
+			return false
+		}
+		tier := ir.Targets.Users[j].Tier
+		if slices.ContainsFunc(ir.Targets.Tiers, func(t model.TierTarget) bool { return t.Name == tier }) {
+			others := false
+			for k, u := range ir.Targets.Users {
+				if k != j && u.Tier == tier {
+					others = true
+					break
+				}
+			}
+			if !others {
+				return false
+			}
+		}
+		found = append(found, at{i, j})
+	}
+	if len(found) == 0 {
+		return false
+	}
+	for _, f := range found {
+		ir := &r.Interfaces[f.i]
+		ir.Targets.Users = slices.Delete(slices.Clone(ir.Targets.Users), f.j, f.j+1)
+		ir.Users = slices.Delete(slices.Clone(ir.Users), f.j, f.j+1)
+	}
+	return true
+}
+
+// Forget drops the ramp state of the class k (a user removed): a class
+// made later under that key starts at its target.
+func (r *Ramper) Forget(k RampKey) {
+	delete(r.classes, k)
+	delete(r.active, k)
+}

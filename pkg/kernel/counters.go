@@ -3,6 +3,8 @@ package kernel
 import (
 	"fmt"
 
+	"github.com/mdlayher/netlink"
+
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 )
@@ -22,15 +24,28 @@ func (k *Kernel) Counters(device string) (model.Tree, error) {
 	if err != nil {
 		return t, fmt.Errorf("counters: %w", err)
 	}
-	// Strict checking makes the kernel answer for this device alone.
-	qs, err := k.dump(tcwire.RTMGetQdisc, tcwire.Tcmsg{Ifindex: ifi}, nil)
+	// One get of the root qdisc (tcm_parent TC_H_ROOT), not a dump of
+	// every qdisc of the device: with a leaf qdisc under each of 10,000
+	// classes a dump would read them all. The kernel answers a qdisc get
+	// through its notification path: NLM_F_ECHO makes it unicast the
+	// answer to the asker (the TC group also sees it, with this socket's
+	// port id, so WatchTC leaves it out).
+	k.req.B = tcwire.Tcmsg{Ifindex: ifi, Parent: uint32(model.HandleRoot)}.AppendTo(k.req.B[:0])
+	msgs, err := k.execute(tcwire.RTMGetQdisc, netlink.Echo, k.req.B)
 	if err != nil {
-		return t, fmt.Errorf("counters of %s: qdiscs: %w", device, err)
+		return t, fmt.Errorf("counters of %s: root qdisc: %w", device, err)
 	}
 	var root *object
-	for i := range qs {
-		if qs[i].msg.Ifindex == ifi && qs[i].msg.Parent == uint32(model.HandleRoot) {
-			root = &qs[i]
+	for _, m := range msgs {
+		if m.Header.Type != tcwire.RTMNewQdisc {
+			continue
+		}
+		o, err := parseObject(m.Data)
+		if err != nil {
+			return t, fmt.Errorf("counters of %s: root qdisc: %w", device, err)
+		}
+		if o.msg.Ifindex == ifi && o.msg.Parent == uint32(model.HandleRoot) {
+			root = &o
 		}
 	}
 	if root == nil || !isShaperRoot(*root) {

@@ -123,7 +123,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return simulate.Main(f.config, f.sim, time.Now(), stdout, stderr)
 	}
 	if f.check {
-		errs, fleetNote := daemon.CheckRouter(f.config) // daemon.Check without [fleet]
+		plan, errs, fleetNote := daemon.CheckRouterPlan(f.config) // daemon.Check without [fleet]
 		if fleetNote != "" {
 			fmt.Fprintf(stdout, "%s: fleet: %s\n", f.config, fleetNote)
 		}
@@ -133,7 +133,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(errs) > 0 {
 			return 1
 		}
-		for _, n := range daemon.CheckNotes(f.config) {
+		for _, n := range daemon.CheckNotes(plan) {
 			fmt.Fprintf(stdout, "%s: note: %s\n", f.config, n)
 		}
 		fmt.Fprintf(stdout, "%s: ok\n", f.config)

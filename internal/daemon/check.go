@@ -13,15 +13,22 @@ import (
 // (config.Load) and, when that succeeds, checks the plan offline with
 // CheckPlan. It returns every problem with its position, sorted.
 func Check(path string) []config.Error {
+	_, errs := checkFile(path)
+	return errs
+}
+
+// checkFile is Check that also returns the plan it checked (nil when the
+// files do not load).
+func checkFile(path string) (*config.Plan, []config.Error) {
 	plan, err := config.Load(path)
 	if err != nil {
 		var errs *config.Errors
 		if errors.As(err, &errs) {
-			return errs.List
+			return nil, errs.List
 		}
-		return []config.Error{{File: path, Msg: err.Error()}}
+		return nil, []config.Error{{File: path, Msg: err.Error()}}
 	}
-	return CheckPlan(plan)
+	return plan, CheckPlan(plan)
 }
 
 // CheckPlan checks a loaded plan against everything the apply path can

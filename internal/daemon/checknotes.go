@@ -13,12 +13,10 @@ import (
 // guarantees are scaled by (information, not an error). Overrides and
 // quota usage are not considered: it is the plan as written, now. It also
 // probes the running kernel's leaf qdisc kinds and names each configured
-// kind it lacks (and the default) with the bfifo that replaces it.
-func CheckNotes(path string) []string {
-	plan, err := config.Load(path)
-	if err != nil {
-		return nil
-	}
+// kind it lacks (and the default) with the bfifo that replaces it. plan is
+// the plan --check checked (CheckRouterPlan), so that a fleet router's
+// notes cover the shared tiers and users too.
+func CheckNotes(plan *config.Plan) []string {
 	notes := policy.Evaluate(plan, policy.Overrides{}, nil, time.Now()).OversubscriptionNotes()
 	return append(notes, leafCheckNotes(plan)...)
 }

@@ -417,9 +417,18 @@ func readFileIfExists(path string) ([]byte, error) {
 // fleet.dial_timeout), else the cached one in state_dir, else none (the
 // file alone, with its own tiers and users). note says which.
 func CheckRouter(path string) (errs []config.Error, note string) {
+	_, errs, note = CheckRouterPlan(path)
+	return errs, note
+}
+
+// CheckRouterPlan is CheckRouter that also returns the plan it checked
+// (the file with the fleet's shared part, when there is one; nil when it
+// does not load), for what --check tells besides errors (CheckNotes).
+func CheckRouterPlan(path string) (plan *config.Plan, errs []config.Error, note string) {
 	f, err := config.LoadFleet(path)
 	if err != nil || f == nil {
-		return Check(path), ""
+		plan, errs = checkFile(path)
+		return plan, errs, ""
 	}
 	var p *fleet.Plan
 	if c, err := fleet.Dial(f); err == nil {
@@ -440,17 +449,18 @@ func CheckRouter(path string) (errs []config.Error, note string) {
 		}
 	}
 	if p == nil {
-		return Check(path), "no shared plan (etcd unreachable, none cached): checked the file alone, with its own tiers and users"
+		plan, errs = checkFile(path)
+		return plan, errs, "no shared plan (etcd unreachable, none cached): checked the file alone, with its own tiers and users"
 	}
-	plan, err := config.LoadShared(path, p.SharedFor())
+	plan, err = config.LoadShared(path, p.SharedFor())
 	if err != nil {
 		var ce *config.Errors
 		if errors.As(err, &ce) {
-			return ce.List, note
+			return nil, ce.List, note
 		}
-		return []config.Error{{File: path, Msg: err.Error()}}, note
+		return nil, []config.Error{{File: path, Msg: err.Error()}}, note
 	}
-	return CheckPlan(plan), note
+	return plan, CheckPlan(plan), note
 }
 
 // UsageReportEvery is how often a router reports its own quota usage to

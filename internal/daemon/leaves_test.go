@@ -54,7 +54,11 @@ func TestCheckNotesLeaf(t *testing.T) {
 	p := writeConfig(t, dir, strings.Replace(testConfig, `default_tier = "bronze"`, `default_tier = "bronze"
 leaf_qdisc = "sfq"
 queue_latency = "30ms"`, 1), testUsers)
-	notes := CheckNotes(p)
+	plan, errs := checkFile(p)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	notes := CheckNotes(plan)
 	want := p + ":16:1: interface[0].leaf_qdisc: sfq not available in this kernel; using bfifo sized to 30ms"
 	if got := slices.Contains(notes, want); got == have["sfq"] {
 		t.Errorf("sfq available %v, notes %q", have["sfq"], notes)

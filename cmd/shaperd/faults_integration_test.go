@@ -63,8 +63,8 @@ func (f *faultLab) check(t *testing.T, resetOK bool) {
 	}
 }
 
-// interfaceState returns the state status shows for an interface key
-// (name, or name/direction as status names it).
+// interfaceStates returns the state status shows for each interface, by
+// device (the IFB for an ingress interface).
 func (f *faultLab) interfaceStates() map[string]string {
 	out := map[string]string{}
 	for _, i := range f.status().Interfaces {

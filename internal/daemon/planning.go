@@ -75,7 +75,7 @@ func (d *Daemon) simulate(req control.SimulateRequest) (*control.SimulateRespons
 			lim += " (" + u.Detail + ")"
 		}
 		resp.Users = append(resp.Users, control.SimulatedUser{User: u.User, Interface: u.Interface,
-			Direction: policy.DirectionOf(configDirection(u.Direction)).String(), BitsPerSecond: u.Rate, LimitedBy: lim})
+			Direction: policy.DirectionOf(config.Direction(u.Direction)).String(), BitsPerSecond: u.Rate, LimitedBy: lim})
 	}
 	return resp, nil
 }
@@ -175,8 +175,6 @@ func (d *Daemon) dryIfaces(plan *config.Plan) []*iface {
 	return out
 }
 
-// configDirection is the plan's direction of a model direction.
-func configDirection(d model.Direction) config.Direction { return config.Direction(d) }
 
 // reloadDiffs is what reloading the files would change: the plan they
 // give with the run-time users a reload keeps (withRuntime), against the

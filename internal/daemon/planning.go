@@ -175,7 +175,6 @@ func (d *Daemon) dryIfaces(plan *config.Plan) []*iface {
 	return out
 }
 
-
 // reloadDiffs is what reloading the files would change: the plan they
 // give with the run-time users a reload keeps (withRuntime), against the
 // one in force.

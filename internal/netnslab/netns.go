@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -80,6 +81,17 @@ func (n *NS) MustRun(argv ...string) string {
 func Veth(t testing.TB, a *NS, aDev string, b *NS, bDev string) {
 	t.Helper()
 	a.MustRun("ip", "link", "add", aDev, "type", "veth", "peer", "name", bDev, "netns", b.Name)
+	a.MustRun("ip", "link", "set", aDev, "up")
+	b.MustRun("ip", "link", "set", bDev, "up")
+}
+
+// VethQueues is Veth with queues transmit and receive queues on both ends
+// (`numtxqueues N numrxqueues N`), the multi-queue device mq needs.
+func VethQueues(t testing.TB, a *NS, aDev string, b *NS, bDev string, queues int) {
+	t.Helper()
+	n := strconv.Itoa(queues)
+	a.MustRun("ip", "link", "add", aDev, "numtxqueues", n, "numrxqueues", n, "type", "veth",
+		"peer", "name", bDev, "numtxqueues", n, "numrxqueues", n, "netns", b.Name)
 	a.MustRun("ip", "link", "set", aDev, "up")
 	b.MustRun("ip", "link", "set", bDev, "up")
 }

@@ -25,6 +25,9 @@ type RouterLabOptions struct {
 	// Users is the number of user hosts on the lan; each gets one IPv4 and one
 	// IPv6 address on LANDev. 0 means 3.
 	Users int
+	// LANQueues, when above 1, gives the router's lan device (and its peer)
+	// that many transmit and receive queues, for per-queue trees under mq.
+	LANQueues int
 }
 
 // RouterLab is a router namespace forwarding between a lan and a wan namespace.
@@ -56,7 +59,11 @@ func NewRouterLab(t testing.TB, o RouterLabOptions) *RouterLab {
 		WAN4: netip.MustParseAddr("198.19.0.2"), WAN6: netip.MustParseAddr("2001:db8:2::2"),
 		t: t,
 	}
-	Veth(t, l.Router, RouterLANDev, l.LAN, LANDev)
+	if o.LANQueues > 1 {
+		VethQueues(t, l.Router, RouterLANDev, l.LAN, LANDev, o.LANQueues)
+	} else {
+		Veth(t, l.Router, RouterLANDev, l.LAN, LANDev)
+	}
 	Veth(t, l.Router, RouterWANDev, l.WAN, WANDev)
 	l.Router.Forwarding()
 	l.Router.AddAddr(RouterLANDev, "198.18.0.1/24")

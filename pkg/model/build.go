@@ -80,7 +80,11 @@ func Build(t Targets, ids *Assignment) (Tree, error) {
 	}
 	switch spec.Shaper {
 	case ShaperHTB, "":
-		err = buildHTB(&tree, t, ids)
+		if spec.Queues > 1 {
+			err = buildMQ(&tree, t, ids)
+		} else {
+			err = buildHTB(&tree, t, ids)
+		}
 	case ShaperTBF:
 		tree.Root, err = buildTBF(spec)
 	default:

@@ -100,7 +100,7 @@ func (d *differ) len() int {
 func (d *differ) run(actual, desired Tree) {
 	d.redirects(actual.Redirect, desired.Redirect)
 	fresh := d.root(actual, desired) // desired must be built from nothing
-	if desired.Root == nil || desired.Root.Kind != ShaperHTB {
+	if desired.Root == nil || desired.Root.Kind != ShaperHTB && desired.Root.Kind != ShaperMQ {
 		return
 	}
 	if fresh {
@@ -140,7 +140,7 @@ func (d *differ) root(actual, desired Tree) bool {
 			d.qdiscDels = append(d.qdiscDels, qdiscChange(OpDelete, actual.Device, a))
 		}
 		if w != nil {
-			d.qdisc = append(d.qdisc, qdiscChange(OpAdd, desired.Device, w))
+			d.addRoot(desired)
 		}
 		return true
 	}
@@ -148,7 +148,7 @@ func (d *differ) root(actual, desired Tree) bool {
 	case a == nil && w == nil:
 		return true
 	case a == nil:
-		d.qdisc = append(d.qdisc, qdiscChange(OpAdd, desired.Device, w))
+		d.addRoot(desired)
 		return true
 	case w == nil:
 		d.qdiscDels = append(d.qdiscDels, qdiscChange(OpDelete, actual.Device, a))
@@ -159,7 +159,15 @@ func (d *differ) root(actual, desired Tree) bool {
 		// different default class replaces it. shaperd's own trees always
 		// use DefaultClass, so this only happens when adopting a foreign
 		// HTB root. (Its size table can be changed in place: below.)
-		d.qdisc = append(d.qdisc, qdiscChange(OpDelete, actual.Device, a), qdiscChange(OpAdd, desired.Device, w))
+		d.qdisc = append(d.qdisc, qdiscChange(OpDelete, actual.Device, a))
+		d.addRoot(desired)
+		return true
+	case w.Kind == ShaperMQ && !queuesEqual(actual.Queues, desired.Queues):
+		// A missing or different queue qdisc: the kernel cannot change
+		// an HTB qdisc in place, and a queue count change moves users
+		// anyway; build the whole mq tree afresh.
+		d.qdisc = append(d.qdisc, qdiscChange(OpDelete, actual.Device, a))
+		d.addRoot(desired)
 		return true
 	case !QdiscParamsEqual(*a, *w):
 		c := qdiscChange(OpChange, desired.Device, w)
@@ -167,6 +175,30 @@ func (d *differ) root(actual, desired Tree) bool {
 		d.qdisc = append(d.qdisc, c)
 	}
 	return false
+}
+
+// addRoot adds desired's root qdisc and, under mq, its queues' qdiscs.
+func (d *differ) addRoot(desired Tree) {
+	d.qdisc = append(d.qdisc, qdiscChange(OpAdd, desired.Device, desired.Root))
+	if desired.Root.Kind == ShaperMQ {
+		for i := range desired.Queues {
+			d.qdisc = append(d.qdisc, qdiscChange(OpAdd, desired.Device, &desired.Queues[i]))
+		}
+	}
+}
+
+// queuesEqual reports whether two lists of queue qdiscs are the same
+// qdiscs with the same parameters.
+func queuesEqual(a, b []Qdisc) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Parent != b[i].Parent || !QdiscParamsEqual(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 func qdiscChange(op Op, dev string, q *Qdisc) Change {

@@ -114,3 +114,7 @@ func opsOf(cs []Change) []string {
 	}
 	return out
 }
+
+type netipPrefix = netip.Prefix
+
+func prefix4(a [4]byte) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4(a), 32) }

@@ -42,6 +42,8 @@ const MaxTiers = int(LastTierMinor) - int(FirstTierMinor) + 1
 type Assignment struct {
 	users *pool
 	tiers *pool
+	// queues is set by AssignQueues (per-queue trees under mq).
+	queues *queueState
 }
 
 // NewAssignment returns an empty Assignment.
@@ -134,7 +136,11 @@ func (a *Assignment) SetTier(tier string, m uint16) error {
 
 // Clone returns an independent copy.
 func (a *Assignment) Clone() *Assignment {
-	return &Assignment{users: a.u().clone(), tiers: a.t().clone()}
+	c := &Assignment{users: a.u().clone(), tiers: a.t().clone()}
+	if a.queues != nil {
+		c.queues = a.queues.clone()
+	}
+	return c
 }
 
 // assignmentJSON is the state-file form of an Assignment. NextUser/NextTier
@@ -145,15 +151,21 @@ type assignmentJSON struct {
 	Tiers    map[string]uint16 `json:"tiers"`
 	NextUser uint16            `json:"next_user,omitempty"`
 	NextTier uint16            `json:"next_tier,omitempty"`
+	// Queues holds the per-queue trees' assignments (InterfaceSpec.Queues > 1).
+	Queues *queueJSON `json:"queues,omitempty"`
 }
 
 // MarshalJSON writes {"users":{"alice":256},"tiers":{"gold":16},"next_user":257,"next_tier":17}
 // (minors in decimal).
 func (a *Assignment) MarshalJSON() ([]byte, error) {
-	return json.Marshal(assignmentJSON{
+	j := assignmentJSON{
 		Users: a.u().byName, Tiers: a.t().byName,
 		NextUser: a.u().next, NextTier: a.t().next,
-	})
+	}
+	if a.queues != nil {
+		j.Queues = a.queues.toJSON()
+	}
+	return json.Marshal(j)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes. Minors outside their range or
@@ -164,21 +176,35 @@ func (a *Assignment) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return fmt.Errorf("class id assignment: %w", err)
 	}
+	n, err := assignmentFromJSON(j)
+	if err != nil {
+		return err
+	}
+	if j.Queues != nil {
+		if n.queues, err = queueStateFromJSON(j.Queues); err != nil {
+			return fmt.Errorf("class id assignment: %w", err)
+		}
+	}
+	*a = *n
+	return nil
+}
+
+// assignmentFromJSON rebuilds the user and tier pools of j.
+func assignmentFromJSON(j assignmentJSON) (*Assignment, error) {
 	n := NewAssignment()
 	for _, name := range sortedKeys(j.Users) {
 		if err := n.SetUser(name, j.Users[name]); err != nil {
-			return fmt.Errorf("class id assignment: %w", err)
+			return nil, fmt.Errorf("class id assignment: %w", err)
 		}
 	}
 	for _, name := range sortedKeys(j.Tiers) {
 		if err := n.SetTier(name, j.Tiers[name]); err != nil {
-			return fmt.Errorf("class id assignment: %w", err)
+			return nil, fmt.Errorf("class id assignment: %w", err)
 		}
 	}
 	n.users.setCursor(j.NextUser)
 	n.tiers.setCursor(j.NextTier)
-	*a = *n
-	return nil
+	return n, nil
 }
 
 // pool hands out minors lo..hi to names.

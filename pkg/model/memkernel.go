@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"syscall"
 )
 
@@ -34,6 +36,7 @@ type MemKernel struct {
 
 type memDevice struct {
 	root     *Qdisc
+	queues   map[Handle]Qdisc // per-queue HTB qdiscs under an mq root, by handle
 	classes  map[Handle]*Class
 	children map[Handle]int // class handle -> number of child classes
 	bound    map[Handle]int // class handle -> number of filters pointing to it
@@ -57,6 +60,7 @@ func (k *MemKernel) device(name string) *memDevice {
 
 func (d *memDevice) clear() {
 	d.root = nil
+	d.queues = map[Handle]Qdisc{}
 	d.classes = map[Handle]*Class{}
 	d.children = map[Handle]int{}
 	d.bound = map[Handle]int{}
@@ -70,6 +74,9 @@ func (k *MemKernel) Load(t Tree) {
 	d.clear()
 	if t.Root != nil {
 		d.root = copyQdisc(t.Root)
+	}
+	for _, q := range t.Queues {
+		d.queues[q.Handle] = *copyQdisc(&q)
 	}
 	for _, c := range t.Classes {
 		d.classes[c.Handle] = copyClass(c)
@@ -105,6 +112,9 @@ func (k *MemKernel) Tree(device string) Tree {
 	}
 	if d.root != nil {
 		t.Root = copyQdisc(d.root)
+	}
+	for _, h := range slices.Sorted(maps.Keys(d.queues)) {
+		t.Queues = append(t.Queues, d.queues[h])
 	}
 	for _, c := range d.classes {
 		cc := *copyClass(*c)
@@ -185,6 +195,9 @@ func (k *MemKernel) applyRedirect(c Change) error {
 
 func (d *memDevice) applyQdisc(c Change) error {
 	q := c.Qdisc
+	if q.Parent != 0 {
+		return d.applyQueue(c)
+	}
 	switch c.Op {
 	case OpAdd:
 		if d.root != nil {
@@ -214,12 +227,66 @@ func (d *memDevice) applyQdisc(c Change) error {
 	return nil
 }
 
-func (d *memDevice) applyClass(c Change) error {
-	if d.root == nil || d.root.Kind != ShaperHTB {
-		return fmt.Errorf("no htb root: %w", syscall.EINVAL)
+// applyQueue adds or deletes the HTB qdisc of one queue under an mq root.
+func (d *memDevice) applyQueue(c Change) error {
+	q := c.Qdisc
+	if d.root == nil || d.root.Kind != ShaperMQ || q.Parent.Major() != d.root.Handle.Major() || q.Kind != ShaperHTB {
+		return fmt.Errorf("queue qdisc %s under %s: %w", q.Handle, q.Parent, syscall.EINVAL)
 	}
+	_, exists := d.queues[q.Handle]
+	switch c.Op {
+	case OpAdd:
+		if exists {
+			return syscall.EEXIST
+		}
+		d.queues[q.Handle] = *copyQdisc(q)
+	case OpDelete:
+		if !exists {
+			return syscall.ENOENT
+		}
+		delete(d.queues, q.Handle)
+		for h, cl := range d.classes {
+			if h.Major() == q.Handle.Major() {
+				delete(d.classes, h)
+				d.children[cl.Parent]--
+			}
+		}
+		for k, f := range d.filters {
+			if f.ClassID.Major() == q.Handle.Major() {
+				delete(d.filters, k)
+				d.bound[f.ClassID]--
+			}
+		}
+	default:
+		return syscall.EINVAL
+	}
+	return nil
+}
+
+// htbOf returns the HTB qdisc that holds classes with major m: the root,
+// or a queue's under mq.
+func (d *memDevice) htbOf(m uint16) (Handle, bool) {
+	if d.root == nil {
+		return 0, false
+	}
+	if d.root.Kind == ShaperHTB && d.root.Handle.Major() == m {
+		return d.root.Handle, true
+	}
+	if d.root.Kind == ShaperMQ {
+		if _, ok := d.queues[MakeHandle(m, 0)]; ok {
+			return MakeHandle(m, 0), true
+		}
+	}
+	return 0, false
+}
+
+func (d *memDevice) applyClass(c Change) error {
 	n := copyClass(*c.Class)
-	if n.Handle.Major() != d.root.Handle.Major() || n.Handle.Minor() == 0 {
+	qdisc, ok := d.htbOf(n.Handle.Major())
+	if !ok {
+		return fmt.Errorf("no htb qdisc %x: for class %s: %w", n.Handle.Major(), n.Handle, syscall.EINVAL)
+	}
+	if n.Handle.Minor() == 0 {
 		return syscall.EINVAL
 	}
 	old, exists := d.classes[n.Handle]
@@ -228,7 +295,7 @@ func (d *memDevice) applyClass(c Change) error {
 		if exists {
 			return syscall.EEXIST
 		}
-		if n.Parent != d.root.Handle {
+		if n.Parent != qdisc {
 			p, ok := d.classes[n.Parent]
 			if !ok {
 				return fmt.Errorf("parent %s: %w", n.Parent, syscall.ENOENT)
@@ -264,7 +331,7 @@ func (d *memDevice) applyClass(c Change) error {
 }
 
 func (d *memDevice) applyFilter(c Change) error {
-	if d.root == nil || d.root.Kind != ShaperHTB {
+	if d.root == nil || d.root.Kind != ShaperHTB && d.root.Kind != ShaperMQ {
 		return fmt.Errorf("no htb root: %w", syscall.EINVAL)
 	}
 	f := *c.Filter

@@ -15,6 +15,10 @@ type Targets struct {
 	// Tiers with an aggregate cap get an intermediate class; others don't.
 	Tiers []TierTarget
 	Users []UserTarget
+	// Queues are the root classes of the per-queue trees (Interface.Queues
+	// > 1), by queue; a length other than Interface.Queues splits the
+	// bandwidth evenly (EvenQueueTargets).
+	Queues []QueueTarget
 }
 
 // InterfaceSpec is one managed interface.
@@ -39,6 +43,9 @@ type InterfaceSpec struct {
 	// Framing is the link's per-packet accounting (overhead, mpu, ATM),
 	// given to every class (HTB) or the TBF's rates.
 	Framing tbf.Framing
+	// Queues > 1 builds one HTB tree per transmit queue under an mq root
+	// (see ShaperMQ); 0 and 1 build the single tree.
+	Queues int
 }
 
 // TierTarget is a tier with an aggregate class that its users share.

@@ -94,7 +94,11 @@ type Tree struct {
 	// Root is the shaper qdisc at the device's root; nil when the device has
 	// no shaperd qdisc (an actual tree of an unmanaged device).
 	Root *Qdisc
-	// Classes, sorted by Handle. Empty for TBF.
+	// Queues are the per-queue HTB qdiscs under an mq Root, by queue
+	// (Handle QueueHandle(q), Parent QueueParent(q)); empty otherwise.
+	Queues []Qdisc
+	// Classes, sorted by Handle. Empty for TBF. Under mq: the classes of
+	// every queue's tree (the handle's major is the queue's).
 	Classes []Class
 	// Filters, sorted by Prefix then Match. Empty for TBF.
 	Filters []Filter
@@ -111,10 +115,14 @@ type Redirect struct {
 	IFB       string // the IFB device shaperd creates and owns
 }
 
-// Qdisc is a root shaper: HTB (with DefaultMinor) or TBF (with TBF set).
+// Qdisc is a root shaper: HTB (with DefaultMinor) or TBF (with TBF set),
+// mq, or the HTB qdisc of one queue under mq.
 type Qdisc struct {
 	Kind   ShaperKind
-	Handle Handle // RootQdisc
+	Handle Handle // RootQdisc; MQHandle; QueueHandle(q)
+	// Parent is the mq class a queue's HTB hangs from (QueueParent); 0 for
+	// a root qdisc.
+	Parent Handle
 	// DefaultMinor is HTB's default class minor (unclassified traffic).
 	DefaultMinor uint16
 	// TBF holds the parameters of a TBF root; nil for HTB.

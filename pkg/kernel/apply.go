@@ -91,7 +91,7 @@ const RedirectPref uint16 = 0xc05d
 // Dump/Verify/link calls from other goroutines may run in between (they
 // then see a partial tree).
 func (k *Kernel) Apply(changes []model.Change) (Result, error) {
-	a := applier{k: k, idx: map[string]uint32{}, ensured: map[uint32]bool{}, pipe: pipeline{conn: k.conn, timeout: k.timeout, progress: k.progress},
+	a := applier{k: k, idx: map[string]uint32{}, ensured: map[classifierKey]bool{}, mq: map[uint32]bool{}, pipe: pipeline{conn: k.conn, timeout: k.timeout, progress: k.progress},
 		blocked: map[string]string{}, blockedClass: map[devClass]string{}, blockedFilters: map[string]string{}}
 	locked := false // k.mu held for a run in a.pipe
 	single := false // k.mu held for one change
@@ -296,7 +296,10 @@ type applier struct {
 	k       *Kernel
 	res     Result
 	idx     map[string]uint32
-	ensured map[uint32]bool
+	ensured map[classifierKey]bool
+	// mq: whether each device's root is mq (per-queue trees), looked up
+	// once per Apply before its first filter change.
+	mq map[uint32]bool
 	// pipe holds the current run; while queue is set, write queues its
 	// request there instead of sending it and awaiting the ack.
 	pipe  pipeline
@@ -387,10 +390,16 @@ func (a *applier) qdisc(c *model.Change) error {
 	if err != nil {
 		return fmt.Errorf("%s root qdisc: %w", c.Op, err)
 	}
+	if q.Parent != 0 {
+		return a.queueQdisc(c, ifi)
+	}
 	m := tcwire.Tcmsg{Ifindex: ifi, Handle: uint32(q.Handle), Parent: uint32(model.HandleRoot)}
 	object := fmt.Sprintf("root qdisc %s %s", q.Handle, q.Kind)
 	encode := func(at *tcwire.Attrs) error {
 		switch q.Kind {
+		case model.ShaperMQ:
+			at.String(tcwire.TCAKind, string(model.ShaperMQ))
+			return nil
 		case model.ShaperHTB:
 			if c.Op == model.OpChange {
 				// HTB has no change operation for its options: an
@@ -438,14 +447,18 @@ func (a *applier) qdisc(c *model.Change) error {
 			}
 		}
 		a.k.forgetClassifier(ifi)
+		a.k.forgetSteerer(ifi)
+		a.mq[ifi] = q.Kind == model.ShaperMQ
 		if q.Kind == model.ShaperHTB {
-			return a.ensureFilters(ifi, c.Device)
+			return a.ensureFilters(ifi, q.Handle, c.Device)
 		}
 		return nil
 	case model.OpChange:
 		return a.write(tcwire.RTMNewQdisc, 0, m, encode, c.Device, c.Op, object, string(q.Kind))
 	case model.OpDelete:
 		a.k.forgetClassifier(ifi)
+		a.k.forgetSteerer(ifi)
+		delete(a.mq, ifi)
 		return a.ignoreGone(a.write(tcwire.RTMDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind)))
 	}
 	return fmt.Errorf("%s: %s: unknown op %s", c.Device, object, c.Op)
@@ -558,18 +571,35 @@ func filterObject(f *model.Filter) string {
 	return fmt.Sprintf("filter %s %s -> %s%s", f.Match, f.Prefix, f.ClassID, labelSuffix(f.Labels))
 }
 
-// ensureFilters makes sure the device's u32 tables exist, once per Apply.
-func (a *applier) ensureFilters(ifi uint32, dev string) error {
-	if a.ensured[ifi] {
+// ensureFilters makes sure the u32 tables under HTB qdisc qdisc of the
+// device exist, once per Apply.
+func (a *applier) ensureFilters(ifi uint32, qdisc model.Handle, dev string) error {
+	key := classifierKey{ifi, qdisc}
+	if a.ensured[key] {
 		return nil
 	}
-	n, err := a.k.classifierFor(ifi).Ensure()
+	n, err := a.k.classifierUnder(ifi, qdisc).Ensure()
 	a.res.Writes += n
 	if err != nil {
 		return kernelError(err, dev, model.OpAdd, "u32 hash tables", "u32")
 	}
-	a.ensured[ifi] = true
+	a.ensured[key] = true
 	return nil
+}
+
+// isMQ reports whether the device's root qdisc is shaperd's mq (filters
+// then also steer), asking the kernel once per Apply.
+func (a *applier) isMQ(ifi uint32) (bool, error) {
+	if v, ok := a.mq[ifi]; ok {
+		return v, nil
+	}
+	root, err := a.k.getRoot(ifi)
+	if err != nil {
+		return false, err
+	}
+	v := root != nil && isMQRoot(*root)
+	a.mq[ifi] = v
+	return v, nil
 }
 
 func (a *applier) filter(c *model.Change) error {
@@ -578,10 +608,11 @@ func (a *applier) filter(c *model.Change) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", c.Op, filterObject(f), err)
 	}
-	if err := a.ensureFilters(ifi, c.Device); err != nil {
+	qdisc := filterQdisc(f)
+	if err := a.ensureFilters(ifi, qdisc, c.Device); err != nil {
 		return err
 	}
-	cls := a.k.classifierFor(ifi)
+	cls := a.k.classifierUnder(ifi, qdisc)
 	var n int
 	switch c.Op {
 	case model.OpAdd:
@@ -595,5 +626,39 @@ func (a *applier) filter(c *model.Change) error {
 	if err != nil {
 		return kernelError(err, c.Device, c.Op, filterObject(f), "u32")
 	}
+	mq, err := a.isMQ(ifi)
+	if err != nil {
+		return fmt.Errorf("%s: %s: root qdisc: %w", c.Device, filterObject(f), err)
+	}
+	if mq {
+		if err := a.k.steerFilter(ifi, c.Op, f); err != nil {
+			return kernelError(err, c.Device, c.Op, "steering of "+filterObject(f), "bpf")
+		}
+	}
 	return nil
+}
+
+// queueQdisc adds or deletes the HTB qdisc of one queue under the mq
+// root (grafted onto mq's class q.Parent, replacing the kernel's default
+// child there), then its u32 tables.
+func (a *applier) queueQdisc(c *model.Change, ifi uint32) error {
+	q := c.Qdisc
+	m := tcwire.Tcmsg{Ifindex: ifi, Handle: uint32(q.Handle), Parent: uint32(q.Parent)}
+	object := fmt.Sprintf("queue qdisc %s %s under %s", q.Handle, q.Kind, q.Parent)
+	switch c.Op {
+	case model.OpAdd:
+		encode := func(at *tcwire.Attrs) error {
+			encodeHTBQdisc(at, q)
+			encodeSizeTable(at, q.SizeOverhead)
+			return nil
+		}
+		if err := a.write(tcwire.RTMNewQdisc, netlink.Create|netlink.Replace, m, encode, c.Device, c.Op, object, string(q.Kind)); err != nil {
+			return err
+		}
+		return a.ensureFilters(ifi, q.Handle, c.Device)
+	case model.OpDelete:
+		delete(a.k.filters, classifierKey{ifi, q.Handle})
+		return a.ignoreGone(a.write(tcwire.RTMDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind)))
+	}
+	return fmt.Errorf("%s: %s: unsupported op %s (queue qdiscs are added or deleted)", c.Device, object, c.Op)
 }

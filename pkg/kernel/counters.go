@@ -24,16 +24,46 @@ func (k *Kernel) Counters(device string) (model.Tree, error) {
 	if err != nil {
 		return t, fmt.Errorf("counters: %w", err)
 	}
-	// One get of the root qdisc (tcm_parent TC_H_ROOT), not a dump of
-	// every qdisc of the device: with a leaf qdisc under each of 10,000
-	// classes a dump would read them all. The kernel answers a qdisc get
-	// through its notification path: NLM_F_ECHO makes it unicast the
-	// answer to the asker (the TC group also sees it, with this socket's
-	// port id, so WatchTC leaves it out).
+	root, err := k.getRoot(ifi)
+	if err != nil {
+		return t, fmt.Errorf("counters of %s: %w", device, err)
+	}
+	if root == nil || !isShaperRoot(*root) {
+		return t, nil
+	}
+	t.Root = &model.Qdisc{Kind: model.ShaperKind(root.kind), Handle: model.Handle(root.msg.Handle), Stats: root.stats}
+	switch t.Root.Kind {
+	case model.ShaperHTB:
+		t.Classes, err = k.dumpClasses(ifi, device, nil)
+	case model.ShaperMQ:
+		// Every queue tree's classes (majors 1..MaxQueues), without
+		// dumping the queue qdiscs themselves.
+		t.Classes, err = k.dumpClassesOf(ifi, device, nil, 0, func(m uint16) bool { return m >= 1 && int(m) <= model.MaxQueues })
+	default:
+		return t, nil
+	}
+	if err != nil {
+		return t, err
+	}
+	for i := range t.Classes {
+		t.Classes[i].Leaf = nil // not read (no leaves map)
+	}
+	t.Sort()
+	return t, nil
+}
+
+// getRoot returns the device's root qdisc, or nil when it has none. One
+// get of the root qdisc (tcm_parent TC_H_ROOT), not a dump of every qdisc
+// of the device: with a leaf qdisc under each of 10,000 classes a dump
+// would read them all. The kernel answers a qdisc get through its
+// notification path: NLM_F_ECHO makes it unicast the answer to the asker
+// (the TC group also sees it, with this socket's port id, so WatchTC
+// leaves it out).
+func (k *Kernel) getRoot(ifi uint32) (*object, error) {
 	k.req.B = tcwire.Tcmsg{Ifindex: ifi, Parent: uint32(model.HandleRoot)}.AppendTo(k.req.B[:0])
 	msgs, err := k.execute(tcwire.RTMGetQdisc, netlink.Echo, k.req.B)
 	if err != nil {
-		return t, fmt.Errorf("counters of %s: root qdisc: %w", device, err)
+		return nil, fmt.Errorf("root qdisc: %w", err)
 	}
 	var root *object
 	for _, m := range msgs {
@@ -42,25 +72,11 @@ func (k *Kernel) Counters(device string) (model.Tree, error) {
 		}
 		o, err := parseObject(m.Data)
 		if err != nil {
-			return t, fmt.Errorf("counters of %s: root qdisc: %w", device, err)
+			return nil, fmt.Errorf("root qdisc: %w", err)
 		}
 		if o.msg.Ifindex == ifi && o.msg.Parent == uint32(model.HandleRoot) {
 			root = &o
 		}
 	}
-	if root == nil || !isShaperRoot(*root) {
-		return t, nil
-	}
-	t.Root = &model.Qdisc{Kind: model.ShaperKind(root.kind), Handle: model.Handle(root.msg.Handle), Stats: root.stats}
-	if t.Root.Kind != model.ShaperHTB {
-		return t, nil
-	}
-	if t.Classes, err = k.dumpClasses(ifi, device, nil); err != nil {
-		return t, err
-	}
-	for i := range t.Classes {
-		t.Classes[i].Leaf = nil // not read (no leaves map)
-	}
-	t.Sort()
-	return t, nil
+	return root, nil
 }

@@ -1,7 +1,10 @@
 package kernel
 
 import (
+	"cmp"
 	"fmt"
+	"net/netip"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -35,13 +38,43 @@ func IsForeignRoot(kind string, handle model.Handle) bool {
 	if handle == 0 || kind == "pfifo_fast" || kind == "noqueue" {
 		return false
 	}
+	if handle == model.MQHandle && kind == string(model.ShaperMQ) {
+		return false
+	}
 	return !(handle == model.RootQdisc && (kind == string(model.ShaperHTB) || kind == string(model.ShaperTBF)))
 }
 
 // isShaperRoot reports whether a root qdisc is shaperd's: htb or tbf with
-// handle 1:.
+// handle 1:, or mq with handle 7fff: (per-queue trees).
 func isShaperRoot(o object) bool {
-	return o.msg.Handle == uint32(model.RootQdisc) && (o.kind == string(model.ShaperHTB) || o.kind == string(model.ShaperTBF))
+	return o.msg.Handle == uint32(model.RootQdisc) && (o.kind == string(model.ShaperHTB) || o.kind == string(model.ShaperTBF)) ||
+		isMQRoot(o)
+}
+
+// isMQRoot reports whether a root qdisc is shaperd's mq.
+func isMQRoot(o object) bool {
+	return o.msg.Handle == uint32(model.MQHandle) && o.kind == string(model.ShaperMQ)
+}
+
+// queueQdiscs returns the per-queue HTB qdiscs under the mq root of device
+// ifi in qs, by queue: an htb with handle q+1: under mq's class q+1.
+func queueQdiscs(qs []object, ifi uint32) ([]model.Qdisc, error) {
+	var out []model.Qdisc
+	for _, o := range qs {
+		h, p := model.Handle(o.msg.Handle), model.Handle(o.msg.Parent)
+		if o.msg.Ifindex != ifi || o.kind != string(model.ShaperHTB) || p.Major() != model.MQHandle.Major() ||
+			p.Minor() == 0 || h.Major() != p.Minor() || h.Minor() != 0 || int(p.Minor()) > model.MaxQueues {
+			continue
+		}
+		q := model.Qdisc{Kind: model.ShaperHTB, Handle: h, Parent: p, Stats: o.stats, SizeOverhead: o.stabOverhead}
+		var err error
+		if q.DefaultMinor, err = decodeHTBQdisc(o); err != nil {
+			return nil, fmt.Errorf("queue qdisc %s: %w", h, err)
+		}
+		out = append(out, q)
+	}
+	slices.SortFunc(out, func(a, b model.Qdisc) int { return cmp.Compare(a.Handle, b.Handle) })
+	return out, nil
 }
 
 // Dump returns the actual tree on device with counters.
@@ -106,6 +139,13 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 	rq := &model.Qdisc{Kind: model.ShaperKind(root.kind), Handle: model.Handle(root.msg.Handle), Stats: root.stats,
 		SizeOverhead: root.stabOverhead}
 	switch rq.Kind {
+	case model.ShaperMQ:
+		t.Root = rq
+		if err := k.dumpQueues(&t, ifi, qs, leaves); err != nil {
+			return t, err
+		}
+		t.Sort()
+		return t, nil
 	case model.ShaperHTB:
 		if rq.DefaultMinor, err = decodeHTBQdisc(*root); err != nil {
 			return t, fmt.Errorf("dump %s: root qdisc: %w", device, err)
@@ -137,11 +177,75 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 	return t, nil
 }
 
+// dumpQueues fills t's Queues, Classes and Filters from the per-queue trees
+// under an mq root, and checks the steering maps against the filters: a
+// filter whose steering entry is missing or points elsewhere is Damaged (its
+// re-creation rewrites the entry), entries without a filter are removed. A
+// process that has not steered the device yet fills fresh maps from the
+// filters instead (adoption without tc writes, see syncSteering).
+func (k *Kernel) dumpQueues(t *model.Tree, ifi uint32, qs []object, leaves map[uint32]object) error {
+	var err error
+	if t.Queues, err = queueQdiscs(qs, ifi); err != nil {
+		return fmt.Errorf("dump %s: %w", t.Device, err)
+	}
+	majors := map[uint16]bool{}
+	for _, q := range t.Queues {
+		majors[q.Handle.Major()] = true
+	}
+	if t.Classes, err = k.dumpClassesOf(ifi, t.Device, leaves, 0, func(m uint16) bool { return majors[m] }); err != nil {
+		return err
+	}
+	for _, q := range t.Queues {
+		cls := k.classifierUnder(ifi, q.Handle)
+		fs, err := cls.Dump()
+		if err == nil {
+			t.Foreign = append(t.Foreign, cls.Foreign()...)
+		}
+		_ = cls.Close()
+		if err != nil {
+			return fmt.Errorf("dump filters of %s queue qdisc %s: %w", t.Device, q.Handle, err)
+		}
+		t.Filters = append(t.Filters, fs...)
+	}
+	if _, ok := k.steerers[ifi]; !ok {
+		if _, err := k.syncSteering(ifi, t.Device, t.Filters); err != nil {
+			return err
+		}
+		return nil
+	}
+	have, err := k.steerers[ifi].List()
+	if err != nil {
+		return fmt.Errorf("dump steering of %s: %w", t.Device, err)
+	}
+	seen := make(map[netip.Prefix]bool, len(t.Filters))
+	for i := range t.Filters {
+		f := &t.Filters[i]
+		seen[f.Prefix] = true
+		if q, ok := have[f.Prefix]; !ok || int(q) != model.QueueOf(f.ClassID) {
+			f.Damaged = true
+		}
+	}
+	for p := range have {
+		if !seen[p] {
+			if err := k.steerers[ifi].Delete(p); err != nil {
+				return fmt.Errorf("dump steering of %s: %w", t.Device, err)
+			}
+		}
+	}
+	return nil
+}
+
 // dumpClasses returns the HTB classes of qdisc 1: on the device.
 func (k *Kernel) dumpClasses(ifi uint32, device string, leaves map[uint32]object) ([]model.Class, error) {
+	return k.dumpClassesOf(ifi, device, leaves, model.RootQdisc, func(m uint16) bool { return m == model.RootQdisc.Major() })
+}
+
+// dumpClassesOf returns the HTB classes on the device whose handle's major
+// passes keep, asking for the classes of qdisc parent (0: every qdisc).
+func (k *Kernel) dumpClassesOf(ifi uint32, device string, leaves map[uint32]object, parent model.Handle, keep func(uint16) bool) ([]model.Class, error) {
 	classes := make([]model.Class, 0, k.classHint[ifi]) // the last dump's count
-	err := k.dumpEach(tcwire.RTMGetTClass, tcwire.Tcmsg{Ifindex: ifi, Parent: uint32(model.RootQdisc)}, nil, func(o object) error {
-		if o.msg.Ifindex != ifi || o.kind != "htb" || model.Handle(o.msg.Handle).Major() != model.RootQdisc.Major() {
+	err := k.dumpEach(tcwire.RTMGetTClass, tcwire.Tcmsg{Ifindex: ifi, Parent: uint32(parent)}, nil, func(o object) error {
+		if o.msg.Ifindex != ifi || o.kind != "htb" || !keep(model.Handle(o.msg.Handle).Major()) {
 			return nil
 		}
 		c, err := decodeHTBClass(o)

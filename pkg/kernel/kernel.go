@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
+	"github.com/shaperd/shaperd/pkg/kernel/steer"
 )
 
 // recvBufferSize is the userspace buffer for one received netlink
@@ -48,8 +49,12 @@ type Kernel struct {
 	conn *netlink.Conn
 	link *vnl.Handle
 	req  tcwire.Attrs // reused request buffer (under mu)
-	// filters holds the u32 classifier of each device, by ifindex.
-	filters map[uint32]classifier
+	// filters holds the u32 classifiers of each device, by ifindex and
+	// HTB qdisc.
+	filters map[classifierKey]classifier
+	// steerers holds the queue steering program and maps of each device
+	// with per-queue trees under mq, by ifindex.
+	steerers map[uint32]*steer.Steerer
 	// classHint is the number of classes the last dump of a device (by
 	// ifindex) returned, to size the next one.
 	classHint map[uint32]int
@@ -77,7 +82,7 @@ func (k *Kernel) SetTakeover(device string, allow bool) {
 
 // Open connects to the kernel in the namespace o names.
 func Open(o Options) (*Kernel, error) {
-	k := &Kernel{ns: netns.None(), filters: map[uint32]classifier{}, timeout: o.RequestTimeout, progress: o.Progress}
+	k := &Kernel{ns: netns.None(), filters: map[classifierKey]classifier{}, steerers: map[uint32]*steer.Steerer{}, timeout: o.RequestTimeout, progress: o.Progress}
 	if k.timeout <= 0 {
 		k.timeout = DefaultRequestTimeout
 	}
@@ -145,7 +150,11 @@ func (k *Kernel) Close() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var errs []error
-	k.filters = map[uint32]classifier{}
+	k.filters = map[classifierKey]classifier{}
+	for ifi, s := range k.steerers {
+		errs = append(errs, s.Close()) // the attached program keeps steering
+		delete(k.steerers, ifi)
+	}
 	if k.conn != nil {
 		errs = append(errs, k.conn.Close())
 		k.conn = nil

@@ -89,7 +89,12 @@ func TestMQApplyDumpAndSteer(t *testing.T) {
 				}
 				class := classOf(t, desired, u.Name)
 				before := classPackets(t, k, netnslab.RouterLANDev)
-				lab.WAN.MustRun("ping", "-q", "-c", "20", "-i", "0.01", "-W", "1", "-I", src.String(), dst.String())
+				ping := []string{"ping", "-q", "-c", "20", "-i", "0.01", "-W", "1", "-I", src.String(), dst.String()}
+				if _, err := lab.WAN.Run(ping...); err != nil { // a neighbour not resolved yet: once more
+					t.Logf("%v; again", err)
+					before = classPackets(t, k, netnslab.RouterLANDev)
+					lab.WAN.MustRun(ping...)
+				}
 				after := classPackets(t, k, netnslab.RouterLANDev)
 				if got := after[class] - before[class]; got < 20 {
 					t.Errorf("%s: %s (%s): its class %s counted %d of 20 packets", what, u.Name, dst, class, got)

@@ -1,7 +1,10 @@
 package kernel
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/mdlayher/netlink"
 
@@ -79,4 +82,70 @@ func (k *Kernel) getRoot(ifi uint32) (*object, error) {
 		}
 	}
 	return root, nil
+}
+
+// QueueCounters returns the per-queue HTB qdiscs under shaperd's mq root of
+// device, by queue, with their counters (Stats.Bytes: what each queue has
+// sent): one dump of the device's qdiscs, which under mq are few (leaf
+// qdiscs are not used there). A device whose root is not shaperd's mq
+// gives none.
+func (k *Kernel) QueueCounters(device string) ([]model.Qdisc, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ifi, err := k.ifindex(device)
+	if err != nil {
+		return nil, fmt.Errorf("queue counters: %w", err)
+	}
+	qs, err := k.dump(tcwire.RTMGetQdisc, tcwire.Tcmsg{Ifindex: ifi}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("queue counters of %s: %w", device, err)
+	}
+	root := false
+	for _, o := range qs {
+		if o.msg.Ifindex == ifi && o.msg.Parent == uint32(model.HandleRoot) && isMQRoot(o) {
+			root = true
+		}
+	}
+	if !root {
+		return nil, nil
+	}
+	out, err := queueQdiscs(qs, ifi)
+	if err != nil {
+		return nil, fmt.Errorf("queue counters of %s: %w", device, err)
+	}
+	return out, nil
+}
+
+// TxQueues returns the number of transmit queues device has (what
+// queues = "auto" uses).
+func (k *Kernel) TxQueues(device string) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l, err := k.linkByName(device)
+	if err != nil {
+		return 0, err
+	}
+	return l.Attrs().NumTxQueues, nil
+}
+
+// XPSQueues returns the transmit queues of device that have an XPS CPU
+// map (/sys/class/net/DEV/queues/tx-N/xps_cpus not all zero): XPS picks
+// the queue before the steering program's choice is looked at, so users on
+// such a device would be shaped in the wrong tree. The sysfs of the
+// calling process's namespace is read (the daemon runs in the router's).
+func XPSQueues(device string, queues int) ([]int, error) {
+	var out []int
+	for q := 0; q < queues; q++ {
+		b, err := os.ReadFile(fmt.Sprintf("/sys/class/net/%s/queues/tx-%d/xps_cpus", device, q))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // a kernel without XPS, or fewer queues: nothing to override
+			}
+			return nil, fmt.Errorf("xps of %s tx-%d: %w", device, q, err)
+		}
+		if strings.Trim(strings.TrimSpace(string(b)), "0,") != "" {
+			out = append(out, q)
+		}
+	}
+	return out, nil
 }

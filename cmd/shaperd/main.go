@@ -124,6 +124,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if f.check {
 		plan, errs, fleetNote := daemon.CheckRouterPlan(f.config) // daemon.Check without [fleet]
+		if plan != nil && len(errs) == 0 {
+			errs = daemon.CheckQueues(plan)
+		}
 		if fleetNote != "" {
 			fmt.Fprintf(stdout, "%s: fleet: %s\n", f.config, fleetNote)
 		}

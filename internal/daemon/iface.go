@@ -27,6 +27,8 @@ type iface struct {
 
 	ids     *model.Assignment
 	targets model.Targets
+	// queues is the last policy tick's view of per-queue trees (queues.go).
+	queues *queueMeter
 	desired model.Tree
 	// built is set once desired holds a tree built from targets.
 	built bool
@@ -98,6 +100,7 @@ func ifaceKey(in *config.Interface) string { return in.Name + "/" + string(in.Di
 // assignments of old ones with the same key (reload) and otherwise taking
 // them from the state file or recovering them from the kernel.
 func (d *Daemon) makeIfaces(plan *config.Plan, old []*iface) []*iface {
+	d.resolveQueues(plan)
 	byKey := map[string]*iface{}
 	for _, st := range old {
 		byKey[st.key] = st
@@ -167,6 +170,7 @@ func (d *Daemon) recoverAssignment(plan *config.Plan, st *iface) (ids *model.Ass
 // differs from the one before (for the kernel: labels and bursts that do
 // not change buffers do not count).
 func (d *Daemon) setTargets(st *iface, tg model.Targets) bool {
+	keepQueues(st, &tg)
 	if st.built && st.buildErr == nil && targetsEqual(&st.targets, &tg) {
 		return false
 	}

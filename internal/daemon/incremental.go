@@ -150,6 +150,17 @@ func (d *Daemon) ifaceOf(name string, dir model.Direction) *iface {
 // one OpChange per class that differs. When the kernel is not known to
 // hold st.desired it reconciles instead.
 func (d *Daemon) patchUsers(st *iface, ss []policy.Stepped, why string) error {
+	if st.targets.Interface.Queues > 1 {
+		tg := withUser(st.targets, nil, nil)
+		for _, s := range ss {
+			for j := range tg.Users {
+				if u := &tg.Users[j]; u.Name == s.Key.Name {
+					u.Rate, u.Ceil, u.Burst, u.CBurst = s.Applied.Rate, s.Applied.Ceil, s.Applied.Burst, s.Applied.CBurst
+				}
+			}
+		}
+		return d.patchQueued(st, tg, why)
+	}
 	mini := model.Targets{Interface: st.targets.Interface, Tiers: st.targets.Tiers}
 	ids := model.NewAssignment()
 	for _, t := range st.targets.Tiers {

@@ -67,6 +67,9 @@ func (d *Daemon) overrideChanged(t policy.Target, now time.Time) error {
 // freeze schedules for as long as the step). Otherwise, while ramps are in progress it steps just the ramping
 // classes; else it does nothing.
 func (d *Daemon) policyTick(now time.Time) error {
+	if err := d.rebalanceQueues(now); err != nil {
+		d.log.Warn("rebalancing queues", "err", err)
+	}
 	if !d.rtExpiry.IsZero() && !now.Before(d.rtExpiry) {
 		return d.expireAddresses(now)
 	}

@@ -11,7 +11,8 @@ import (
 // allocates per user) when nothing changed. It compares every field;
 // prefixes usually share the plan's backing arrays.
 func targetsEqual(a, b *model.Targets) bool {
-	if !specEqual(&a.Interface, &b.Interface) || !slices.Equal(a.Tiers, b.Tiers) || len(a.Users) != len(b.Users) {
+	if !specEqual(&a.Interface, &b.Interface) || !slices.Equal(a.Tiers, b.Tiers) || len(a.Users) != len(b.Users) ||
+		!slices.Equal(a.Queues, b.Queues) {
 		return false
 	}
 	for i := range a.Users {

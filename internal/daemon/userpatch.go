@@ -171,6 +171,9 @@ func freeMinor(ids *model.Assignment, n int) (uint16, bool) {
 // interface's tiers, under the user's own minor), their model.Diff is the
 // kernel's change, and st.targets and st.desired take the same change.
 func (d *Daemon) patchUser(st *iface, old, new *model.UserTarget) error {
+	if st.targets.Interface.Queues > 1 {
+		return d.patchQueued(st, withUser(st.targets, old, new), "user")
+	}
 	name := ""
 	if old != nil {
 		name = old.Name

@@ -11,6 +11,11 @@ import (
 
 // Defaults of [[interface]].
 const (
+	// QueuesAuto is Interface.Queues for queues = "auto": one tree per
+	// transmit queue of the device, as many as it has.
+	QueuesAuto = -1
+	// MaxQueues is the most queues = N accepts (model.MaxQueues).
+	MaxQueues = 1024
 	// DefaultLatency is a TBF interface's default latency.
 	DefaultLatency = 50 * time.Millisecond
 	// MinTBFBurst is the smallest TBF burst accepted: one full-size
@@ -29,7 +34,7 @@ var notLeafKinds = []string{
 }
 
 var (
-	htbOnlyKeys = append([]string{"default_tier", "default_rate", "default_ceil"}, leafKeys...)
+	htbOnlyKeys = append([]string{"default_tier", "default_rate", "default_ceil", "queues"}, leafKeys...)
 	tbfOnlyKeys = []string{"burst", "latency", "peakrate", "mtu"}
 )
 
@@ -187,6 +192,38 @@ func decodeHTB(t *table, in *Interface, tiers []Tier) {
 	in.QueueLatency = DefaultQueueLatency
 	if latency != 0 {
 		in.QueueLatency = latency
+	}
+	decodeQueues(t, in)
+}
+
+// decodeQueues reads queues = N (1..MaxQueues) or "auto". More than one
+// queue cannot carry leaf qdiscs (their handles would collide between the
+// queues' trees).
+func decodeQueues(t *table, in *Interface) {
+	t.allow("queues")
+	v, ok := t.m["queues"]
+	if !ok {
+		return
+	}
+	switch x := v.(type) {
+	case string:
+		if x != "auto" {
+			t.errf("queues", "must be a number of queues or \"auto\", not %q", x)
+			return
+		}
+		in.Queues = QueuesAuto
+	case int64:
+		if x < 1 || x > MaxQueues {
+			t.errf("queues", "%d is out of range [1, %d]", x, MaxQueues)
+			return
+		}
+		in.Queues = int(x)
+	default:
+		t.errf("queues", "must be a number of queues or \"auto\", not %s", typeName(v))
+		return
+	}
+	if in.Queues != 1 && (t.has("leaf_qdisc") || t.has("leaf_limit")) {
+		t.errf("queues", "leaf qdiscs are not supported with more than one queue (set queues = 1 or remove leaf_qdisc)")
 	}
 }
 

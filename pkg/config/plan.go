@@ -136,6 +136,12 @@ type Interface struct {
 	// alone and the interface fails, naming it. The kernel's default
 	// roots (handle 0:, e.g. pfifo_fast, noqueue, mq) are always replaced.
 	Takeover bool
+	// Queues is interface.queues: 0 or 1 shapes with one HTB tree (the
+	// default); N > 1 puts an mq root on the device with one HTB tree per
+	// transmit queue and steers each user to its queue; QueuesAuto takes
+	// the device's transmit queue count (resolved by the daemon). HTB only;
+	// leaf qdiscs are not supported with more than one queue.
+	Queues int
 
 	// HTB only. Unclassified traffic goes to a default class. DefaultTier
 	// names the tier whose (scheduled) rates it gets; DefaultRate and

@@ -122,10 +122,13 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 		Bandwidth: in.Bandwidth, Match: model.MatchField(in.Match),
 		DefaultRate: in.DefaultRate, DefaultCeil: in.DefaultCeil,
 		Burst: in.Burst, Latency: in.Latency, PeakRate: in.PeakRate, MTU: in.MTU,
-		Framing: in.Framing,
+		Framing: in.Framing, Queues: in.Queues,
 	}
 	cl, lat, _ := effectiveLeaf(in, nil, nil)
 	spec.Leaf, _ = resolvedLeaf(cl, lat, e.plan.LeafKinds)
+	if in.Queues > 1 {
+		spec.Leaf = nil // per-queue trees keep the kernel's default leaves
+	}
 	leaves := leafCache{in: in, kinds: e.plan.LeafKinds}
 	link := Explanation{Interface: in.Name, Direction: dir, Source: SourceConfig, Reason: "bandwidth",
 		ConfiguredRate: in.Bandwidth, ConfiguredCeil: in.Bandwidth}
@@ -161,7 +164,9 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 		if tier != nil {
 			ut.Burst, ut.CBurst, ut.Prio = targetBursts(tier, &x), targetCBurst(tier, &x), tier.Prio
 		}
-		ut.Leaf = leaves.user(tier, u)
+		if in.Queues <= 1 {
+			ut.Leaf = leaves.user(tier, u)
+		}
 		out.Targets.Users = append(out.Targets.Users, ut)
 		out.Users = append(out.Users, x)
 	}

@@ -1,0 +1,197 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/kernel"
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/policy"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// Per-queue trees (interface.queues > 1): resolving queues = "auto",
+// checking the device, and rebalancing the queues' shares every policy
+// tick (policy.RebalanceQueues).
+
+// queueKernel is what per-queue trees need of the kernel beyond Kernel;
+// *kernel.Kernel has it.
+type queueKernel interface {
+	TxQueues(device string) (int, error)
+	QueueCounters(device string) ([]model.Qdisc, error)
+}
+
+// queueMeter is what the last policy tick saw of an interface's queues.
+type queueMeter struct {
+	at    time.Time
+	bytes []uint64
+}
+
+// CheckQueues is the part of `shaperd --check` that needs the devices: an
+// interface with queues = N needs a device (in this namespace) with at
+// least N transmit queues and without XPS maps (which would override the
+// steering). A device that does not exist yet is not checked.
+func CheckQueues(plan *config.Plan) []config.Error {
+	var errs []config.Error
+	for i := range plan.Interfaces {
+		in := &plan.Interfaces[i]
+		if in.Queues == 0 || in.Queues == 1 {
+			continue
+		}
+		dev := in.Name
+		if in.Direction == config.Ingress {
+			dev = in.IFB
+		}
+		key := config.Path("interface", i, "queues")
+		n, err := kernel.DeviceTxQueues(dev)
+		if errors.Is(err, kernel.ErrNoDevice) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, plan.Errorf(key, "interface %s: %v", in.Name, err))
+			continue
+		}
+		want := in.Queues
+		if want == config.QueuesAuto {
+			want = n
+		}
+		if want > n {
+			errs = append(errs, plan.Errorf(key, "interface %s: queues = %d but device %s has %d transmit queues", in.Name, in.Queues, dev, n))
+			continue
+		}
+		xps, err := kernel.XPSQueues(dev, want)
+		if err != nil {
+			errs = append(errs, plan.Errorf(key, "interface %s: %v", in.Name, err))
+		} else if len(xps) > 0 {
+			errs = append(errs, plan.Errorf(key, "interface %s: device %s has XPS maps on transmit queues %v, which override the per-queue steering: clear /sys/class/net/%s/queues/tx-N/xps_cpus", in.Name, dev, xps, dev))
+		}
+	}
+	return errs
+}
+
+// resolveQueues turns queues = "auto" in plan into the device's transmit
+// queue count (1 when the kernel cannot tell, e.g. the device is missing,
+// logged) so the policy builds that many trees.
+func (d *Daemon) resolveQueues(plan *config.Plan) {
+	qk, ok := d.k.(queueKernel)
+	for i := range plan.Interfaces {
+		in := &plan.Interfaces[i]
+		if in.Queues != config.QueuesAuto {
+			continue
+		}
+		dev := in.Name
+		if in.Direction == config.Ingress {
+			dev = in.IFB
+		}
+		n, err := 0, errors.New("the kernel connection cannot count queues")
+		if ok {
+			n, err = qk.TxQueues(dev)
+		}
+		if err != nil || n < 1 {
+			d.log.Warn("queues = \"auto\": cannot count the device's transmit queues; using one tree", "interface", in.Name, "device", dev, "err", err)
+			n = 1
+		}
+		in.Queues = min(n, model.MaxQueues)
+		d.log.Info("queues = \"auto\"", "interface", in.Name, "device", dev, "queues", in.Queues)
+	}
+}
+
+// rebalanceQueues gives every interface with per-queue trees its queues'
+// shares for the next tick from what each queue sent since the last one,
+// and brings a changed split to the kernel.
+func (d *Daemon) rebalanceQueues(now time.Time) error {
+	qk, ok := d.k.(queueKernel)
+	if !ok {
+		return nil
+	}
+	var errs []error
+	for _, st := range d.ifaces {
+		n := st.targets.Interface.Queues
+		if n <= 1 || !st.built || st.buildErr != nil {
+			continue
+		}
+		qs, err := qk.QueueCounters(st.desired.Device)
+		if err != nil || len(qs) != n {
+			continue // the next reconcile repairs (or reports) the trees
+		}
+		bytes := make([]uint64, n)
+		for q, qd := range qs {
+			if qd.Stats != nil {
+				bytes[q] = qd.Stats.Bytes
+			}
+		}
+		m := st.queues
+		st.queues = &queueMeter{at: now, bytes: bytes}
+		dt := now.Sub(m.atOr(now))
+		if m == nil || len(m.bytes) != n || dt <= 0 {
+			continue
+		}
+		used := make([]tbf.Rate, n)
+		for q := range used {
+			if bytes[q] >= m.bytes[q] {
+				used[q] = tbf.Rate(float64(bytes[q]-m.bytes[q]) * 8 / dt.Seconds())
+			}
+		}
+		next := policy.RebalanceQueues(st.targets.Interface.Bandwidth, st.targets.Queues, used)
+		if slices.Equal(next, st.targets.Queues) {
+			continue
+		}
+		tg := st.targets
+		tg.Queues = next
+		old, wasSynced := st.desired, st.inSync && st.built
+		if d.setTargets(st, tg) {
+			if err := d.bringToKernel(st, old, wasSynced, "queues"); err != nil {
+				errs = append(errs, fmt.Errorf("interface %s: queues: %w", st.key, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// atOr is the meter's time, or t for none.
+func (m *queueMeter) atOr(t time.Time) time.Time {
+	if m == nil {
+		return t
+	}
+	return m.at
+}
+
+// keepQueues carries the queue split of st's current targets into tg, whose
+// policy evaluation does not know it.
+func keepQueues(st *iface, tg *model.Targets) {
+	if tg.Interface.Queues > 1 && len(tg.Queues) == 0 && st.targets.Interface.Queues == tg.Interface.Queues {
+		tg.Queues = st.targets.Queues
+	}
+}
+
+// patchQueued is patchUser and patchUsers for per-queue trees, whose users
+// cannot be rebuilt one at a time (a user's queue and minor come from the
+// whole assignment): it builds the whole tree from tg and reconciles.
+func (d *Daemon) patchQueued(st *iface, tg model.Targets, why string) error {
+	d.setTargets(st, tg)
+	if st.buildErr != nil {
+		return fmt.Errorf("interface %s: %w", st.key, st.buildErr)
+	}
+	st.inSync = false
+	return d.reconcile(st, why)
+}
+
+// withUser returns a copy of targets with old replaced by new (either may
+// be nil: add or remove).
+func withUser(tg model.Targets, old, new *model.UserTarget) model.Targets {
+	users := make([]model.UserTarget, 0, len(tg.Users)+1)
+	for _, u := range tg.Users {
+		if old != nil && u.Name == old.Name {
+			continue
+		}
+		users = append(users, u)
+	}
+	if new != nil {
+		users = append(users, *new)
+	}
+	tg.Users = users
+	return tg
+}

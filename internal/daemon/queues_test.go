@@ -1,0 +1,133 @@
+package daemon
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// queueFake is the fake kernel with transmit queues and per-queue byte
+// counters (QueueCounters) that the test sets.
+type queueFake struct {
+	*fakeKernel
+	tx    int
+	bytes []uint64
+}
+
+func (k *queueFake) TxQueues(string) (int, error) { return k.tx, nil }
+
+func (k *queueFake) QueueCounters(device string) ([]model.Qdisc, error) {
+	t := k.tree(device)
+	out := make([]model.Qdisc, len(t.Queues))
+	for q, qd := range t.Queues {
+		qd.Stats = &model.Stats{Bytes: k.bytes[q]}
+		out[q] = qd
+	}
+	return out, nil
+}
+
+// send adds rate bit/s for d to queue q's counter.
+func (k *queueFake) send(q int, rate tbf.Rate, d time.Duration) {
+	k.bytes[q] += uint64(float64(rate) / 8 * d.Seconds())
+}
+
+const queuesConfig = `
+[daemon]
+state_dir = "%[1]s/state"
+socket = "%[1]s/shaperd.sock"
+
+[[interface]]
+name = "lan0"
+bandwidth = "100mbit"
+queues = "auto"
+
+[tiers.gold]
+rate = "5mbit"
+ceil = "100mbit"
+`
+
+// queueCeils returns the ceils of the queues' root classes in the fake
+// kernel, by queue.
+func queueCeils(t *testing.T, k *queueFake, n int) []tbf.Rate {
+	t.Helper()
+	out := make([]tbf.Rate, n)
+	for _, c := range k.tree("lan0").Classes {
+		if c.Handle.Minor() == model.RootClass.Minor() && c.Parent.Minor() == 0 {
+			out[model.QueueOf(c.Handle)] = c.Ceil
+		}
+	}
+	return out
+}
+
+// Every policy tick rebalances the queues' shares from what each sent: one
+// busy queue gets (nearly) the whole interface, all busy share it
+// equally, and the ceils never add up to more than the bandwidth.
+func TestQueuesRebalanceEveryTick(t *testing.T) {
+	k := &queueFake{fakeKernel: newFakeKernel("lan0"), tx: 4, bytes: make([]uint64, 4)}
+	clk := newFakeClock()
+	dir := t.TempDir()
+	var users strings.Builder
+	for i := 0; i < 8; i++ {
+		users.WriteString("[[user]]\nname = \"u" + string(rune('a'+i)) + "\"\ntier = \"gold\"\naddresses = [\"198.18.1." + string(rune('1'+i)) + "\"]\n")
+	}
+	writeConfig(t, dir, queuesConfig, users.String())
+	d, err := New(Options{ConfigPath: filepath.Join(dir, "shaperd.toml"), Kernel: k, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	bw := 100 * tbf.Mbit
+	tr := k.tree("lan0")
+	if tr.Root == nil || tr.Root.Kind != model.ShaperMQ || len(tr.Queues) != 4 {
+		t.Fatalf("queues = \"auto\" on a 4-queue device: root %+v with %d queues", tr.Root, len(tr.Queues))
+	}
+	sum := func(cs []tbf.Rate) (s tbf.Rate) {
+		for _, c := range cs {
+			s += c
+		}
+		return s
+	}
+	if c := queueCeils(t, k, 4); c[0] != bw/4 || sum(c) != bw {
+		t.Fatalf("first split %v, want %s each", c, bw/4)
+	}
+	now := clk.Now()
+	tick := func() []tbf.Rate {
+		t.Helper()
+		now = now.Add(time.Second)
+		if err := d.policyTick(now); err != nil {
+			t.Fatal(err)
+		}
+		c := queueCeils(t, k, 4)
+		if s := sum(c); s > bw {
+			t.Fatalf("queue ceils %v add up to %s, above %s", c, s, bw)
+		}
+		return c
+	}
+	tick() // the first reading
+	for i := 0; i < 2; i++ {
+		k.send(2, queueCeils(t, k, 4)[2], time.Second)
+		tick()
+	}
+	if c := queueCeils(t, k, 4); c[2] < bw*95/100 {
+		t.Errorf("only queue 2 busy: ceils %v, want queue 2 at >= 95%% of %s", c, bw)
+	}
+	for i := 0; i < 3; i++ {
+		c := queueCeils(t, k, 4)
+		for q := range c {
+			k.send(q, c[q], time.Second)
+		}
+		tick()
+	}
+	for q, c := range queueCeils(t, k, 4) {
+		if c < bw/4*97/100 || c > bw/4*103/100 {
+			t.Errorf("all busy: queue %d ceil %s, want %s +-3%%", q, c, bw/4)
+		}
+	}
+}

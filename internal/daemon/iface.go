@@ -28,7 +28,7 @@ type iface struct {
 	ids     *model.Assignment
 	targets model.Targets
 	// queues is the last policy tick's view of per-queue trees (queues.go).
-	queues *queueMeter
+	queues  *queueMeter
 	desired model.Tree
 	// built is set once desired holds a tree built from targets.
 	built bool

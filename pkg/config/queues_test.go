@@ -33,11 +33,11 @@ func TestInterfaceQueues(t *testing.T) {
 		}
 	}
 	for body, msg := range map[string]string{
-		"queues = 0\n":                             "out of range",
-		"queues = \"many\"\n":                      "\"auto\"",
-		"queues = 2.5\n":                           "number of queues",
-		"shaper = \"tbf\"\nqueues = 2\n":           "only used with shaper",
-		"queues = 4\nleaf_qdisc = \"bfifo\"\n":     "leaf qdiscs are not supported",
+		"queues = 0\n":                              "out of range",
+		"queues = \"many\"\n":                       "\"auto\"",
+		"queues = 2.5\n":                            "number of queues",
+		"shaper = \"tbf\"\nqueues = 2\n":            "only used with shaper",
+		"queues = 4\nleaf_qdisc = \"bfifo\"\n":      "leaf qdiscs are not supported",
 		"queues = \"auto\"\nleaf_qdisc = \"sfq\"\n": "leaf qdiscs are not supported",
 	} {
 		_, err := Load(write(base + body))

@@ -9,13 +9,12 @@ import (
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
-	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // Per-queue trees (interface.queues > 1): resolving queues = "auto",
 // checking the device, and rebalancing the queues' shares every policy
-// tick (policy.RebalanceQueues).
+// tick (model.RebalanceQueues).
 
 // queueKernel is what per-queue trees need of the kernel beyond Kernel;
 // *kernel.Kernel has it.
@@ -135,7 +134,7 @@ func (d *Daemon) rebalanceQueues(now time.Time) error {
 				used[q] = tbf.Rate(float64(bytes[q]-m.bytes[q]) * 8 / dt.Seconds())
 			}
 		}
-		next := policy.RebalanceQueues(st.targets.Interface.Bandwidth, st.targets.Queues, used)
+		next := model.RebalanceQueues(st.targets.Interface.Bandwidth, st.targets.Queues, used)
 		if slices.Equal(next, st.targets.Queues) {
 			continue
 		}

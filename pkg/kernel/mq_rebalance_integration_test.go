@@ -7,11 +7,10 @@ import (
 
 	"github.com/shaperd/shaperd/internal/netnslab"
 	"github.com/shaperd/shaperd/pkg/model"
-	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
-// rebalancer runs the daemon's queue rebalancing (policy.RebalanceQueues
+// rebalancer runs the daemon's queue rebalancing (model.RebalanceQueues
 // from QueueCounters) every tick until stopped.
 type rebalancer struct {
 	t    *testing.T
@@ -52,7 +51,7 @@ func startRebalancer(t *testing.T, k *Kernel, tg model.Targets, ids *model.Assig
 				for q := range used {
 					used[q] = tbf.Rate(float64(bytes[q]-prevBytes[q]) * 8 / now.Sub(prevAt).Seconds())
 				}
-				next := policy.RebalanceQueues(tg.Interface.Bandwidth, r.tg.Queues, used)
+				next := model.RebalanceQueues(tg.Interface.Bandwidth, r.tg.Queues, used)
 				r.tg.Queues = next
 				desired, err := model.Build(r.tg, ids)
 				if err != nil {

@@ -35,7 +35,7 @@ func QueueParent(q int) Handle { return MakeHandle(MQHandle.Major(), uint16(q+1)
 func QueueOf(h Handle) int { return int(h.Major()) - 1 }
 
 // QueueTarget is the root class of one queue's tree: the share of the
-// interface bandwidth the queue may use now (policy.RebalanceQueues).
+// interface bandwidth the queue may use now (RebalanceQueues).
 type QueueTarget struct {
 	Rate, Ceil tbf.Rate
 }

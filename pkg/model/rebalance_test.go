@@ -1,15 +1,14 @@
-package policy
+package model
 
 import (
 	"testing"
 
-	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 func TestRebalanceOneBusyQueueGetsNearlyAll(t *testing.T) {
 	bw := 100 * tbf.Mbit
-	prev := model.EvenQueueTargets(bw, 4) // 25mbit each
+	prev := EvenQueueTargets(bw, 4) // 25mbit each
 	// Queue 2 sends at its ceil, the others nothing.
 	got := RebalanceQueues(bw, prev, []tbf.Rate{0, 0, 25 * tbf.Mbit, 0})
 	if s := sumCeil(got); s != bw {
@@ -25,7 +24,7 @@ func TestRebalanceOneBusyQueueGetsNearlyAll(t *testing.T) {
 
 func TestRebalanceAllBusyShareEqually(t *testing.T) {
 	bw := 100 * tbf.Mbit
-	prev := []model.QueueTarget{{Rate: 97 * tbf.Mbit, Ceil: 97 * tbf.Mbit}, {Rate: tbf.Mbit, Ceil: tbf.Mbit}, {Rate: tbf.Mbit, Ceil: tbf.Mbit}, {Rate: tbf.Mbit, Ceil: tbf.Mbit}}
+	prev := []QueueTarget{{Rate: 97 * tbf.Mbit, Ceil: 97 * tbf.Mbit}, {Rate: tbf.Mbit, Ceil: tbf.Mbit}, {Rate: tbf.Mbit, Ceil: tbf.Mbit}, {Rate: tbf.Mbit, Ceil: tbf.Mbit}}
 	// Every queue sends at its ceil: all saturated.
 	got := RebalanceQueues(bw, prev, []tbf.Rate{97 * tbf.Mbit, tbf.Mbit, tbf.Mbit, tbf.Mbit})
 	for q, g := range got {

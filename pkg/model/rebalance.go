@@ -1,17 +1,16 @@
-package policy
+package model
 
 import (
 	"slices"
 
-	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
-// Rebalancing per-queue trees (model.InterfaceSpec.Queues > 1). Each queue's
-// tree is a separate HTB qdisc: nothing in the kernel keeps their sum within
-// the interface bandwidth, and a queue cannot borrow from another. The policy
-// loop does it instead, every tick, from what each queue sent since the last
-// tick (RebalanceQueues).
+// Rebalancing per-queue trees (InterfaceSpec.Queues > 1). Each queue's tree
+// is a separate HTB qdisc: nothing in the kernel keeps their sum within the
+// interface bandwidth, and a queue cannot borrow from another. The daemon's
+// policy loop does it instead, every tick, from what each queue sent since
+// the last tick (RebalanceQueues); the simulator (pkg/sim) iterates it.
 const (
 	// QueueSaturated is the fraction of its ceil above which a queue counts
 	// as saturated: it wants as much as it can get.
@@ -46,13 +45,13 @@ const (
 // queue gets an equal share, and an all-idle interface splits evenly. A
 // result within bandwidth/QueueHysteresis of prev for every queue returns
 // prev unchanged.
-func RebalanceQueues(bandwidth tbf.Rate, prev []model.QueueTarget, used []tbf.Rate) []model.QueueTarget {
+func RebalanceQueues(bandwidth tbf.Rate, prev []QueueTarget, used []tbf.Rate) []QueueTarget {
 	n := len(used)
 	if n == 0 {
 		return nil
 	}
 	if len(prev) != n {
-		prev = model.EvenQueueTargets(bandwidth, n)
+		prev = EvenQueueTargets(bandwidth, n)
 	}
 	floor := max(bandwidth/tbf.Rate(QueueFloorShare*n), 8)
 	want := make([]tbf.Rate, n)
@@ -94,10 +93,10 @@ func RebalanceQueues(bandwidth tbf.Rate, prev []model.QueueTarget, used []tbf.Ra
 		}
 		give[q] = max(give[q], 8)
 	}
-	out := make([]model.QueueTarget, n)
+	out := make([]QueueTarget, n)
 	moved := false
 	for q := range out {
-		out[q] = model.QueueTarget{Rate: give[q], Ceil: give[q]}
+		out[q] = QueueTarget{Rate: give[q], Ceil: give[q]}
 		if d := give[q] - prev[q].Ceil; d > bandwidth/QueueHysteresis || -d > bandwidth/QueueHysteresis {
 			moved = true
 		}
@@ -109,7 +108,7 @@ func RebalanceQueues(bandwidth tbf.Rate, prev []model.QueueTarget, used []tbf.Ra
 }
 
 // sumCeil adds the queues' ceils.
-func sumCeil(qs []model.QueueTarget) tbf.Rate {
+func sumCeil(qs []QueueTarget) tbf.Rate {
 	var s tbf.Rate
 	for _, q := range qs {
 		s += q.Ceil

@@ -50,10 +50,27 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if in.Oversubscribed {
 			rate += " (guarantees " + FormatRate(in.Guaranteed) + " > bandwidth)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Interface, in.Direction, in.Shaper,
+		shaper := string(in.Shaper)
+		if len(in.Queues) > 0 {
+			shaper = fmt.Sprintf("%s x%d queues", in.Shaper, len(in.Queues))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Interface, in.Direction, shaper,
 			FormatRate(in.Bandwidth), demand, rate, dash(strings.Join(tiers, ", ")))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, in := range rep.Interfaces {
+		if len(in.Queues) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s %s: queues after rebalancing (ceil / sent):", in.Interface, in.Direction)
+		for _, q := range in.Queues {
+			fmt.Fprintf(w, " %d: %s / %s", q.Queue, FormatRate(q.Ceil), FormatRate(q.Sent))
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
 }
 
 func dash(s string) string {

@@ -50,6 +50,9 @@ type IfaceRow struct {
 	Guaranteed     float64
 	Oversubscribed bool
 	Tiers          []TierTotal
+	// Queues are the per-queue trees (queues > 1) with the split the
+	// policy loop's rebalancing settles on.
+	Queues []sim.QueueResult
 }
 
 // TierTotal is what a tier's users get together on one interface.
@@ -107,7 +110,11 @@ func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tr
 		case "user":
 			return spec.demand(c.Labels.User, c.Labels.Tier, spec0.Name, dir)
 		case "default":
-			return spec.unclassified(spec0.Name, dir)
+			d := spec.unclassified(spec0.Name, dir)
+			if n := len(tree.Queues); n > 0 && !d.IsMax() {
+				d /= sim.Demand(n) // unclassified traffic hashes over the queues
+			}
+			return d
 		}
 		return 0
 	}, sim.Options{PacketSize: o.PacketSize})
@@ -120,7 +127,7 @@ func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tr
 	}
 	row := IfaceRow{Interface: spec0.Name, Device: tree.Device, Direction: dir, Shaper: model.ShaperHTB,
 		Bandwidth: out.Bandwidth, Demand: out.Demand, Rate: out.Total, Guaranteed: out.Guaranteed,
-		Oversubscribed: out.Guaranteed > out.Bandwidth}
+		Oversubscribed: out.Guaranteed > out.Bandwidth, Queues: out.Queues}
 	tiers := map[string]int{}
 	users := make(map[string]UserRow, len(ir.Users))
 	var unclassified *UserRow
@@ -137,6 +144,10 @@ func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tr
 		case "default":
 			if c.Demand > 0 {
 				u.User = Unclassified
+				if unclassified != nil { // per-queue trees: one default class per queue
+					u.Demand += unclassified.Demand
+					u.Rate += unclassified.Rate
+				}
 				unclassified = &u
 			}
 			continue

@@ -57,6 +57,9 @@ type Result struct {
 	Classes []ClassResult
 	// Flows are the flows given for a TBF, in order.
 	Flows []FlowResult
+	// Queues are the per-queue trees of an mq root, by queue, with the
+	// split the policy loop's rebalancing settles on (solveMQ).
+	Queues []QueueResult
 }
 
 // ClassResult is one HTB class in steady state. Rates are in bits/s.

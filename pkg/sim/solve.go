@@ -50,6 +50,12 @@ func Solve(t *model.Tree, demand DemandFunc, o Options) (*Result, error) {
 		return solveHTB(t, demand, float64(pkt))
 	case model.ShaperTBF:
 		return solveTBF(t, o.Flows)
+	case model.ShaperMQ:
+		pkt := o.PacketSize
+		if pkt == 0 {
+			pkt = DefaultPacketSize
+		}
+		return solveMQ(t, demand, float64(pkt))
 	}
 	return nil, fmt.Errorf("simulate %s: unknown shaper %q", t.Device, t.Root.Kind)
 }

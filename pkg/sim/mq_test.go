@@ -1,0 +1,71 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"testing"
+
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+// mqTree is 4 queue trees for 8 users of 1mbit (ceil: the interface).
+func mqTree(t *testing.T, bw tbf.Rate) (model.Tree, *model.Assignment) {
+	t.Helper()
+	tg := model.Targets{Interface: model.InterfaceSpec{Name: "lan0", Bandwidth: bw, Queues: 4}}
+	for i := 0; i < 8; i++ {
+		tg.Users = append(tg.Users, model.UserTarget{Name: fmt.Sprintf("u%d", i), Rate: tbf.Mbit, Ceil: bw,
+			Prefixes: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, 0, byte(10 + i)}), 32)}})
+	}
+	ids := model.NewAssignment()
+	tree, err := model.Build(tg, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree, ids
+}
+
+func TestSolveMQRebalances(t *testing.T) {
+	bw := 100 * tbf.Mbit
+	tree, ids := mqTree(t, bw)
+	busyQueue, _ := ids.Queue("u0")
+	onlyU0 := func(c *model.Class) Demand {
+		if c.Labels.User == "u0" {
+			return Max
+		}
+		return 0
+	}
+	res, err := Solve(&tree, onlyU0, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Kind != model.ShaperMQ || len(res.Queues) != 4 {
+		t.Fatalf("kind %s with %d queues", res.Kind, len(res.Queues))
+	}
+	if res.Total < 0.95*float64(bw) || res.Total > float64(bw) {
+		t.Errorf("one busy user: total %.0f, want the interface's %d within 5%%", res.Total, bw)
+	}
+	if q := res.Queues[busyQueue]; q.Sent < 0.95*float64(bw) {
+		t.Errorf("busy queue %d sends %.0f (ceil %.0f)", busyQueue, q.Sent, q.Ceil)
+	}
+	all := func(c *model.Class) Demand {
+		if c.Labels.Kind == "user" {
+			return Max
+		}
+		return 0
+	}
+	if res, err = Solve(&tree, all, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var ceils float64
+	for _, q := range res.Queues {
+		ceils += q.Ceil
+		if math.Abs(q.Sent-float64(bw)/4) > 0.01*float64(bw) {
+			t.Errorf("all busy: queue %d sends %.0f, want a quarter of %d", q.Queue, q.Sent, bw)
+		}
+	}
+	if ceils > float64(bw) || res.Total > float64(bw)*1.0001 {
+		t.Errorf("all busy: ceils %.0f, total %.0f, above %d", ceils, res.Total, bw)
+	}
+}

@@ -3,6 +3,7 @@
 # in the same run, in throwaway network namespaces on the real kernel.
 #
 # usage: sudo scripts/bench-apply.sh [-r ROUNDS] [-n USERS] [-c CHANGES] [-H] [-T] [-U] [-P] [-k]
+#                                    [-Q QUEUES [-B BIGUSERS] [-G RUNS] [-q]]
 #   -r  rounds of (shaperd, tc flat, tc hashed), interleaved   (default 3)
 #   -n  users in the big tree                                   (default 10000)
 #   -c  Build+Diff+Apply rate changes per tree for (b)          (default 200;
@@ -15,6 +16,10 @@
 #       class writes through Apply (one request per sendmsg, ack awaited)
 #       vs 64 requests per sendmsg with the acks read after (~1 min more)
 #   -k  keep the work directory (batch files, raw logs)
+#   -Q  per-queue trees (issue 13) on a QUEUES-queue veth: (e), and (f)/(g)
+#       when asked for; -q runs only these
+#   -B  (f): BIGUSERS users (e.g. 100000) on one QUEUES-queue interface
+#   -G  (g): iperf3 runs of 2 saturating users, one tree vs QUEUES trees
 #
 # Targets (issue "apply benchmark"):
 #   (a) applying the plan (shaperd: Dump, Build, Diff, Apply on an empty
@@ -26,6 +31,13 @@
 #   (d) iperf3 throughput to the user whose filter shaperd added last of
 #       USERS / throughput with that user alone: >= 0.95 (median of 5 runs of
 #       3 s each, interleaved; both trees applied by shaperd)
+#   (e) with -Q: cold apply of USERS users as QUEUES per-queue trees under mq
+#       / tc -batch building the single tree (flat u32): goal <= 0.5
+#   (f) with -B: BIGUSERS users on one interface (beyond one qdisc's 65,535
+#       class ids): cold apply, peak RSS, one user's change p99 < 5 ms,
+#       re-apply of the unchanged tree 0 writes
+#   (g) with -G: 2 concurrent saturating users on different queues / in one
+#       tree (total iperf3 throughput; > 1 means shaping is not one lock)
 #
 # Each measurement runs in its own namespace, which is deleted (root qdiscs
 # first, synchronously) before the next one: every HTB class is a tc block on
@@ -44,7 +56,11 @@ THROUGHPUT=1
 U32TEST=0
 PIPELINE=0
 KEEP=0
-while getopts "r:n:c:HTUPkh" opt; do
+QUEUES=0
+BIG=0
+QTP=0
+QONLY=false
+while getopts "r:n:c:HTUPkQ:B:G:qh" opt; do
 	case $opt in
 	r) ROUNDS=$OPTARG ;;
 	n) USERS=$OPTARG ;;
@@ -54,7 +70,11 @@ while getopts "r:n:c:HTUPkh" opt; do
 	U) U32TEST=1 ;;
 	P) PIPELINE=1 ;;
 	k) KEEP=1 ;;
-	h) sed -n '2,36p' "$0"; exit 0 ;;
+	Q) QUEUES=$OPTARG ;;
+	B) BIG=$OPTARG ;;
+	G) QTP=$OPTARG ;;
+	q) QONLY=true ;;
+	h) sed -n '2,50p' "$0"; exit 0 ;;
 	*) exit 2 ;;
 	esac
 done
@@ -133,7 +153,8 @@ fi
 
 START=$(date +%s)
 "$WORK/benchapply" -users "$USERS" -r "$ROUNDS" -changes "$CHANGES" -reconciles 3 -throughput-runs "$TP_RUNS" \
-	-hashed="$HASHED" -prefix "$PREFIX" -dir "$WORK" > >(tee "$WORK/apply.txt") &
+	-hashed="$HASHED" -prefix "$PREFIX" -dir "$WORK" \
+	-queues "$QUEUES" -queue-big "$BIG" -queue-tp-runs "$QTP" -queues-only="$QONLY" > >(tee "$WORK/apply.txt") &
 PID=$! # benchapply itself: the traps stop it and remove its namespaces
 wait "$PID"
 RC=$?

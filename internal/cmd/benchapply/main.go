@@ -33,6 +33,10 @@ func main() {
 	flag.IntVar(&o.tpSeconds, "throughput-seconds", 3, "(d): seconds per iperf3 run (after one omitted second)")
 	flag.StringVar(&o.prefix, "prefix", "benchapply", "namespace name prefix (unique per run)")
 	flag.StringVar(&o.dir, "dir", os.TempDir(), "directory for the batch files")
+	flag.IntVar(&o.queues, "queues", 0, "(e)-(g): per-queue trees on an N-queue veth; 0 skips them")
+	flag.IntVar(&o.queueBig, "queue-big", 0, "(f): users on one N-queue interface (e.g. 100000); 0 skips (f)")
+	flag.IntVar(&o.queueTPRuns, "queue-tp-runs", 0, "(g): iperf3 runs per lab (one tree, N queues); 0 skips (g)")
+	flag.BoolVar(&o.queuesOnly, "queues-only", false, "run only (e)-(g)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "benchapply:", err)

@@ -17,6 +17,9 @@ type options struct {
 	prefix, dir                               string
 	// throughput (d): iperf3 runs per lab and seconds per run; 0 runs skips it.
 	tpRuns, tpSeconds int
+	// per-queue trees (e)-(g), see queues.go.
+	queues, queueBig, queueTPRuns int
+	queuesOnly                    bool
 }
 
 // Devices in every lab namespace: the big tree's and the small tree's.
@@ -57,6 +60,9 @@ func situation(prefix string) string {
 }
 
 func run(o options) error {
+	if o.queuesOnly {
+		return runQueues(o)
+	}
 	big, err := model.Build(plan(bigDev, o.users), nil)
 	if err != nil {
 		return err
@@ -118,7 +124,7 @@ func run(o options) error {
 		fmt.Printf("TARGET (d) throughput to the user whose filter is the last of %d / 1 user: median %.2f / %.2f Gbit/s = %.3f >= 0.95: %s\n",
 			o.users, many/1e9, one/1e9, many/one, verdict(many/one >= 0.95))
 	}
-	return nil
+	return runQueues(o)
 }
 
 // shaperdRound builds the big tree with shaperd, then measures (c) and (b)

@@ -3,6 +3,7 @@ package kernel
 import (
 	"net/netip"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/shaperd/shaperd/internal/netnslab"
@@ -115,6 +116,23 @@ func TestMQApplyDumpAndSteer(t *testing.T) {
 	_ = k.Close()
 	k = k2
 	check("after adoption")
+
+	// Teardown (a separate process, as shaperd --teardown is) removes the
+	// trees and the steering filter.
+	k3, err := Open(Options{NetNS: lab.Router.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k3.Close() })
+	if err := k3.Teardown(netnslab.RouterLANDev, ""); err != nil {
+		t.Fatalf("Teardown: %v", err)
+	}
+	if out := lab.Router.MustRun("tc", "filter", "show", "dev", netnslab.RouterLANDev, "egress"); out != "" {
+		t.Errorf("after teardown the steering filter is still there:\n%s", out)
+	}
+	if out := lab.Router.MustRun("tc", "qdisc", "show", "dev", netnslab.RouterLANDev); strings.Contains(out, "htb") || strings.Contains(out, "7fff:") {
+		t.Errorf("after teardown:\n%s", out)
+	}
 }
 
 // classOf returns the handle of user's class in tree.

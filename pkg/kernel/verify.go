@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
+	"github.com/shaperd/shaperd/pkg/kernel/steer"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -72,8 +73,16 @@ func (k *Kernel) teardownRoot(device string) error {
 		return nil
 	}
 	k.forgetClassifier(ifi)
+	if isMQRoot(*root) {
+		// The steering program of per-queue trees, also when another
+		// process attached it.
+		k.forgetSteerer(ifi)
+		if err := steer.Remove(k.link, int(ifi)); err != nil {
+			return fmt.Errorf("teardown %s: %w", device, err)
+		}
+	}
 	if err := k.write(tcwire.RTMDelQdisc, 0, tcwire.Tcmsg{Ifindex: ifi, Handle: root.msg.Handle, Parent: uint32(model.HandleRoot)}, nil); err != nil {
-		return kernelError(err, device, model.OpDelete, "root qdisc 1: "+root.kind, root.kind)
+		return kernelError(err, device, model.OpDelete, "root qdisc "+model.Handle(root.msg.Handle).String()+" "+root.kind, root.kind)
 	}
 	return nil
 }

@@ -105,9 +105,15 @@ func (s *Steerer) filter(parent uint32) *vnl.BpfFilter {
 
 // Detach removes the steering filter (the clsact qdisc stays: other
 // tools may use it).
-func (s *Steerer) Detach() error {
-	if err := s.link.FilterDel(s.filter(vnl.HANDLE_MIN_EGRESS)); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("remove steering filter of ifindex %d: %w", s.ifindex, err)
+func (s *Steerer) Detach() error { return Remove(s.link, s.ifindex) }
+
+// Remove deletes the steering filter at device ifindex's clsact egress,
+// whichever process attached it; no filter (or no clsact) is not an error.
+func Remove(link *vnl.Handle, ifindex int) error {
+	f := &vnl.BpfFilter{FilterAttrs: vnl.FilterAttrs{LinkIndex: ifindex, Parent: vnl.HANDLE_MIN_EGRESS,
+		Handle: filterHandle, Priority: FilterPriority, Protocol: unix.ETH_P_ALL}}
+	if err := link.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("remove steering filter of ifindex %d: %w", ifindex, err)
 	}
 	return nil
 }

@@ -39,9 +39,9 @@ func (k *Kernel) Counters(device string) (model.Tree, error) {
 	case model.ShaperHTB:
 		t.Classes, err = k.dumpClasses(ifi, device, nil)
 	case model.ShaperMQ:
-		// Every queue tree's classes (majors 1..MaxQueues), without
-		// dumping the queue qdiscs themselves.
-		t.Classes, err = k.dumpClassesOf(ifi, device, nil, 0, func(m uint16) bool { return m >= 1 && int(m) <= model.MaxQueues })
+		// Every queue tree's classes, without dumping the queue qdiscs
+		// themselves.
+		t.Classes, err = k.dumpClassesOf(ifi, device, nil, 0, func(m uint16) bool { return model.QueueOf(model.MakeHandle(m, 0)) >= 0 })
 	default:
 		return t, nil
 	}

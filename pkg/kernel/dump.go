@@ -57,13 +57,14 @@ func isMQRoot(o object) bool {
 }
 
 // queueQdiscs returns the per-queue HTB qdiscs under the mq root of device
-// ifi in qs, by queue: an htb with handle q+1: under mq's class q+1.
+// ifi in qs, by queue: an htb with handle model.QueueHandle(q) under mq's
+// class q+1.
 func queueQdiscs(qs []object, ifi uint32) ([]model.Qdisc, error) {
 	var out []model.Qdisc
 	for _, o := range qs {
 		h, p := model.Handle(o.msg.Handle), model.Handle(o.msg.Parent)
 		if o.msg.Ifindex != ifi || o.kind != string(model.ShaperHTB) || p.Major() != model.MQHandle.Major() ||
-			p.Minor() == 0 || h.Major() != p.Minor() || h.Minor() != 0 || int(p.Minor()) > model.MaxQueues {
+			p.Minor() == 0 || int(p.Minor()) > model.MaxQueues || h != model.QueueHandle(int(p.Minor())-1) {
 			continue
 		}
 		q := model.Qdisc{Kind: model.ShaperHTB, Handle: h, Parent: p, Stats: o.stats, SizeOverhead: o.stabOverhead}

@@ -52,7 +52,11 @@ func (k *Kernel) steerFilter(ifi uint32, op model.Op, f *model.Filter) error {
 	if op == model.OpDelete {
 		return s.Delete(f.Prefix)
 	}
-	return s.Set(f.Prefix, uint32(model.QueueOf(f.ClassID)))
+	q := model.QueueOf(f.ClassID)
+	if q < 0 {
+		return fmt.Errorf("class %s is in no queue's tree", f.ClassID)
+	}
+	return s.Set(f.Prefix, uint32(q))
 }
 
 // syncSteering makes the steering maps of device ifi hold exactly the

@@ -31,11 +31,11 @@ func TestBuildMQLayout(t *testing.T) {
 		if qd.Handle != QueueHandle(q) || qd.Parent != QueueParent(q) || qd.Kind != ShaperHTB || qd.DefaultMinor != 2 {
 			t.Errorf("queue %d qdisc = %+v", q, qd)
 		}
-		root := findClass(t, tree, MakeHandle(uint16(q+1), 1))
+		root := findClass(t, tree, MakeHandle(QueueHandle(q).Major(), 1))
 		if root.Parent != QueueHandle(q) || root.Rate != tbf.Gbit/4 || root.Ceil != tbf.Gbit/4 {
 			t.Errorf("queue %d root class %+v, want rate=ceil=%s under %s", q, root, tbf.Gbit/4, QueueHandle(q))
 		}
-		if def := findClass(t, tree, MakeHandle(uint16(q+1), 2)); def.Parent != root.Handle {
+		if def := findClass(t, tree, MakeHandle(QueueHandle(q).Major(), 2)); def.Parent != root.Handle {
 			t.Errorf("queue %d default class under %s", q, def.Parent)
 		}
 	}
@@ -203,5 +203,27 @@ func TestAssignmentJSONKeepsQueues(t *testing.T) {
 		if !ok || q1 != q2 || m1 != m2 {
 			t.Errorf("user %s: queue %d minor %x, after JSON %d %x", u.Name, q1, m1, q2, m2)
 		}
+	}
+}
+
+// Queue qdisc handles avoid the kernel's qdisc hash bucket 0 (where HTB's
+// default leaves are), start at 1: and map back to their queue.
+func TestQueueHandles(t *testing.T) {
+	if QueueHandle(0) != RootQdisc {
+		t.Errorf("queue 0's qdisc %s, want 1: like the single tree", QueueHandle(0))
+	}
+	seen := map[Handle]bool{}
+	for q := 0; q < MaxQueues; q++ {
+		h := QueueHandle(q)
+		if qdiscHashBucket(uint32(h)) == 0 || h == MQHandle || h.Minor() != 0 || seen[h] {
+			t.Fatalf("queue %d: handle %s (bucket %d, seen %v)", q, h, qdiscHashBucket(uint32(h)), seen[h])
+		}
+		seen[h] = true
+		if QueueOf(MakeHandle(h.Major(), 0x123)) != q {
+			t.Fatalf("QueueOf(%x:123) = %d, want %d", h.Major(), QueueOf(MakeHandle(h.Major(), 0x123)), q)
+		}
+	}
+	if qdiscHashBucket(2<<16) != 0 || QueueOf(MakeHandle(2, 1)) != -1 {
+		t.Errorf("2: is in bucket %d and queue %d; the kernel puts it with handle 0", qdiscHashBucket(2<<16), QueueOf(MakeHandle(2, 1)))
 	}
 }

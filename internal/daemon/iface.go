@@ -231,10 +231,8 @@ func (d *Daemon) sample(st *iface, actual model.Tree, now time.Time) {
 			d.policyDirty = true // quota usage may have moved across a limit
 		}
 		next = append(next, cc)
-		if m := c.Handle.Minor(); m >= model.FirstUserMinor {
-			if u, ok := st.ids.UserByMinor(m); ok {
-				d.usage.Observe(u, counterKey(st, c.Handle), c.Stats.Bytes, now)
-			}
+		if u, ok := userOfHandle(st, c.Handle); ok {
+			d.usage.Observe(u, counterKey(st, c.Handle), c.Stats.Bytes, now)
 		}
 	}
 	st.counters, st.dumpAt, st.rootStats = next, now, nil

@@ -194,3 +194,33 @@ func withUser(tg model.Targets, old, new *model.UserTarget) model.Targets {
 	tg.Users = users
 	return tg
 }
+
+// userHandle returns the handle of user's class on st: under the single
+// tree's root, or in the user's queue's tree.
+func userHandle(st *iface, user string) (model.Handle, bool) {
+	if st.ids.QueueCount() > 1 {
+		q, ok := st.ids.Queue(user)
+		if !ok {
+			return 0, false
+		}
+		m, ok := st.ids.QueueIDs(q).User(user)
+		return model.MakeHandle(model.QueueHandle(q).Major(), m), ok
+	}
+	m, ok := st.ids.User(user)
+	return model.MakeHandle(model.RootQdisc.Major(), m), ok
+}
+
+// userOfHandle returns the user whose class is h on st, if any.
+func userOfHandle(st *iface, h model.Handle) (string, bool) {
+	if h.Minor() < model.FirstUserMinor {
+		return "", false
+	}
+	if st.ids.QueueCount() > 1 {
+		ids := st.ids.QueueIDs(model.QueueOf(h))
+		if ids == nil {
+			return "", false
+		}
+		return ids.UserByMinor(h.Minor())
+	}
+	return st.ids.UserByMinor(h.Minor())
+}

@@ -131,3 +131,52 @@ func TestQueuesRebalanceEveryTick(t *testing.T) {
 		}
 	}
 }
+
+// Under per-queue trees a user's class counters reach its status and its
+// quota usage: the class is found in the user's queue's tree.
+func TestQueuesUserCounters(t *testing.T) {
+	k := &queueFake{fakeKernel: newFakeKernel("lan0"), tx: 4, bytes: make([]uint64, 4)}
+	clk := newFakeClock()
+	dir := t.TempDir()
+	writeConfig(t, dir, queuesConfig, "[[user]]\nname = \"ua\"\ntier = \"gold\"\naddresses = [\"198.18.1.1\"]\n"+
+		"[[user]]\nname = \"ub\"\ntier = \"gold\"\naddresses = [\"198.18.1.2\"]\n")
+	d, err := New(Options{ConfigPath: filepath.Join(dir, "shaperd.toml"), Kernel: k, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := d.ifaces[0]
+	h, ok := userHandle(st, "ub")
+	if !ok || h.Major() == model.RootQdisc.Major() {
+		t.Fatalf("ub's class %s (%v): want one in another queue's tree than ua's", h, ok)
+	}
+	if u, ok := userOfHandle(st, h); !ok || u != "ub" {
+		t.Fatalf("userOfHandle(%s) = %q, %v", h, u, ok)
+	}
+	sample := func(bytes uint64) {
+		tr := k.tree("lan0")
+		for i := range tr.Classes {
+			if tr.Classes[i].Handle == h {
+				tr.Classes[i].Stats = &model.Stats{Bytes: bytes}
+			}
+		}
+		d.sample(st, tr, clk.Now())
+	}
+	sample(1000)
+	clk.now = clk.now.Add(2 * time.Second)
+	sample(1000 + 250000)
+	found := false
+	for _, u := range d.status().Users {
+		if u.Name == "ub" {
+			found = true
+			if u.Bytes != 251000 || u.Throughput != tbf.Mbit {
+				t.Errorf("status of ub: %d bytes at %s, want 251000 at 1mbit", u.Bytes, u.Throughput)
+			}
+		}
+	}
+	if !found {
+		t.Error("ub not in status")
+	}
+}

@@ -86,8 +86,7 @@ func (d *Daemon) userStatus(st *iface, x policy.Explanation, ut model.UserTarget
 			us.Ramp = &control.RampStatus{From: r.From.Ceil, To: r.To.Ceil, Until: r.End}
 		}
 	}
-	if m, ok := st.ids.User(x.User); ok {
-		h := model.MakeHandle(model.RootQdisc.Major(), m)
+	if h, ok := userHandle(st, x.User); ok {
 		if c, ok := st.counter(h); ok {
 			us.Throughput, us.Bytes, us.Drops = c.throughput, c.stats.Bytes, uint64(c.stats.Drops)
 		}

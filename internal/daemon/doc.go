@@ -68,5 +68,5 @@
 //     diff).
 //
 // Time comes from the injected Clock; the kernel is behind the Kernel
-// interface, so the loop is tested with a fake clock and model.MemKernel.
+// interface, so the loop is tested with a fake clock and modeltest.MemKernel.
 package daemon

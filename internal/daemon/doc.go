@@ -55,7 +55,8 @@
 //     (reconciler.go), the apply entry point and post-apply hook
 //     (reconciler_apply.go), refusals, counters;
 //   - desired*.go: what changes the desired trees: the policy step, ramp
-//     steps, run-time user patches, the ramps' seeds and policy events;
+//     steps, run-time user patches, the ramps' seeds, policy events and
+//     the quota counters' reads;
 //   - reload.go, leaves.go: reloading the configuration;
 //   - service*.go: the control service (control.Service): set-rate,
 //     status, top, quota reset, run-time users;

@@ -106,9 +106,10 @@ type Daemon struct {
 	fleet *fleetState
 
 	// reqs are the control requests for the loop (call); stopped is
-	// closed when the loop is gone.
+	// closed when the loop is gone; looping: the loop runs.
 	reqs    chan func()
 	stopped chan struct{}
+	looping atomic.Bool
 
 	// Read by the metrics collectors on other goroutines (metrics*.go):
 	// counters and copies the loop publishes.
@@ -138,6 +139,9 @@ type policyState struct {
 	// lastQuotaRead is when readQuotaCounters last read the counters.
 	quotas        bool
 	lastQuotaRead time.Time
+	// counterReads counts the counter reads (dumps) since the last
+	// reconcile tick, which then returns their garbage (returnMemory).
+	counterReads int
 	// work counts the policy ticks' work.
 	work workCounters
 }

@@ -10,6 +10,8 @@ import (
 
 // loop is the goroutine that owns the daemon's state.
 func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-chan kernel.TCEvent) {
+	d.looping.Store(true)
+	defer d.looping.Store(false)
 	d.tcLive = tc != nil
 	err := d.policyStep(d.clock.Now())
 	d.saveAssignments()
@@ -48,7 +50,10 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-c
 		case <-reconcileT.C():
 			d.afterReconcile(d.tick())
 			d.retryState(d.clock.Now())
-			d.returnMemory(memTick, 0)
+			if d.counterReads > 0 { // dumps leave garbage; an idle tick none
+				d.counterReads = 0
+				d.returnMemory(memTick, 0)
+			}
 			d.pingWatchdog(true)
 		case <-watchdog:
 			d.pingWatchdog(true)
@@ -171,16 +176,20 @@ func onlyMissing(err error) bool {
 
 // tick is the reconcile ticker's work on every interface. While
 // traffic-control events report other programs' changes (they reconcile
-// the interface at once), an interface that is in sync only has its
-// counters read (kernel.Counters: no filter dump), and is dumped, diffed
-// and repaired when its last full reconcile is full_reconcile_interval
-// old. Without events, or for an interface that is not in sync (missing,
-// pending, degraded, failed: retried every tick), every tick reconciles.
+// the interface at once), an interface that is in sync is left alone
+// until its last full reconcile is full_reconcile_interval old; then it is
+// dumped, diffed and repaired. Its counters are read when something needs
+// them (status, top, a /metrics scrape, quotas: see refreshCounters and
+// readQuotaCounters), not by the tick: with 10,000 classes a class dump
+// costs the kernel ~0.1 s (it walks the classes again for each datagram
+// of the answer). Without events, or for an interface that is not in sync
+// (missing, pending, degraded, failed: retried every tick), every tick
+// reconciles.
 func (d *Daemon) tick() error {
 	now := d.clock.Now()
 	var errs []error
 	for _, st := range d.ifaces {
-		if d.tcLive && st.state == stateOK && now.Sub(st.lastFull) < d.plan.Daemon.FullReconcileInterval && d.readCounters(st, now) {
+		if d.tcLive && st.state == stateOK && now.Sub(st.lastFull) < d.plan.Daemon.FullReconcileInterval {
 			continue
 		}
 		if err := d.reconcile(st, "tick"); err != nil {

@@ -164,6 +164,7 @@ func (c *classCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *classCollector) Collect(ch chan<- prometheus.Metric) {
+	c.d.refreshForScrape()
 	p := c.d.snap.Load()
 	if p == nil {
 		return

@@ -55,6 +55,7 @@ func (d *Daemon) sample(st *reconciler, actual model.Tree, now time.Time) {
 		}
 	}
 	st.counters, st.dumpAt, st.rootStats = next, now, nil
+	d.counterReads++
 	if actual.Root != nil && actual.Root.Stats != nil {
 		s := *actual.Root.Stats
 		st.rootStats = &s

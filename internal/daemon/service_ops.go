@@ -122,6 +122,7 @@ func (d *Daemon) reloadResult(now time.Time, problems []string) {
 
 // MinCounterAge is the least time between two counter reads for top: more
 // frequent requests (several tops at once) get the counters of the last read.
+// Status and /metrics read them when they are reconcile_interval old.
 const MinCounterAge = 200 * time.Millisecond
 
 // Top implements control.Service: the status with counters read now. Each
@@ -131,7 +132,7 @@ const MinCounterAge = 200 * time.Millisecond
 func (d *Daemon) Top(ctx context.Context) (*control.Status, error) {
 	var st *control.Status
 	if err := d.call(ctx, func() {
-		d.refreshCounters(d.clock.Now())
+		d.refreshCounters(d.clock.Now(), MinCounterAge)
 		st = d.status()
 	}); err != nil {
 		return nil, err
@@ -140,16 +141,32 @@ func (d *Daemon) Top(ctx context.Context) (*control.Status, error) {
 }
 
 // refreshCounters reads the counters of every built, present interface
-// whose last read is MinCounterAge old or older. A failed dump is logged
-// at debug level and leaves the last counters (the reconcile reports the
+// whose last read is maxAge old or older. A failed dump is logged at debug
+// level and leaves the last counters (the reconcile reports the
 // interface's faults).
-func (d *Daemon) refreshCounters(now time.Time) {
+func (d *Daemon) refreshCounters(now time.Time, maxAge time.Duration) {
 	for _, st := range d.ifaces {
-		if !st.current() || st.state == stateMissing || now.Sub(st.dumpAt) < MinCounterAge {
+		if !st.current() || st.state == stateMissing || now.Sub(st.dumpAt) < maxAge {
 			continue
 		}
 		if !d.readCounters(st, now) {
-			d.log.Debug("top: counters unreadable", "interface", st.key)
+			d.log.Debug("counters unreadable", "interface", st.key)
 		}
 	}
+}
+
+// scrapeWait bounds how long a /metrics scrape waits for the loop to read
+// the counters (it may be applying); then the scrape shows the last ones.
+const scrapeWait = 2 * time.Second
+
+// refreshForScrape has the loop read the counters for a /metrics scrape
+// when they are reconcile_interval old (refreshCounters). It does nothing
+// while the loop does not run.
+func (d *Daemon) refreshForScrape() {
+	if !d.looping.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeWait)
+	defer cancel()
+	_ = d.call(ctx, func() { d.refreshCounters(d.clock.Now(), d.plan.Daemon.ReconcileInterval) })
 }

@@ -104,6 +104,8 @@ type Daemon struct {
 	lastReload *control.ReloadStatus
 	// fleet is fleet mode's state; nil without [fleet] (fleet.go).
 	fleet *fleetState
+	// events are the kernel's link and traffic-control events (loop_events.go).
+	events eventState
 
 	// reqs are the control requests for the loop (call); stopped is
 	// closed when the loop is gone; looping: the loop runs.

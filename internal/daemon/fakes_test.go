@@ -132,6 +132,8 @@ type fakeKernel struct {
 	panicOn string
 	// dumps counts Dump, Actual and Verify calls.
 	dumps int
+	// onApply, when set, is called at the start of every Apply.
+	onApply func()
 }
 
 func newFakeKernel(links ...string) *fakeKernel {
@@ -172,6 +174,9 @@ func (k *fakeKernel) Actual(desired model.Tree) (model.Tree, error) {
 }
 
 func (k *fakeKernel) Apply(cs []model.Change) (kernel.Result, error) {
+	if k.onApply != nil {
+		k.onApply()
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.refuse != nil {

@@ -12,6 +12,7 @@ import (
 func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-chan kernel.TCEvent) {
 	d.looping.Store(true)
 	defer d.looping.Store(false)
+	d.events = eventState{links: links, tc: tc, dirty: map[*reconciler]bool{}}
 	d.tcLive = tc != nil
 	err := d.policyStep(d.clock.Now())
 	d.saveAssignments()
@@ -26,8 +27,6 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-c
 		defer wt.Stop()
 		watchdog = wt.C()
 	}
-	dirty := map[string]bool{}
-	var settle <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -57,53 +56,12 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-c
 			d.pingWatchdog(true)
 		case <-watchdog:
 			d.pingWatchdog(true)
-		case ev, ok := <-links:
-			if !ok {
-				links = nil
-				d.log.Warn("link events ended; interfaces are found by the reconcile tick only")
-				continue
-			}
-			if d.managed(ev.Name) {
-				d.log.Debug("link event", "device", ev.Name, "up", ev.Up, "deleted", ev.Deleted)
-				dirty[ev.Name] = true
-				if settle == nil {
-					settle = d.clock.After(d.opts.LinkSettle)
-				}
-			}
-		case ev, ok := <-tc:
-			if !ok {
-				tc, d.tcLive = nil, false
-				d.log.Warn("traffic-control events ended; changes made by others are found by the reconcile tick only")
-				continue
-			}
-			switch {
-			case ev.Overrun:
-				d.log.Warn("traffic-control events overran (the kernel dropped some); reconciling every interface")
-				for _, st := range d.ifaces {
-					dirty[st.cfg.Name] = true
-				}
-			case d.managed(ev.Device):
-				d.log.Debug("traffic-control change by another program", "device", ev.Device)
-				dirty[ev.Device] = true
-			default:
-				continue
-			}
-			d.stats.tcEvents.Inc()
-			if settle == nil {
-				settle = d.clock.After(tcSettle)
-			}
-		case <-settle:
-			settle = nil
-			var errs []error
-			for _, st := range d.ifaces {
-				if dirty[st.cfg.Name] || dirty[st.device] {
-					if err := d.reconcile(st, "event"); err != nil {
-						errs = append(errs, err)
-					}
-				}
-			}
-			clear(dirty)
-			d.afterReconcile(errors.Join(errs...))
+		case ev, ok := <-d.events.links:
+			d.linkEvent(ev, ok)
+		case ev, ok := <-d.events.tc:
+			d.tcEvent(ev, ok)
+		case <-d.events.settle:
+			d.afterReconcile(d.settled())
 		case fn := <-d.reqs:
 			fn()
 		}
@@ -120,21 +78,6 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-c
 			reconcileT = d.clock.NewTicker(e)
 		}
 	}
-}
-
-// tcSettle is how long the daemon waits after a traffic-control change by
-// another program for more of them (tc commands come in bursts) before it
-// reconciles the device.
-const tcSettle = 20 * time.Millisecond
-
-// managed reports whether name is a managed interface or its IFB.
-func (d *Daemon) managed(name string) bool {
-	for _, st := range d.ifaces {
-		if st.cfg.Name == name || st.device == name {
-			return true
-		}
-	}
-	return false
 }
 
 // afterReconcile logs err (missing interfaces are warned about once, by

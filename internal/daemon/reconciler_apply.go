@@ -96,6 +96,7 @@ func (d *Daemon) fullPass(st *reconciler, why string) (err error) {
 	if !ok {
 		return d.markMissing(st)
 	}
+	d.drainEvents(st)
 	actual, err := d.k.Actual(st.desired)
 	if errors.Is(err, kernel.ErrNoDevice) {
 		return d.markMissing(st)
@@ -147,6 +148,7 @@ func (d *Daemon) afterApply(st *reconciler, why string, changes []model.Change, 
 		return d.noteRefusals(st, why, res.Refused)
 	}
 	if verify {
+		d.drainEvents(st)
 		mism, err := d.k.Verify(st.desired)
 		if err != nil {
 			d.stats.errors.WithLabelValues("kernel").Inc()

@@ -105,11 +105,11 @@ func (d *Daemon) settled() error {
 // drainEvents takes the events already received, without waiting, and
 // then unmarks st: a full pass calls it just before the dump that decides
 // whether st is in sync (the first dump, or the verify after an apply), so
-// the changes those events report are in that dump. Otherwise the devices
-// shaperd itself brings up during an apply (an IFB, whose default qdisc
-// the kernel announces as another program's change) would cost a second
-// full pass at once, with its memory peak. Events of other reconcilers
-// stay marked.
+// the changes those events report are in that dump. Otherwise the IFB
+// that an ingress interface's first apply creates and brings up (link
+// events the daemon cannot tell from another program's) would cost a
+// second full pass at once, with its memory peak. Events of other
+// reconcilers stay marked.
 func (d *Daemon) drainEvents(st *reconciler) {
 	if d.events.dirty == nil {
 		return // no loop (Once)

@@ -18,7 +18,17 @@ const (
 	memEvaluation
 	// memApply: after an apply of n changes.
 	memApply
+	// memScrape: after a /metrics scrape (any goroutine): with 10,000
+	// users its series and the counter read before it allocate tens of
+	// megabytes.
+	memScrape
 )
+
+// freeOSMemory returns freed memory to the OS; tests count its calls.
+var freeOSMemory = realFreeOSMemory
+
+// realFreeOSMemory is debug.FreeOSMemory.
+var realFreeOSMemory = debug.FreeOSMemory
 
 // freeAfterChanges is the number of changes in one apply after which the
 // daemon returns freed memory to the OS at once.
@@ -37,11 +47,13 @@ func liveHeap() uint64 {
 // returnMemory is the one place the daemon gives memory back to the OS,
 // when Options.ReturnMemory is set (the daemon process, not tests). It
 // collects the garbage and returns the freed pages at the moments that
-// leave garbage behind: after the first apply, after each reconcile tick
-// (with 10,000 users a kernel dump allocates tens of megabytes for a
-// moment), after a policy evaluation once ready, and after an apply of
-// freeAfterChanges changes or more once ready (a reload with many new
-// users; the first apply is followed by memFirstApply). So the daemon's
+// leave garbage behind: after the first apply, after a reconcile tick that
+// read counters (with 10,000 users a kernel dump allocates tens of
+// megabytes for a moment), after a policy evaluation once ready, and after
+// an apply of freeAfterChanges changes or more (a reload with many new
+// users, and each interface of the first apply: the verify dump that ends
+// it leaves tens of megabytes that the next interface's apply would pile
+// onto), and after a /metrics scrape. So the daemon's
 // resident memory between passes is close to what it keeps (the desired
 // trees, policy state) rather than to the GC's heap goal of the pass. One
 // collection of the retained heap per reconcile interval costs little CPU.
@@ -58,11 +70,11 @@ func (d *Daemon) returnMemory(at memMoment, changes int) {
 			return
 		}
 	case memApply:
-		if !d.ready || changes < freeAfterChanges {
+		if changes < freeAfterChanges {
 			return
 		}
 	}
-	debug.FreeOSMemory()
+	freeOSMemory()
 	if at == memFirstApply {
 		d.log.Info("memory returned after the first apply", "live_heap_mb", liveHeap()>>20)
 	}

@@ -135,6 +135,14 @@ type Daemon struct {
 	filePlan *config.Plan
 	runtime  []runtimeUser
 	rtExpiry time.Time
+	// journal is users.json's journal of changes (usersjournal.go);
+	// rtIndex indexes runtime by name and prefixes the addresses of
+	// prefixesOf's users (users.go): both are kept up to date by a
+	// run-time user change, rebuilt when stale.
+	journal    usersJournal
+	rtIndex    map[string]int
+	prefixes   *config.PrefixIndex
+	prefixesOf *config.Plan
 	// assignmentsDue: a run-time user change gave out class ids that the
 	// next reconcile tick saves (retryState): marshalling 10,000 users'
 	// ids would cost each change milliseconds, and ids lost in a crash

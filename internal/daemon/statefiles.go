@@ -192,6 +192,7 @@ func (d *Daemon) retryState(now time.Time) {
 	if d.writeFailing(AssignmentsFile) || d.assignmentsDue {
 		d.saveAssignments()
 	}
+	d.compactUsers()
 }
 
 // stateProblemList is the problems for status, by file and kind.

@@ -52,16 +52,7 @@ func (d *Daemon) patchRuntime(old *config.Plan, now time.Time) (bool, error) {
 	ev := d.evalOverrides(d.overrides)
 	var errs []error
 	for _, c := range changes {
-		var ok bool
-		var err error
-		switch {
-		case c.old == nil:
-			ok, err = d.patchAdded(c.name, ev, now)
-		case c.new == nil:
-			ok, err = d.patchRemoved(c.name)
-		case c.old.Tier == c.new.Tier && c.old.Rate == c.new.Rate && c.old.Ceil == c.new.Ceil:
-			ok, err = d.patchAddresses(c.new)
-		}
+		ok, err := d.patchOne(c.name, c.old, c.new, ev, now)
 		if !ok {
 			return false, nil
 		}
@@ -72,6 +63,44 @@ func (d *Daemon) patchRuntime(old *config.Plan, now time.Time) (bool, error) {
 	d.nextPolicy = policy.NextChange(d.plan, &ev, now)
 	d.work.userSteps++
 	return true, errors.Join(errs...)
+}
+
+// patchRuntimeUser is patchRuntime for one known change: the run-time
+// user name went from old to new (nil: absent), nothing else changed.
+func (d *Daemon) patchRuntimeUser(name string, old, new *config.User, now time.Time) (bool, error) {
+	if d.lastRes == nil {
+		return false, nil
+	}
+	for _, st := range d.ifaces {
+		if !st.built || st.buildErr != nil {
+			return false, nil
+		}
+	}
+	ev := d.evalOverrides(d.overrides)
+	ok, err := d.patchOne(name, old, new, ev, now)
+	if !ok {
+		return false, nil
+	}
+	d.nextPolicy = policy.NextChange(d.plan, &ev, now)
+	d.work.userSteps++
+	return true, err
+}
+
+// patchOne patches one user's change into d.lastRes, the interfaces'
+// trees and the kernel; false: it needs a full evaluation instead.
+func (d *Daemon) patchOne(name string, old, new *config.User, ev policy.Overrides, now time.Time) (bool, error) {
+	switch {
+	case old == nil:
+		return d.patchAdded(name, ev, now)
+	case new == nil:
+		return d.patchRemoved(name)
+	case old.Tier == new.Tier && old.Rate == new.Rate && old.Ceil == new.Ceil:
+		if slices.Equal(old.Prefixes, new.Prefixes) {
+			return true, nil
+		}
+		return d.patchAddresses(new)
+	}
+	return false, nil
 }
 
 // patchAdded adds user's classes and filters on every HTB interface.
@@ -232,19 +261,34 @@ func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *
 	case new != nil:
 		st.targets.Users = append(slices.Clip(st.targets.Users), *new)
 	}
-	// New slices where something goes or comes: published snapshots
-	// share the old ones (see ifaceSnapshot).
+	// Classes: published snapshots share the array (see ifaceSnapshot),
+	// reading up to their own length. An add appends (past every
+	// snapshot's length); a delete copies, moving the last class into the
+	// gap so that only that class's index changes. Filters are only the
+	// loop's: changed in place.
 	classes, filters := st.desired.Classes, st.desired.Filters
-	reindex := false
 	for _, c := range changes {
 		switch {
 		case c.Class != nil && c.Op == model.OpAdd:
-			classes = append(slices.Clip(classes), *c.Class)
+			classes = append(classes, *c.Class)
 			st.byHandle[c.Class.Handle] = len(classes) - 1
 		case c.Class != nil && c.Op == model.OpDelete:
 			h := c.Class.Handle
-			classes = slices.DeleteFunc(slices.Clone(classes), func(x model.Class) bool { return x.Handle == h })
-			reindex = true
+			i, ok := st.byHandle[h]
+			if !ok || i >= len(classes) || classes[i].Handle != h {
+				i = slices.IndexFunc(classes, func(x model.Class) bool { return x.Handle == h })
+			}
+			if i < 0 {
+				continue
+			}
+			last := len(classes) - 1
+			classes = slices.Clone(classes)
+			classes[i] = classes[last]
+			classes = classes[:last]
+			delete(st.byHandle, h)
+			if i < last {
+				st.byHandle[classes[i].Handle] = i
+			}
 		case c.Class != nil && c.Op == model.OpChange:
 			if i, ok := st.byHandle[c.Class.Handle]; ok {
 				d.classMu.Lock()
@@ -252,19 +296,21 @@ func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *
 				d.classMu.Unlock()
 			}
 		case c.Filter != nil && c.Op == model.OpAdd:
-			filters = append(slices.Clip(filters), *c.Filter)
+			filters = append(filters, *c.Filter)
 		case c.Filter != nil && c.Op == model.OpDelete:
 			f := *c.Filter
-			filters = slices.DeleteFunc(slices.Clone(filters), func(x model.Filter) bool { return x.Prefix == f.Prefix && x.Match == f.Match })
+			for i := 0; i < len(filters); {
+				if filters[i].Prefix == f.Prefix && filters[i].Match == f.Match {
+					last := len(filters) - 1
+					filters[i] = filters[last]
+					filters = filters[:last]
+					continue
+				}
+				i++
+			}
 		}
 	}
 	st.desired.Classes, st.desired.Filters = classes, filters
-	if reindex {
-		st.byHandle = make(map[model.Handle]int, len(classes))
-		for i, c := range classes {
-			st.byHandle[c.Handle] = i
-		}
-	}
 	if !st.inSync || st.missing {
 		st.inSync = false
 		return d.reconcile(st, "user")

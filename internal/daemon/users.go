@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -98,19 +99,17 @@ func (d *Daemon) loadRuntimeUsers(dir string) {
 		})
 	d.readStateFile(dir, UsersJournal, "the run-time user changes since users.json was last written whole were not restored (the moved file keeps them)",
 		func(b []byte) error {
-			rt, torn, err := replayJournal(slices.Clone(d.runtime), b)
+			rt, good, torn, err := replayJournal(slices.Clone(d.runtime), b)
 			if err != nil {
 				return err
 			}
-			whole := int64(len(b))
 			if torn {
-				whole = int64(bytes.LastIndexByte(b, '\n') + 1)
 				d.log.Warn("run-time users: the journal's last record is torn (a crash while it was written, never acknowledged); dropping it",
-					"file", filepath.Join(dir, UsersJournal), "bytes", len(b)-int(whole))
+					"file", filepath.Join(dir, UsersJournal), "bytes", len(b)-good)
 			}
 			d.runtime = rt
-			d.journal.size = whole
-			d.journal.records = bytes.Count(b[:whole], []byte{'\n'})
+			d.journal.size = int64(good)
+			d.journal.records = bytes.Count(b[:good], []byte{'\n'})
 			return nil
 		})
 }
@@ -123,6 +122,7 @@ func (d *Daemon) saveRuntimeUsers(dir string, rt []runtimeUser) error {
 	}
 	err := saveJSON(dir, UsersFile, runtimeFile{Users: rt})
 	if err == nil {
+		d.journal.whole = false
 		if jerr := d.journal.reset(dir); jerr != nil {
 			d.log.Warn("run-time users: users.json was written but the journal could not be emptied (its records replay harmlessly)", "err", jerr)
 		}
@@ -136,18 +136,31 @@ func (d *Daemon) saveRuntimeUsers(dir string, rt []runtimeUser) error {
 // users after the changes) whole instead. The change is kept (and may be
 // acknowledged) only when one of them succeeded.
 func (d *Daemon) journalUsers(dir string, rt func() []runtimeUser, recs ...journalRecord) error {
-	var err error
-	for _, r := range recs {
-		if err = d.journal.append(dir, r); err != nil {
-			break
+	err := errors.New("users.json holds users that are not in force")
+	if !d.journal.whole {
+		for _, r := range recs {
+			if err = d.journal.append(dir, r); err != nil {
+				break
+			}
 		}
 	}
 	if err == nil {
 		d.stateWritten(UsersFile, nil)
 		return nil
 	}
-	d.log.Warn("run-time users: the journal cannot be written; writing users.json whole", "err", err)
+	if !d.journal.whole {
+		d.log.Warn("run-time users: the journal cannot be written; writing users.json whole", "err", err)
+	}
 	return d.saveRuntimeUsers(dir, rt())
+}
+
+// closeUsers folds the journal into users.json (at shutdown) and closes
+// it.
+func (d *Daemon) closeUsers() {
+	if d.journal.records > 0 && !d.opts.ReadOnly {
+		d.saveRuntimeUsers(d.plan.Daemon.StateDir, d.runtime)
+	}
+	d.journal.close()
 }
 
 // compactUsers folds the journal into users.json once it holds
@@ -418,6 +431,7 @@ func (d *Daemon) prefixIndex() *config.PrefixIndex {
 // changes when it is refused. Its cost does not grow with the number of
 // users, except where noted in patchRuntimeUser.
 func (d *Daemon) applyUserChange(name string, next *runtimeUser, now time.Time, why string) error {
+	start := d.clock.Now()
 	if len(d.plan.Users)-len(d.filePlan.Users) != len(d.runtime) {
 		// The plan does not hold the run-time users as d.runtime has
 		// them (cannot happen): the whole path.
@@ -437,6 +451,7 @@ func (d *Daemon) applyUserChange(name string, next *runtimeUser, now time.Time, 
 		}
 	}
 	// The state file first: a change is in force only once it is kept.
+	checked := d.clock.Now()
 	rec := journalRecord{Put: next}
 	if next == nil {
 		rec = journalRecord{Del: name}
@@ -445,6 +460,7 @@ func (d *Daemon) applyUserChange(name string, next *runtimeUser, now time.Time, 
 	if err := d.journalUsers(dir, func() []runtimeUser { return runtimeAfter(d.runtime, j, next) }, rec); err != nil {
 		return fmt.Errorf("run-time users not changed: %w", err)
 	}
+	journaled := d.clock.Now()
 	idx := d.prefixIndex()
 	plan := *d.plan
 	var old *config.User
@@ -498,11 +514,11 @@ func (d *Daemon) applyUserChange(name string, next *runtimeUser, now time.Time, 
 	if next == nil {
 		d.pruneOverrides()
 	}
-	d.log.Info("run-time users changed", "why", why, "runtime_users", len(d.runtime))
 	var nu *config.User
 	if next != nil {
 		nu = &d.plan.Users[d.userIdx[name]]
 	}
+	planned := d.clock.Now()
 	patched, err := d.patchRuntimeUser(name, old, nu, now)
 	if patched {
 		d.policyDirty = dirty
@@ -511,6 +527,14 @@ func (d *Daemon) applyUserChange(name string, next *runtimeUser, now time.Time, 
 		err = d.policyStep(now)
 	}
 	d.assignmentsDue = true
+	end := d.clock.Now()
+	// The phases' times, for the latency measurements (README, Dynamic
+	// users): the checks, the journal's write and sync, the plan and
+	// index update, and the user's objects built and written to the
+	// kernel (the whole evaluation when patched is false).
+	d.log.Info("run-time users changed", "why", why, "runtime_users", len(d.runtime), "patched", patched,
+		"check", checked.Sub(start), "journal", journaled.Sub(checked), "plan", planned.Sub(journaled),
+		"apply", end.Sub(planned), "took", end.Sub(start))
 	if err != nil {
 		d.log.Error("applying a run-time user change", "why", why, "err", err)
 	}
@@ -705,6 +729,9 @@ func (d *Daemon) expireAddresses(now time.Time) error {
 func (d *Daemon) startRuntime(file *config.Plan) *config.Plan {
 	d.loadRuntimeUsers(file.Daemon.StateDir)
 	if len(d.runtime) == 0 {
+		if d.journal.records > 0 && !d.opts.ReadOnly {
+			d.saveRuntimeUsers(file.Daemon.StateDir, nil) // the journal removed them all
+		}
 		return file
 	}
 	now := d.clock.Now()
@@ -712,11 +739,12 @@ func (d *Daemon) startRuntime(file *config.Plan) *config.Plan {
 	if errs := CheckPlan(plan); len(errs) > 0 {
 		d.log.Error("run-time users make the plan invalid; starting without them", "problems", describe(errorMessages(errs), 10))
 		d.runtime = nil
+		d.journal.whole = true // the next change drops them from the files
 		return file
 	}
 	d.runtime = kept
-	if changed && !d.opts.ReadOnly {
-		d.saveRuntimeUsers(file.Daemon.StateDir, kept)
+	if (changed || d.journal.records > 0) && !d.opts.ReadOnly {
+		d.saveRuntimeUsers(file.Daemon.StateDir, kept) // also folds the journal in
 	}
 	d.scheduleExpiry()
 	return plan

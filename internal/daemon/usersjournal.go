@@ -82,29 +82,29 @@ func decodeJournalLine(line []byte) (journalRecord, error) {
 	return r, nil
 }
 
-// replayJournal applies the journal b to rt and returns the result and
-// whether the last record was torn (no newline, or a bad last line: a
-// crash while it was written; it was never acknowledged and is dropped).
-// A bad record followed by good ones is corruption: an error naming its
-// line.
-func replayJournal(rt []runtimeUser, b []byte) ([]runtimeUser, bool, error) {
+// replayJournal applies the journal b to rt and returns the result, the
+// length of b's whole good records, and whether a torn last record
+// followed them (no newline, or a bad last line: a crash while it was
+// written; it was never acknowledged and is dropped). A bad record
+// followed by good ones is corruption: an error naming its number.
+func replayJournal(rt []runtimeUser, b []byte) (out []runtimeUser, good int, torn bool, err error) {
 	at := make(map[string]int, len(rt))
 	for i := range rt {
 		at[rt[i].Name] = i
 	}
-	for n := 1; len(b) > 0; n++ {
-		line, rest, complete := bytes.Cut(b, []byte{'\n'})
+	for n := 1; good < len(b); n++ {
+		line, rest, complete := bytes.Cut(b[good:], []byte{'\n'})
 		r, err := decodeJournalLine(line)
 		if err != nil || !complete {
 			if len(bytes.TrimSpace(rest)) == 0 {
-				return rt, true, nil
+				return rt, good, true, nil
 			}
 			if err == nil {
 				err = errors.New("no newline")
 			}
-			return nil, false, fmt.Errorf("record %d: %w", n, err)
+			return nil, 0, false, fmt.Errorf("record %d: %w", n, err)
 		}
-		b = rest
+		good += len(line) + 1
 		if r.Put != nil {
 			if i, ok := at[r.Put.Name]; ok {
 				rt[i] = *r.Put
@@ -122,7 +122,7 @@ func replayJournal(rt []runtimeUser, b []byte) ([]runtimeUser, bool, error) {
 			delete(at, r.Del)
 		}
 	}
-	return rt, false, nil
+	return rt, good, false, nil
 }
 
 // usersJournal is the open journal file.
@@ -131,6 +131,9 @@ type usersJournal struct {
 	path    string
 	size    int64 // bytes of whole, synced records
 	records int
+	// whole: users.json and the journal hold users that are not in force
+	// (refused at start): the next change writes users.json whole.
+	whole bool
 }
 
 // open opens (creating, and then syncing the directory) the journal in

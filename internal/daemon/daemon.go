@@ -141,8 +141,10 @@ type Daemon struct {
 	// run-time user change, rebuilt when stale.
 	journal    usersJournal
 	rtIndex    map[string]int
+	rtIndexOf  *runtimeUser // runtime's array when rtIndex was built
 	prefixes   *config.PrefixIndex
 	prefixesOf *config.Plan
+	userPhases userPhases // of the last change, for benchmarks
 	// assignmentsDue: a run-time user change gave out class ids that the
 	// next reconcile tick saves (retryState): marshalling 10,000 users'
 	// ids would cost each change milliseconds, and ids lost in a crash

@@ -252,14 +252,18 @@ func (d *Daemon) patchUser(st *iface, old, new *model.UserTarget) error {
 // them (nil: removed).
 func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *model.UserTarget) error {
 	j := slices.IndexFunc(st.targets.Users, func(u model.UserTarget) bool { return u.Name == user })
+	// st.targets is st's own (policy.Ramper.Step copies the users): in
+	// place, a removed user's place taken by the last one.
 	switch {
 	case new == nil && j >= 0:
-		st.targets.Users = slices.Delete(slices.Clone(st.targets.Users), j, j+1)
+		last := len(st.targets.Users) - 1
+		st.targets.Users[j] = st.targets.Users[last]
+		st.targets.Users[last] = model.UserTarget{}
+		st.targets.Users = st.targets.Users[:last]
 	case new != nil && j >= 0:
-		st.targets.Users = slices.Clone(st.targets.Users)
 		st.targets.Users[j] = *new
 	case new != nil:
-		st.targets.Users = append(slices.Clip(st.targets.Users), *new)
+		st.targets.Users = append(st.targets.Users, *new)
 	}
 	// Classes: published snapshots share the array (see ifaceSnapshot),
 	// reading up to their own length. An add appends (past every

@@ -389,26 +389,28 @@ func (d *Daemon) changeUser(req control.UserRequest) (*control.UserResponse, err
 }
 
 // runtimeIndex returns the index of the run-time user name in d.runtime,
-// or -1; the index by name is rebuilt when d.runtime was replaced.
+// or -1. The index by name is kept up to date by applyUserChange and
+// rebuilt when d.runtime was replaced (another array or length).
 func (d *Daemon) runtimeIndex(name string) int {
-	if d.rtIndex == nil || len(d.rtIndex) != len(d.runtime) {
+	if d.rtIndex == nil || len(d.rtIndex) != len(d.runtime) || d.rtIndexOf != firstUser(d.runtime) {
 		d.rtIndex = make(map[string]int, len(d.runtime))
 		for i := range d.runtime {
 			d.rtIndex[d.runtime[i].Name] = i
 		}
-	}
-	if j, ok := d.rtIndex[name]; ok && j < len(d.runtime) && d.runtime[j].Name == name {
-		return j
-	}
-	// Stale (d.runtime replaced by one of the same length): rebuild once.
-	clear(d.rtIndex)
-	for i := range d.runtime {
-		d.rtIndex[d.runtime[i].Name] = i
+		d.rtIndexOf = firstUser(d.runtime)
 	}
 	if j, ok := d.rtIndex[name]; ok {
 		return j
 	}
 	return -1
+}
+
+// firstUser identifies rt's array (nil when empty).
+func firstUser(rt []runtimeUser) *runtimeUser {
+	if len(rt) == 0 {
+		return nil
+	}
+	return &rt[0]
 }
 
 // prefixIndex returns the index of the plan's addresses, built when the
@@ -499,11 +501,10 @@ func (d *Daemon) applyUserChange(name string, next *runtimeUser, now time.Time, 
 		d.runtime = append(d.runtime, *next)
 		plan.Users = append(plan.Users, cu)
 		d.userIdx[name] = len(plan.Users) - 1
-		if d.rtIndex != nil {
-			d.rtIndex[name] = len(d.runtime) - 1
-		}
+		d.rtIndex[name] = len(d.runtime) - 1
 		idx.Add(&plan.Users[len(plan.Users)-1])
 	}
+	d.rtIndexOf = firstUser(d.runtime)
 	dirty := d.policyDirty
 	d.plan = &plan
 	d.prefixesOf = d.plan
@@ -532,9 +533,10 @@ func (d *Daemon) applyUserChange(name string, next *runtimeUser, now time.Time, 
 	// users): the checks, the journal's write and sync, the plan and
 	// index update, and the user's objects built and written to the
 	// kernel (the whole evaluation when patched is false).
+	d.userPhases = userPhases{check: checked.Sub(start), journal: journaled.Sub(checked), plan: planned.Sub(journaled), apply: end.Sub(planned)}
 	d.log.Info("run-time users changed", "why", why, "runtime_users", len(d.runtime), "patched", patched,
-		"check", checked.Sub(start), "journal", journaled.Sub(checked), "plan", planned.Sub(journaled),
-		"apply", end.Sub(planned), "took", end.Sub(start))
+		"check", d.userPhases.check, "journal", d.userPhases.journal, "plan", d.userPhases.plan,
+		"apply", d.userPhases.apply, "took", end.Sub(start))
 	if err != nil {
 		d.log.Error("applying a run-time user change", "why", why, "err", err)
 	}
@@ -546,6 +548,12 @@ func (d *Daemon) applyUserChange(name string, next *runtimeUser, now time.Time, 
 		}
 	}
 	return nil
+}
+
+// userPhases are the times of a run-time user change's phases (see
+// applyUserChange's log line).
+type userPhases struct {
+	check, journal, plan, apply time.Duration
 }
 
 // runtimeAfter is rt with its user j replaced by next (j < 0: added; next

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/pkg/config"
 )
 
 // journalDaemon is a daemon on the fake kernel that applied its plan,
@@ -170,7 +171,7 @@ func TestUsersJournalAppendsAfterTornTail(t *testing.T) {
 	f, _ = os.OpenFile(jpath, os.O_WRONLY|os.O_APPEND, 0)
 	f.WriteString(`0badc0de {"put"`)
 	f.Close()
-	d2.journal.close()   // as after a failed append: the next one reopens and cuts the tail
+	d2.journal.close() // as after a failed append: the next one reopens and cuts the tail
 	change(t, d2, userReq(control.UserAdd, "erin", "198.18.1.50"))
 	d3, _ := newTestDaemon(t, k, clk, dir)
 	if got := runtimeNames(d3); !slices.Equal(got, []string{"carol=198.18.1.30/32", "dave=198.18.1.40/32", "erin=198.18.1.50/32"}) {
@@ -321,4 +322,61 @@ func FuzzUsersJournal(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The indexes a change keeps up to date in place (by name, by address,
+// the plan's order after a removal moves the last run-time user into the
+// gap) agree with a plan rebuilt from scratch: overlaps name the right
+// user, a removed user's address is free again, and the user list and
+// the kernel hold every user once.
+func TestUserChangesKeepIndexesExact(t *testing.T) {
+	d, k, _, _ := journalDaemon(t)
+	change(t, d, userReq(control.UserAdd, "carol", "198.18.1.30"))
+	change(t, d, userReq(control.UserAdd, "dave", "198.18.1.40"))
+	change(t, d, userReq(control.UserAdd, "erin", "198.18.1.50"))
+	change(t, d, userReq(control.UserRemove, "carol")) // erin takes carol's place
+	change(t, d, userReq(control.UserSetAddresses, "erin", "198.18.1.51"))
+	_, err := d.changeUser(control.UserRequest{Op: control.UserAdd, Name: "frank", Tier: "gold", Addresses: []string{"198.18.1.51"}})
+	if err == nil || !strings.Contains(err.Error(), `of user "erin"`) {
+		t.Errorf("an address of the moved user: %v, want an overlap naming erin", err)
+	}
+	change(t, d, userReq(control.UserAdd, "frank", "198.18.1.30", "198.18.1.50")) // carol's and erin's old ones
+	full, _, _ := withRuntime(d.filePlan, d.runtime, d.clock.Now())
+	if len(full.Users) != len(d.plan.Users) {
+		t.Fatalf("%d users in the plan, %d when rebuilt", len(d.plan.Users), len(full.Users))
+	}
+	for i, u := range d.plan.Users {
+		if j, ok := d.userIdx[u.Name]; !ok || j != i {
+			t.Errorf("userIdx[%s] = %d, %v; the plan has it at %d", u.Name, j, ok, i)
+		}
+		if !slices.Equal(u.Prefixes, full.Users[i].Prefixes) || u.Name != full.Users[i].Name {
+			t.Errorf("plan user %d is %s %v, rebuilt %s %v", i, u.Name, u.Prefixes, full.Users[i].Name, full.Users[i].Prefixes)
+		}
+	}
+	kept := d.prefixes
+	d.prefixes = nil
+	for _, u := range d.plan.Users {
+		for _, p := range u.Prefixes {
+			var a, b []string
+			kept.Overlapping(p, func(_ netip.Prefix, o config.IndexedUser) { a = append(a, o.Name) })
+			d.prefixIndex().Overlapping(p, func(_ netip.Prefix, o config.IndexedUser) { b = append(b, o.Name) })
+			if !slices.Equal(a, b) || len(a) != 1 || a[0] != u.Name {
+				t.Errorf("%s: the kept index says %v, a fresh one %v, want [%s]", p, a, b, u.Name)
+			}
+		}
+	}
+	for _, name := range []string{"dave", "erin", "frank"} {
+		n := 0
+		for _, f := range k.tree("lan0").Filters {
+			if f.Labels.User == name {
+				n++
+			}
+		}
+		if want := map[string]int{"dave": 1, "erin": 1, "frank": 2}[name]; n != want {
+			t.Errorf("%s has %d filters in the kernel, want %d", name, n, want)
+		}
+	}
+	if hasFilter(k, "lan0", "198.18.1.51/32", "frank") || !hasFilter(k, "lan0", "198.18.1.51/32", "erin") {
+		t.Error("erin's address is not erin's in the kernel")
+	}
 }

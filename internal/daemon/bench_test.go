@@ -152,9 +152,10 @@ func roomyConfig() string {
 }
 
 // benchUserAdd times `user add` (each followed by an untimed remove) on d
-// and reports the adds' p50, p99 and max.
+// and reports the adds' p50, p99 and max, the p50 and p99 of their phases
+// (check, journal, plan, apply) and of the removes.
 func benchUserAdd(b *testing.B, d *Daemon) {
-	var took, check, journal, plan, apply []time.Duration
+	var took, removes, check, journal, plan, apply []time.Duration
 	add := control.UserRequest{Op: control.UserAdd, Name: "newcomer", Tier: "bronze", Addresses: []string{"198.18.250.1"}}
 	remove := control.UserRequest{Op: control.UserRemove, Name: "newcomer"}
 	evals := d.work.evaluations
@@ -167,15 +168,17 @@ func benchUserAdd(b *testing.B, d *Daemon) {
 		b.StopTimer()
 		ph := d.userPhases
 		check, journal, plan, apply = append(check, ph.check), append(journal, ph.journal), append(plan, ph.plan), append(apply, ph.apply)
+		start = time.Now()
 		if _, err := d.changeUser(remove); err != nil {
 			b.Fatal(err)
 		}
+		removes = append(removes, time.Since(start))
 		b.StartTimer()
 	}
 	for _, m := range []struct {
 		name string
 		ds   []time.Duration
-	}{{"add", took}, {"check", check}, {"journal", journal}, {"plan", plan}, {"apply", apply}} {
+	}{{"add", took}, {"check", check}, {"journal", journal}, {"plan", plan}, {"apply", apply}, {"remove", removes}} {
 		slices.Sort(m.ds)
 		b.ReportMetric(float64(m.ds[len(m.ds)/2].Nanoseconds()), "p50-ns/"+m.name)
 		b.ReportMetric(float64(m.ds[len(m.ds)*99/100].Nanoseconds()), "p99-ns/"+m.name)

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 
 	"github.com/shaperd/shaperd/pkg/config"
@@ -18,7 +20,8 @@ type ifaceSnapshot struct {
 	iface, direction string
 	present, inSync  bool
 	// classes are the desired classes (labels, rates in force), sorted by
-	// handle; counters the last dump's, sorted by handle.
+	// handle but for run-time user changes (see each); counters the last
+	// dump's, sorted by handle.
 	classes  []model.Class
 	counters []classCounters
 	// mu guards the elements of classes (Daemon.classMu).
@@ -49,22 +52,26 @@ func (d *Daemon) publish() {
 }
 
 // each calls f for every class of s (a TBF root counts as one class of
-// kind "tbf") with its last counters (nil before the first dump).
+// kind "tbf") with its last counters (nil before the first dump), once
+// per handle: a run-time user's removal moves the last class into the
+// removed one's place while a scrape may be reading (userpatch.go), and
+// classes added at run time come after the sorted ones.
 func (s *ifaceSnapshot) each(f func(l model.Labels, rate, ceil uint64, stats *model.Stats)) {
 	if s.tbf != nil {
 		f(model.Labels{Kind: "tbf"}, uint64(s.tbf.Rate), uint64(s.tbf.Rate), s.rootStats)
 		return
 	}
-	j := 0
+	seen := make(map[model.Handle]bool, len(s.classes))
 	for i := range s.classes {
 		s.mu.RLock()
 		h, l, rate, ceil := s.classes[i].Handle, s.classes[i].Labels, s.classes[i].Rate, s.classes[i].Ceil
 		s.mu.RUnlock()
-		for j < len(s.counters) && s.counters[j].handle < h {
-			j++
+		if seen[h] {
+			continue
 		}
+		seen[h] = true
 		var stats *model.Stats
-		if j < len(s.counters) && s.counters[j].handle == h {
+		if j, ok := slices.BinarySearchFunc(s.counters, h, func(c classCounters, h model.Handle) int { return cmp.Compare(c.handle, h) }); ok {
 			stats = &s.counters[j].stats
 		}
 		f(l, uint64(rate), uint64(ceil), stats)

@@ -266,10 +266,12 @@ func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *
 		st.targets.Users = append(st.targets.Users, *new)
 	}
 	// Classes: published snapshots share the array (see ifaceSnapshot),
-	// reading up to their own length. An add appends (past every
-	// snapshot's length); a delete copies, moving the last class into the
-	// gap so that only that class's index changes. Filters are only the
-	// loop's: changed in place.
+	// reading up to their own length, each element under classMu. An add
+	// appends (past every snapshot's length); a delete moves the last
+	// class into the gap, in place under classMu, and leaves the last
+	// element as it was (a snapshot still reading sees that class twice;
+	// each reports it once). Filters are only the loop's: changed in
+	// place.
 	classes, filters := st.desired.Classes, st.desired.Filters
 	for _, c := range changes {
 		switch {
@@ -286,8 +288,9 @@ func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *
 				continue
 			}
 			last := len(classes) - 1
-			classes = slices.Clone(classes)
+			d.classMu.Lock()
 			classes[i] = classes[last]
+			d.classMu.Unlock()
 			classes = classes[:last]
 			delete(st.byHandle, h)
 			if i < last {

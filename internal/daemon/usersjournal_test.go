@@ -328,9 +328,12 @@ func FuzzUsersJournal(f *testing.F) {
 // the plan's order after a removal moves the last run-time user into the
 // gap) agree with a plan rebuilt from scratch: overlaps name the right
 // user, a removed user's address is free again, and the user list and
-// the kernel hold every user once.
+// the kernel hold every user once. No change dumps the kernel.
 func TestUserChangesKeepIndexesExact(t *testing.T) {
 	d, k, _, _ := journalDaemon(t)
+	k.mu.Lock()
+	dumps := k.dumps
+	k.mu.Unlock()
 	change(t, d, userReq(control.UserAdd, "carol", "198.18.1.30"))
 	change(t, d, userReq(control.UserAdd, "dave", "198.18.1.40"))
 	change(t, d, userReq(control.UserAdd, "erin", "198.18.1.50"))
@@ -341,6 +344,11 @@ func TestUserChangesKeepIndexesExact(t *testing.T) {
 		t.Errorf("an address of the moved user: %v, want an overlap naming erin", err)
 	}
 	change(t, d, userReq(control.UserAdd, "frank", "198.18.1.30", "198.18.1.50")) // carol's and erin's old ones
+	k.mu.Lock()
+	if k.dumps != dumps {
+		t.Errorf("the changes dumped the kernel %d times, want none", k.dumps-dumps)
+	}
+	k.mu.Unlock()
 	full, _, _ := withRuntime(d.filePlan, d.runtime, d.clock.Now())
 	if len(full.Users) != len(d.plan.Users) {
 		t.Fatalf("%d users in the plan, %d when rebuilt", len(d.plan.Users), len(full.Users))

@@ -103,7 +103,9 @@ type Daemon struct {
 	// userIdx is each user's index in plan.Users.
 	userIdx map[string]int
 	// quotas: some tier has a quota, so new usage can change the policy.
-	quotas bool
+	// lastQuotaRead is when readQuotaCounters last read the counters.
+	quotas        bool
+	lastQuotaRead time.Time
 	// work counts the policy ticks' work; lastApply is the duration of the
 	// last incremental apply.
 	work      workCounters

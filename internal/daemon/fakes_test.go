@@ -114,6 +114,10 @@ type fakeKernel struct {
 	tc chan kernel.TCEvent
 	// counterReads counts Counters calls.
 	counterReads int
+	// userBytes, once set (setUserBytes), gives Counters a byte counter
+	// for every class: the user's by label, else 0 (the in-memory kernel
+	// keeps no counters).
+	userBytes map[string]uint64
 	// refuse, when set, fails every Apply with it.
 	refuse error
 	// refuseObj, when set, is asked about every change; an error refuses
@@ -213,9 +217,25 @@ func (k *fakeKernel) Counters(device string) (model.Tree, error) {
 	t, err := k.Dump(device)
 	t.Filters = nil
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	k.counterReads++
-	k.mu.Unlock()
+	if k.userBytes != nil {
+		for i := range t.Classes {
+			t.Classes[i].Stats = &model.Stats{Bytes: k.userBytes[t.Classes[i].Labels.User]}
+		}
+	}
 	return t, err
+}
+
+// setUserBytes makes Counters report bytes for user's classes (and 0 for
+// the other classes).
+func (k *fakeKernel) setUserBytes(user string, bytes uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.userBytes == nil {
+		k.userBytes = map[string]uint64{}
+	}
+	k.userBytes[user] = bytes
 }
 
 // counterReadCount is the number of Counters calls so far.

@@ -123,6 +123,7 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-c
 			return
 		case <-policyT.C():
 			now := d.clock.Now()
+			d.readQuotaCounters(now)
 			evals := d.work.evaluations
 			err := d.policyTick(now)
 			if err != nil {

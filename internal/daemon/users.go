@@ -702,33 +702,60 @@ func (d *Daemon) expireAddresses(now time.Time) error {
 	if d.rtExpiry.IsZero() || now.Before(d.rtExpiry) {
 		return nil
 	}
-	rt := make([]runtimeUser, len(d.runtime))
-	var gone, names []string
-	for i, u := range d.runtime {
-		u = u.clone()
-		u.Addresses = slices.DeleteFunc(u.Addresses, func(a runtimeAddr) bool {
+	type ended struct {
+		j int
+		u runtimeUser
+	}
+	var due []ended
+	var gone []string
+	for j := range d.runtime {
+		u := &d.runtime[j]
+		if !slices.ContainsFunc(u.Addresses, func(a runtimeAddr) bool { return !a.Until.IsZero() && !now.Before(a.Until) }) {
+			continue
+		}
+		v := u.clone()
+		v.Addresses = slices.DeleteFunc(v.Addresses, func(a runtimeAddr) bool {
 			if !a.Until.IsZero() && !now.Before(a.Until) {
 				gone = append(gone, u.Name+" "+a.Prefix.String())
-				if !slices.Contains(names, u.Name) {
-					names = append(names, u.Name)
-				}
 				return true
 			}
 			return false
 		})
-		rt[i] = u
+		due = append(due, ended{j, v})
 	}
-	if len(gone) == 0 {
+	if len(due) == 0 {
 		d.scheduleExpiry()
 		return nil
 	}
 	d.log.Info("run-time addresses expired", "addresses", describe(gone, 10))
-	err := d.applyRuntime(rt, now, "expiry", names...)
+	var err error
+	if len(due) > maxExpiryChanges {
+		// Many at once: one whole write and evaluation beats a journal
+		// record and a patch per user.
+		rt := slices.Clone(d.runtime)
+		names := make([]string, len(due))
+		for k, e := range due {
+			rt[e.j], names[k] = e.u, e.u.Name
+		}
+		err = d.applyRuntime(rt, now, "expiry", names...)
+	} else {
+		for _, e := range due {
+			if err = d.applyUserChange(e.u.Name, &e.u, now, "expiry"); err != nil {
+				break
+			}
+		}
+	}
+	d.scheduleExpiry()
 	if err != nil {
 		d.rtExpiry = now.Add(d.plan.Policy.Interval) // retried (a state write failure)
 	}
 	return err
 }
+
+// maxExpiryChanges is how many users' addresses ending at one tick are
+// applied one user at a time (each like a user change); more are applied
+// as one whole change.
+const maxExpiryChanges = 64
 
 // startRuntime reads the run-time users from file's state_dir and returns
 // the plan to start with: file plus them (see withRuntime), checked like a

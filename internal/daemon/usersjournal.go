@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -148,7 +149,7 @@ func (j *usersJournal) open(dir string) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("state dir %s: %w", dir, err)
 	}
-	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE, 0o640)
+	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", j.path, bare(err))
 	}
@@ -178,15 +179,21 @@ func (j *usersJournal) append(dir string, r journalRecord) error {
 	if err := j.open(dir); err != nil {
 		return err
 	}
-	if _, err = j.f.WriteAt(line, j.size); err == nil {
-		err = unix.Fdatasync(int(j.f.Fd()))
+	// O_APPEND: the record goes to the file's end even when the file was
+	// emptied behind this daemon's back (another instance's compaction,
+	// in tests that start two on one state_dir).
+	var end int64
+	if _, err = j.f.Write(line); err == nil {
+		if err = unix.Fdatasync(int(j.f.Fd())); err == nil {
+			end, err = j.f.Seek(0, io.SeekCurrent)
+		}
 	}
 	if err != nil {
 		_ = j.f.Truncate(j.size)
 		j.close()
 		return fmt.Errorf("append to %s: %w", j.path, bare(err))
 	}
-	j.size += int64(len(line))
+	j.size = end
 	j.records++
 	return nil
 }

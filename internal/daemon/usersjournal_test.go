@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/pkg/config"
@@ -386,5 +387,35 @@ func TestUserChangesKeepIndexesExact(t *testing.T) {
 	}
 	if hasFilter(k, "lan0", "198.18.1.51/32", "frank") || !hasFilter(k, "lan0", "198.18.1.51/32", "erin") {
 		t.Error("erin's address is not erin's in the kernel")
+	}
+}
+
+// An address that ends (add-address --for) is removed like a user
+// change: a journal record, only that user's objects, no evaluation of
+// everyone.
+func TestLeaseEndIsOneUserChange(t *testing.T) {
+	d, k, clk, dir := journalDaemon(t)
+	change(t, d, userReq(control.UserAdd, "carol", "198.18.1.30"))
+	change(t, d, userReq(control.UserAdd, "dave", "198.18.1.40"))
+	lease := userReq(control.UserAddAddress, "carol", "198.18.1.31")
+	lease.For = control.DurationPtr(time.Hour)
+	change(t, d, lease)
+	records, evals := d.journal.records, d.work.evaluations
+	seen := recordChanges(k)
+	if err := d.policyTick(clk.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if hasFilter(k, "lan0", "198.18.1.31/32", "carol") || !hasFilter(k, "lan0", "198.18.1.30/32", "carol") {
+		t.Fatal("the lease did not end, or took carol's other address")
+	}
+	if d.work.evaluations != evals {
+		t.Errorf("%d full evaluations for one lease end", d.work.evaluations-evals)
+	}
+	onlyUser(t, "lease end", *seen, "carol")
+	if d.journal.records != records+1 {
+		t.Errorf("the lease end wrote %d journal records, want 1", d.journal.records-records)
+	}
+	if b := readState(t, dir, UsersFile); len(b) != 0 {
+		t.Errorf("users.json was written whole: %s", b)
 	}
 }

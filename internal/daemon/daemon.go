@@ -147,6 +147,8 @@ type Daemon struct {
 	prefixes   *config.PrefixIndex
 	prefixesOf *config.Plan
 	userPhases userPhases // of the last change, for benchmarks
+	// returning: a returnMemory collection runs beside the loop.
+	returning atomic.Bool
 	// assignmentsDue: a run-time user change gave out class ids that the
 	// next reconcile tick saves (retryState): marshalling 10,000 users'
 	// ids would cost each change milliseconds, and ids lost in a crash

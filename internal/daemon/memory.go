@@ -25,12 +25,24 @@ func liveHeap() uint64 {
 // little CPU. It replaces a soft memory limit at 2x the live heap, which a
 // dump's transient heap crossed, making the GC run continuously (1.5 s
 // reconciles, 30% idle CPU at 10,000 users x 2 directions).
+//
+// After the first apply it runs on the loop (the log line reports the
+// live heap); after a tick it runs beside it, so that a request (a
+// run-time user change) arriving meanwhile does not wait for the forced
+// collection (about 15 ms at 10,000 users on a busy 2-core machine).
 func (d *Daemon) returnMemory(first bool) {
 	if !d.opts.ReturnMemory {
 		return
 	}
-	debug.FreeOSMemory()
 	if first {
+		debug.FreeOSMemory()
 		d.log.Info("memory returned after the first apply", "live_heap_mb", liveHeap()>>20)
+		return
+	}
+	if d.returning.CompareAndSwap(false, true) {
+		go func() {
+			defer d.returning.Store(false)
+			debug.FreeOSMemory()
+		}()
 	}
 }

@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/model/modeltest"
 )
 
 // fakeClock moves only when Advance is called. Tickers and timers deliver
@@ -103,10 +104,10 @@ func (c *fakeClock) Advance(t testing.TB, d time.Duration) {
 	}
 }
 
-// fakeKernel is model.MemKernel with links, link events and a write count.
+// fakeKernel is modeltest.MemKernel with links, link events and a write count.
 type fakeKernel struct {
 	mu     sync.Mutex
-	mem    *model.MemKernel
+	mem    *modeltest.MemKernel
 	links  map[string]bool
 	writes int
 	events chan kernel.LinkEvent
@@ -134,7 +135,7 @@ type fakeKernel struct {
 }
 
 func newFakeKernel(links ...string) *fakeKernel {
-	k := &fakeKernel{mem: model.NewMemKernel(), links: map[string]bool{}, events: make(chan kernel.LinkEvent), tc: make(chan kernel.TCEvent)}
+	k := &fakeKernel{mem: modeltest.NewMemKernel(), links: map[string]bool{}, events: make(chan kernel.LinkEvent), tc: make(chan kernel.TCEvent)}
 	for _, l := range links {
 		k.links[l] = true
 	}

@@ -3,7 +3,7 @@ package daemon
 import "time"
 
 // readQuotaCounters reads the class counters of every interface that is
-// in sync, when some tier has a quota and policy.quota_interval has
+// in sync (ok or degraded), when some tier has a quota and policy.quota_interval has
 // passed since the last read: quota decisions (and, in a fleet, the
 // usage this router reports) then lag the traffic by about that interval,
 // not by reconcile_interval. It runs on the policy tick, before the
@@ -15,7 +15,7 @@ func (d *Daemon) readQuotaCounters(now time.Time) {
 	}
 	d.lastQuotaRead = now
 	for _, st := range d.ifaces {
-		if st.inSync && st.lastErr == nil && !st.missing {
+		if st.state == stateOK || st.state == stateDegraded {
 			d.readCounters(st, now)
 		}
 	}

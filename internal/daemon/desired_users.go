@@ -25,7 +25,7 @@ func (d *Daemon) patchRuntime(old *config.Plan, now time.Time) (bool, error) {
 		return false, nil
 	}
 	for _, st := range d.ifaces {
-		if !st.built || st.buildErr != nil {
+		if !st.current() {
 			return false, nil
 		}
 	}
@@ -72,7 +72,7 @@ func (d *Daemon) patchRuntimeUser(name string, old, new *config.User, now time.T
 		return false, nil
 	}
 	for _, st := range d.ifaces {
-		if !st.built || st.buildErr != nil {
+		if !st.current() {
 			return false, nil
 		}
 	}
@@ -108,7 +108,7 @@ func (d *Daemon) patchAdded(user string, ev policy.Overrides, now time.Time) (bo
 	if !d.lastRes.AddUser(d.plan, ev, d.usage, now, user) {
 		return false, nil
 	}
-	applied := map[*iface]policy.Applied{}
+	applied := map[*reconciler]policy.Applied{}
 	for _, s := range d.ramper.StepUser(d.lastRes, user, now) {
 		if st := d.ifaceOf(s.Key.Interface, s.Key.Direction); st != nil {
 			applied[st] = s.Applied
@@ -199,7 +199,7 @@ func freeMinor(ids *model.Assignment, n int) (uint16, bool) {
 // user is not there): both are built as trees of just that user (with the
 // interface's tiers, under the user's own minor), their model.Diff is the
 // kernel's change, and st.targets and st.desired take the same change.
-func (d *Daemon) patchUser(st *iface, old, new *model.UserTarget) error {
+func (d *Daemon) patchUser(st *reconciler, old, new *model.UserTarget) error {
 	name := ""
 	if old != nil {
 		name = old.Name
@@ -242,7 +242,7 @@ func (d *Daemon) patchUser(st *iface, old, new *model.UserTarget) error {
 			return d.patchTree(st, name, model.Diff(before, after), new)
 		}
 	}
-	st.buildErr = err
+	st.buildFailed(err)
 	d.stats.errors.WithLabelValues("build").Inc()
 	return fmt.Errorf("interface %s: user %s: %w", st.key, name, err)
 }
@@ -250,7 +250,7 @@ func (d *Daemon) patchUser(st *iface, old, new *model.UserTarget) error {
 // patchTree applies changes (of one user's class and filters) to st's
 // targets, desired tree and the kernel; new is the user's target after
 // them (nil: removed).
-func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *model.UserTarget) error {
+func (d *Daemon) patchTree(st *reconciler, user string, changes []model.Change, new *model.UserTarget) error {
 	j := slices.IndexFunc(st.targets.Users, func(u model.UserTarget) bool { return u.Name == user })
 	// st.targets is st's own (policy.Ramper.Step copies the users): in
 	// place, a removed user's place taken by the last one.
@@ -265,19 +265,21 @@ func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *
 	case new != nil:
 		st.targets.Users = append(st.targets.Users, *new)
 	}
-	// Classes: published snapshots share the array (see ifaceSnapshot),
-	// reading up to their own length, each element under classMu. An add
-	// appends (past every snapshot's length); a delete moves the last
-	// class into the gap, in place under classMu, and leaves the last
-	// element as it was (a snapshot still reading sees that class twice;
-	// each reports it once). Filters are only the loop's: changed in
-	// place.
+	// In place: a tree taken before is not changed afterwards (reconcile
+	// diffs against a fresh Build), and the metrics read a copy (st.view),
+	// updated here chunk by chunk rather than copied whole. An add
+	// appends; a delete moves the last class (filter) into the gap, so
+	// that only that one's index changes.
+	viewed := !st.viewStale
 	classes, filters := st.desired.Classes, st.desired.Filters
 	for _, c := range changes {
 		switch {
 		case c.Class != nil && c.Op == model.OpAdd:
 			classes = append(classes, *c.Class)
 			st.byHandle[c.Class.Handle] = len(classes) - 1
+			if viewed {
+				st.view = st.view.appended(classes[len(classes)-1])
+			}
 		case c.Class != nil && c.Op == model.OpDelete:
 			h := c.Class.Handle
 			i, ok := st.byHandle[h]
@@ -288,19 +290,22 @@ func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *
 				continue
 			}
 			last := len(classes) - 1
-			d.classMu.Lock()
 			classes[i] = classes[last]
-			d.classMu.Unlock()
+			classes[last] = model.Class{}
 			classes = classes[:last]
 			delete(st.byHandle, h)
 			if i < last {
 				st.byHandle[classes[i].Handle] = i
 			}
+			if viewed {
+				st.view = st.view.removed(i)
+			}
 		case c.Class != nil && c.Op == model.OpChange:
 			if i, ok := st.byHandle[c.Class.Handle]; ok {
-				d.classMu.Lock()
 				classes[i] = *c.Class
-				d.classMu.Unlock()
+				if viewed {
+					st.view = st.view.patched(classes, []int{i})
+				}
 			}
 		case c.Filter != nil && c.Op == model.OpAdd:
 			filters = append(filters, *c.Filter)
@@ -318,9 +323,5 @@ func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *
 		}
 	}
 	st.desired.Classes, st.desired.Filters = classes, filters
-	if !st.inSync || st.missing {
-		st.inSync = false
-		return d.reconcile(st, "user")
-	}
-	return d.applyChanges(st, changes, "user")
+	return d.apply(st, deltaPass("user", changes, st.state == stateOK))
 }

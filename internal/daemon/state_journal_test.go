@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -417,5 +418,36 @@ func TestLeaseEndIsOneUserChange(t *testing.T) {
 	}
 	if b := readState(t, dir, UsersFile); len(b) != 0 {
 		t.Errorf("users.json was written whole: %s", b)
+	}
+}
+
+// With an unwritable or full state_dir a user change is refused, naming
+// the error, and changes nothing (plan, kernel); once the directory takes
+// writes again the same change goes through and survives a restart.
+func TestUserChangeRefusedWhileStateDirBroken(t *testing.T) {
+	for _, f := range stateFaults {
+		t.Run(f.name, func(t *testing.T) {
+			d, k, clk, dir := journalDaemon(t)
+			state := d.plan.Daemon.StateDir
+			f.break_(t, state)
+			t.Cleanup(func() { syscall.Unmount(state, syscall.MNT_DETACH) })
+			writes := k.writeCount()
+			_, err := d.changeUser(control.UserRequest{Op: control.UserAdd, Name: "carol", Tier: "gold", Addresses: []string{"198.18.1.30"}})
+			if err == nil || !strings.Contains(err.Error(), f.want) || !strings.Contains(err.Error(), UsersFile) {
+				t.Errorf("user add with a broken state dir: %v, want an error naming %s and %q", err, UsersFile, f.want)
+			}
+			if _, ok := d.userIdx["carol"]; ok || len(d.runtime) != 0 || k.writeCount() != writes {
+				t.Errorf("a refused add changed the plan (%v), the run-time users (%d) or the kernel (%d writes)", ok, len(d.runtime), k.writeCount()-writes)
+			}
+			f.fix(t, state)
+			change(t, d, userReq(control.UserAdd, "carol", "198.18.1.30"))
+			if !hasFilter(k, "lan0", "198.18.1.30/32", "carol") {
+				t.Error("carol's filter is not in the kernel after the fix")
+			}
+			d2, _ := newTestDaemon(t, k, clk, dir)
+			if got := runtimeNames(d2); !slices.Equal(got, []string{"carol=198.18.1.30/32"}) {
+				t.Errorf("after restart: %v, want carol", got)
+			}
+		})
 	}
 }

@@ -170,11 +170,14 @@ type stateFileState struct {
 	// overridesUnsaved: the overrides in force differ from the state file.
 	problems         map[string]*control.StateProblem
 	overridesUnsaved bool
-	// assignmentsDue: a run-time user change gave out class ids that the
-	// next reconcile tick saves (retryState): marshalling 10,000 users'
-	// ids would cost each change milliseconds, and ids lost in a crash
-	// are recovered from the kernel's classes by address.
+	// assignmentsDue: a run-time user change gave out class ids that a
+	// reconcile tick saves (retryState), at most every assignmentsEvery
+	// (assignmentsAt: the last save): marshalling 10,000 users' ids takes
+	// the loop about 6 ms, too much for each change or each tick while
+	// users come and go, and ids lost in a crash are recovered from the
+	// kernel's classes by address. Shutdown saves them too.
 	assignmentsDue bool
+	assignmentsAt  time.Time
 }
 
 // runtimeUsers are the users added at run time (service_users.go).

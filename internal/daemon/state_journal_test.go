@@ -451,3 +451,26 @@ func TestUserChangeRefusedWhileStateDirBroken(t *testing.T) {
 		})
 	}
 }
+
+// The class ids run-time user changes give out are saved by a reconcile
+// tick at most once a minute (marshalling 10,000 users' ids holds the
+// loop for milliseconds), and not lost meanwhile: they are due until then.
+func TestAssignmentsSavedAtMostOnceAMinuteAfterUserChanges(t *testing.T) {
+	d, _, clk, dir := journalDaemon(t)
+	ids := func() string { return string(readState(t, dir, AssignmentsFile)) }
+	now := clk.Now()
+	change(t, d, userReq(control.UserAdd, "carol", "198.18.1.30"))
+	d.retryState(now.Add(5 * time.Second))
+	if !strings.Contains(ids(), "carol") {
+		t.Fatalf("the first tick after a change did not save carol's class id: %s", ids())
+	}
+	change(t, d, userReq(control.UserAdd, "dave", "198.18.1.40"))
+	d.retryState(now.Add(10 * time.Second))
+	if strings.Contains(ids(), "dave") || !d.assignmentsDue {
+		t.Errorf("saved again within a minute (due %v): %s", d.assignmentsDue, ids())
+	}
+	d.retryState(now.Add(65 * time.Second))
+	if !strings.Contains(ids(), "dave") || d.assignmentsDue {
+		t.Errorf("a minute later dave's class id is not saved (due %v): %s", d.assignmentsDue, ids())
+	}
+}

@@ -85,6 +85,9 @@ type Daemon struct {
 	clock  Clock
 	notify Notifier
 	k      Kernel
+	// classifiers is the classifier chosen per interface key, for the
+	// log (setClassifiers).
+	classifiers map[string]string
 
 	// Owned by the loop (or by Once/Teardown before Run).
 	plan      *config.Plan
@@ -214,6 +217,10 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.resolveLeaves(plan)
+	if err := d.checkClassifiers(plan); err != nil {
+		d.Close()
+		return nil, err
+	}
 	d.filePlan = plan
 	plan = d.startRuntime(plan)
 	d.setPlan(plan)

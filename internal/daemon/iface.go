@@ -121,6 +121,7 @@ func (d *Daemon) makeIfaces(plan *config.Plan, old []*iface) []*iface {
 		out = append(out, st)
 	}
 	d.setTakeover(out)
+	d.setClassifiers(out)
 	return out
 }
 

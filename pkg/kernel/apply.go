@@ -103,7 +103,9 @@ func (k *Kernel) Apply(changes []model.Change) (Result, error) {
 			if !locked && !single {
 				k.mu.Lock()
 			}
-			clear(k.filters)
+			for ifi := range k.filters {
+				k.forgetClassifier(ifi)
+			}
 			k.mu.Unlock()
 			panic(r)
 		}
@@ -558,14 +560,18 @@ func filterObject(f *model.Filter) string {
 	return fmt.Sprintf("filter %s %s -> %s%s", f.Match, f.Prefix, f.ClassID, labelSuffix(f.Labels))
 }
 
-// ensureFilters makes sure the device's u32 tables exist, once per Apply.
+// ensureFilters makes sure the device's classifier skeleton exists (u32
+// hash tables; bpf maps, program and filter), once per Apply.
 func (a *applier) ensureFilters(ifi uint32, dev string) error {
 	if a.ensured[ifi] {
 		return nil
 	}
-	n, err := a.k.classifierFor(ifi).Ensure()
+	n, err := a.k.classifierFor(ifi, dev).Ensure()
 	a.res.Writes += n
 	if err != nil {
+		if a.k.classifierKind(dev) == ClassifierBPF {
+			return kernelError(err, dev, model.OpAdd, "bpf classifier (maps, program, filter)", "bpf")
+		}
 		return kernelError(err, dev, model.OpAdd, "u32 hash tables", "u32")
 	}
 	a.ensured[ifi] = true
@@ -581,7 +587,7 @@ func (a *applier) filter(c *model.Change) error {
 	if err := a.ensureFilters(ifi, c.Device); err != nil {
 		return err
 	}
-	cls := a.k.classifierFor(ifi)
+	cls := a.k.classifierFor(ifi, c.Device)
 	var n int
 	switch c.Op {
 	case model.OpAdd:
@@ -593,7 +599,7 @@ func (a *applier) filter(c *model.Change) error {
 	}
 	a.res.Writes += n
 	if err != nil {
-		return kernelError(err, c.Device, c.Op, filterObject(f), "u32")
+		return kernelError(err, c.Device, c.Op, filterObject(f), a.k.classifierKind(c.Device))
 	}
 	return nil
 }

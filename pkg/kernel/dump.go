@@ -121,7 +121,7 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 	if t.Classes, err = k.dumpClasses(ifi, device, leaves); err != nil {
 		return t, err
 	}
-	cls := k.classifierFor(ifi)
+	cls := k.classifierFor(ifi, device)
 	t.Filters, err = cls.Dump()
 	if err == nil {
 		t.Foreign = append(t.Foreign, cls.Foreign()...)

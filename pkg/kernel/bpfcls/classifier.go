@@ -61,6 +61,7 @@ type objects struct {
 	v4, v6 *ebpf.Map
 	prog   *ebpf.Program
 	progID ebpf.ProgramID
+	pinned bool // in c.dir
 }
 
 func (o *objects) close() {
@@ -77,9 +78,10 @@ type tcState struct {
 	attached uint32
 	// inPrio counts the objects in Prio; replaced lists the Replaces
 	// priorities present (prio, proto).
-	inPrio   int
-	replaced [][2]uint16
-	foreign  []string
+	inPrio    int
+	bpfInPrio bool
+	replaced  [][2]uint16
+	foreign   []string
 }
 
 // NewConn returns the Classifier of device ifindex's qdisc parent, writing
@@ -159,6 +161,7 @@ func (c *Classifier) dumpTC() error {
 				continue
 			}
 			st.inPrio++
+			st.bpfInPrio = st.bpfInPrio || o.kind == "bpf"
 			if o.kind == "bpf" && o.proto == tcwire.EthPAll && o.msg.Handle == FilterHandle && o.name == ProgName && o.flags&tcwire.TCABPFFlagActDirect == 0 {
 				right = o.progID
 			}
@@ -385,62 +388,77 @@ func (c *Classifier) Close() error {
 }
 
 // open finds the classifier's maps and program: the pinned ones, or
-// (without usable pins) those of the program the attached filter runs,
-// which are then pinned again. With create it makes and pins what it
-// cannot find (each map and the program load count as a write); without,
-// c.objs may stay nil. Needs the picture of the filters (c.st).
+// (without usable pins) those of the program the attached filter runs.
+// With create it mounts bpffs if needed, makes what it cannot find (each
+// map and the program load count as a write) and pins what is not pinned;
+// without, it neither mounts, pins nor creates anything, and c.objs may
+// stay nil. Needs the picture of the filters (c.st).
 func (c *Classifier) open(create bool) (writes int, err error) {
-	if c.objs != nil {
-		return 0, nil
+	if c.objs == nil {
+		c.objs = c.find(create)
 	}
-	fsErr := EnsureBPFFS(c.opts.PinRoot)
+	if c.objs == nil && create {
+		o, w, err := c.create()
+		writes += w
+		if err != nil {
+			return writes, err
+		}
+		c.objs = o
+	}
+	if c.objs != nil && create && !c.objs.pinned {
+		if err := EnsureBPFFS(c.opts.PinRoot); err != nil {
+			return writes, c.errorf(err, "pin directory")
+		}
+		if err := c.pin(c.objs); err != nil {
+			return writes, err
+		}
+		c.objs.pinned = true
+	}
+	return writes, nil
+}
+
+// find returns the pinned objects (when the pin root's parent is a bpffs
+// mount, which create mounts) or those of the attached program; nil when
+// there are none.
+func (c *Classifier) find(create bool) *objects {
+	var fsErr error
+	if create {
+		fsErr = EnsureBPFFS(c.opts.PinRoot)
+	} else {
+		fsErr = isBPFFS(filepath.Dir(c.opts.PinRoot))
+	}
 	if fsErr == nil {
 		if o := c.loadPinned(); o != nil {
-			c.objs = o
-			return 0, nil
+			o.pinned = true
+			return o
 		}
 	}
-	if o := c.adoptAttached(); o != nil {
-		c.objs = o
-		if fsErr == nil {
-			if err := c.pin(o); err != nil {
-				return 0, err
-			}
-		}
-		return 0, nil
-	}
-	if !create {
-		return 0, nil
-	}
-	if fsErr != nil {
-		return 0, c.errorf(fsErr, "pin directory")
-	}
-	o := &objects{}
+	return c.adoptAttached()
+}
+
+// create makes the maps and loads the program.
+func (c *Classifier) create() (o *objects, writes int, err error) {
+	o = &objects{}
 	if o.v4, err = ebpf.NewMap(mapSpec(v4MapName, v4KeySize, c.opts.MaxEntries)); err != nil {
-		return writes, c.errorf(err, "create map %s", v4MapName)
+		return nil, writes, c.errorf(err, "create map %s", v4MapName)
 	}
 	writes++
 	if o.v6, err = ebpf.NewMap(mapSpec(v6MapName, v6KeySize, c.opts.MaxEntries)); err != nil {
 		_ = o.v4.Close()
-		return writes, c.errorf(err, "create map %s", v6MapName)
+		return nil, writes, c.errorf(err, "create map %s", v6MapName)
 	}
 	writes++
 	if o.prog, err = ebpf.NewProgram(programSpec(o.v4, o.v6)); err != nil {
 		_ = o.v4.Close()
 		_ = o.v6.Close()
-		return writes, c.errorf(err, "load program %s", ProgName)
+		return nil, writes, c.errorf(err, "load program %s", ProgName)
 	}
 	writes++
 	if o.progID, err = progID(o.prog); err != nil {
 		o.close()
-		return writes, c.errorf(err, "program %s", ProgName)
+		return nil, writes, c.errorf(err, "program %s", ProgName)
 	}
-	if err := c.pin(o); err != nil {
-		o.close()
-		return writes, err
-	}
-	c.objs = o
-	return writes, nil
+	return o, writes, nil
 }
 
 // pin pins o's maps and program in c.dir, replacing whatever is there.

@@ -7,6 +7,7 @@ import (
 	"github.com/mdlayher/netlink"
 
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
+	"github.com/shaperd/shaperd/pkg/model"
 )
 
 // Prio is the filter priority (tc "pref") of shaperd's cls_bpf filter;
@@ -105,4 +106,18 @@ func deleteRequest(ifindex, parent uint32, prio, proto uint16) netlink.Message {
 // describe names a foreign filter object for Foreign.
 func (o tcObject) describe() string {
 	return fmt.Sprintf("filter %s pref %d protocol %#04x handle %#x", o.kind, o.prio, o.proto, o.msg.Handle)
+}
+
+// Attached reports whether the qdisc parent of device ifindex has a
+// cls_bpf filter in shaperd's priority (Prio), i.e. whether the bpf
+// classifier is in use there.
+func Attached(conn *netlink.Conn, ifindex uint32, parent model.Handle) (bool, error) {
+	c := NewConn(conn, ifindex, parent, Options{})
+	if c.connErr != nil {
+		return false, c.connErr
+	}
+	if err := c.dumpTC(); err != nil {
+		return false, c.errorf(err, "dump filters")
+	}
+	return c.st.inPrio > 0 && c.st.bpfInPrio, nil
 }

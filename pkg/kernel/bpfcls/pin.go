@@ -73,6 +73,18 @@ func EnsureBPFFS(root string) error {
 	return nil
 }
 
+// isBPFFS returns nil when dir is a bpffs mount.
+func isBPFFS(dir string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return err
+	}
+	if st.Type != unix.BPF_FS_MAGIC {
+		return fmt.Errorf("%s is not a bpf filesystem", dir)
+	}
+	return nil
+}
+
 // removePins deletes the pin files of dir and then dir and its parents up
 // to (not including) root, as far as they are empty. Missing files are
 // not errors.

@@ -39,7 +39,7 @@ func newLab(t testing.TB) *lab {
 // userClass is the class id of user i.
 func userClass(i int) model.Handle { return clstest.UserClass(i) }
 
-func (l *lab) addClasses(n int)            { l.t.Helper(); l.AddClasses(n) }
+func (l *lab) addClasses(n int)           { l.t.Helper(); l.AddClasses(n) }
 func (l *lab) packets() map[string]uint64 { l.t.Helper(); return l.Packets() }
 func (l *lab) expectClass(src, dst netip.Addr, want model.Handle) {
 	l.t.Helper()

@@ -30,10 +30,10 @@ type Probe struct {
 type Cases struct {
 	Filters []model.Filter
 	// Named filters, for tests that go on to change or damage them.
-	W16, W20, W24, In24, W25                  model.Filter
-	W28, Host, Host6                          []model.Filter
+	W16, W20, W24, In24, W25                    model.Filter
+	W28, Host, Host6                            []model.Filter
 	N64, N56, N48, In48, H120, H124, Src4, Src6 model.Filter
-	Probes                                    []Probe
+	Probes                                      []Probe
 	// LocalAddrs must be added to the lab's device (the sources of the
 	// source-match probes).
 	LocalAddrs []string

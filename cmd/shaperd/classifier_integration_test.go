@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/binary"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/shaperd/shaperd/internal/netnslab"
+)
+
+// withoutBPFCaps runs ExecStart under setpriv without CAP_BPF,
+// CAP_SYS_ADMIN and CAP_PERFMON: a kernel that refuses bpf(2) to shaperd.
+func withoutBPFCaps(t *testing.T) unitEdit {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv not found")
+	}
+	return unitEdit{unit: func(u *netnslab.Unit) {
+		u.ExecStart[0] = append([]string{setpriv, "--bounding-set=-bpf,-sys_admin,-perfmon", "--inh-caps=-bpf,-sys_admin,-perfmon"}, u.ExecStart[0]...)
+	}}
+}
+
+// bpfConfig is daemonConfig with classifier = "bpf" on r-lan's egress.
+var bpfConfig = strings.Replace(daemonConfig, "name = \"r-lan\"\nbandwidth = \"1gbit\"\n", "name = \"r-lan\"\nbandwidth = \"1gbit\"\nclassifier = \"bpf\"\n", 1)
+
+// TestDaemonBPFClassifier: with classifier = "bpf" the unit's daemon
+// classifies with shaperd's cls_bpf program; an entry of its map changed
+// by hand is repaired by the reconcile loop; a restart adopts program,
+// maps and filter with zero writes.
+func TestDaemonBPFClassifier(t *testing.T) {
+	if bpfConfig == daemonConfig {
+		t.Fatal("bpfConfig: r-lan egress not found in daemonConfig")
+	}
+	// Map writes raise no traffic-control event: drift in a map is found
+	// by the full reconcile (full_reconcile_interval, 1 s here).
+	cfg := strings.Replace(bpfConfig, `reconcile_interval = "1s"`, "reconcile_interval = \"1s\"\nfull_reconcile_interval = \"1s\"", 1)
+	u := newUnitLab(t, 3, cfg, labUsers)
+	if !strings.Contains(u.Logs.String(), `interface=r-lan/egress device=r-lan classifier=bpf why=configured`) {
+		t.Errorf("no log of the choice:\n%s", u.Logs.String())
+	}
+	out := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan")
+	m := regexp.MustCompile(`bpf chain 0 handle 0x1 shaperd_cls_v1 .*id (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no shaperd cls_bpf filter on r-lan:\n%s", out)
+	}
+	u0 := u.Users4[0]
+	want := u.classOf("r-lan", u0).Handle
+
+	// Drift: u0's entry pointed at the default class, as bpftool would.
+	id, _ := strconv.Atoi(m[1])
+	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	info, err := prog.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := info.MapIDs()
+	var v4 *ebpf.Map
+	for _, mid := range ids {
+		mp, err := ebpf.NewMapFromID(mid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mi, err := mp.Info(); err == nil && mi.Name == "shaperd_v4" {
+			v4 = mp
+			defer mp.Close()
+		} else {
+			mp.Close()
+		}
+	}
+	if v4 == nil {
+		t.Fatalf("program %d has no shaperd_v4 map (%v)", id, ids)
+	}
+	key := binary.NativeEndian.AppendUint32(nil, 32+32)
+	key = append(key, 0, 0, 0, 0)
+	key = append(key, u0.AsSlice()...)
+	var got uint32
+	if err := v4.Lookup(key, &got); err != nil || got != uint32(want) {
+		t.Fatalf("map entry of %v: %#x, %v; want class %v", u0, got, err, want)
+	}
+	if err := v4.Put(key, binary.NativeEndian.AppendUint32(nil, 0x10002)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := v4.Lookup(key, &got); err == nil && got == uint32(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("map entry of %v still %#x after 10 s, want %v repaired\n%s", u0, got, want, u.Logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// Restart: adopted with zero writes (under `ip netns exec` the bpffs
+	// mount dies with the daemon; the program is found through the filter).
+	if err := u.Stop(); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	u.Start()
+	u.WaitReady(60 * time.Second)
+	time.Sleep(1200 * time.Millisecond) // a reconcile tick
+	if w := u.metric("shaperd_kernel_writes_total"); w != 0 {
+		t.Errorf("restart: %v kernel writes, want 0\n%s", w, u.Logs.String())
+	}
+	if out2 := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan"); !strings.Contains(out2, "id "+m[1]+" ") {
+		t.Errorf("the restart replaced program %s:\n%s", m[1], out2)
+	}
+}
+
+// TestDaemonClassifierFallback: a daemon the kernel refuses bpf(2)
+// (no CAP_BPF, no CAP_SYS_ADMIN) classifies with u32 and logs why; with
+// classifier = "bpf" it refuses to start, naming the interface and the
+// kernel's reason.
+func TestDaemonClassifierFallback(t *testing.T) {
+	t.Run("default falls back to u32", func(t *testing.T) {
+		u := newUnitLabBefore(t, 2, daemonConfig, labUsers, nil, withoutBPFCaps(t))
+		logs := u.Logs.String()
+		if !strings.Contains(logs, "classifier=u32") || !strings.Contains(logs, "operation not permitted") {
+			t.Errorf("no log of the u32 fallback with the kernel's reason:\n%s", logs)
+		}
+		out := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan")
+		if strings.Contains(out, " bpf ") || !strings.Contains(out, "u32") {
+			t.Errorf("filters on r-lan:\n%s", out)
+		}
+		if c := u.classOf("r-lan", u.Users4[1]); c.Handle == 0 {
+			t.Error("no class for u1")
+		}
+	})
+	t.Run("explicit bpf is an error", func(t *testing.T) {
+		edit := withoutBPFCaps(t)
+		edit.noWait = true
+		u := newUnitLabBefore(t, 1, bpfConfig, labUsers, nil, edit)
+		err := u.Wait(30 * time.Second)
+		logs := u.Logs.String()
+		if err == nil {
+			t.Fatalf("started although the kernel refuses bpf:\n%s", logs)
+		}
+		for _, s := range []string{"r-lan", `classifier = \"bpf\"`, "operation not permitted"} {
+			if !strings.Contains(logs, s) {
+				t.Errorf("error lacks %q:\n%s", s, logs)
+			}
+		}
+	})
+}

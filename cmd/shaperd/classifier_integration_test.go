@@ -26,13 +26,20 @@ func withoutBPFCaps(t *testing.T) unitEdit {
 	}}
 }
 
+// u32Config is cfg with classifier = "u32" on every interface, for tests
+// that work on u32 objects by hand (the u32 path, kept as the fallback).
+func u32Config(cfg string) string {
+	return strings.ReplaceAll(cfg, "default_tier = \"bronze\"\n", "default_tier = \"bronze\"\nclassifier = \"u32\"\n")
+}
+
 // bpfConfig is daemonConfig with classifier = "bpf" on r-lan's egress.
 var bpfConfig = strings.Replace(daemonConfig, "name = \"r-lan\"\nbandwidth = \"1gbit\"\n", "name = \"r-lan\"\nbandwidth = \"1gbit\"\nclassifier = \"bpf\"\n", 1)
 
 // TestDaemonBPFClassifier: with classifier = "bpf" the unit's daemon
 // classifies with shaperd's cls_bpf program; an entry of its map changed
-// by hand is repaired by the reconcile loop; a restart adopts program,
-// maps and filter with zero writes.
+// by hand is repaired by the reconcile loop, the filter deleted by hand
+// comes back at once (a tc event); a restart adopts program, maps and
+// filter with zero writes.
 func TestDaemonBPFClassifier(t *testing.T) {
 	if bpfConfig == daemonConfig {
 		t.Fatal("bpfConfig: r-lan egress not found in daemonConfig")
@@ -99,6 +106,17 @@ func TestDaemonBPFClassifier(t *testing.T) {
 			t.Fatalf("map entry of %v still %#x after 10 s, want %v repaired\n%s", u0, got, want, u.Logs.String())
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+
+	// The cls_bpf filter deleted by hand: the tc event makes the daemon
+	// attach the same program again.
+	u.Router.MustRun("tc", "filter", "del", "dev", "r-lan", "parent", "1:", "pref", "99")
+	waitFor(t, 5*time.Second, "program re-attached", func() bool {
+		out, err := u.Router.Run("tc", "filter", "show", "dev", "r-lan")
+		return err == nil && strings.Contains(out, "id "+m[1]+" ")
+	})
+	if c := u.classOf("r-lan", u0); c.Handle != want {
+		t.Errorf("u0's class after the repair: %v, want %v", c.Handle, want)
 	}
 
 	// Restart: adopted with zero writes (under `ip netns exec` the bpffs

@@ -121,6 +121,11 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 	if t.Classes, err = k.dumpClasses(ifi, device, leaves); err != nil {
 		return t, err
 	}
+	if k.clsKind[device] == "" {
+		// Not chosen here: look again at what is installed (another
+		// process may have switched classifiers since the last Dump).
+		k.forgetClassifier(ifi)
+	}
 	cls := k.classifierFor(ifi, device)
 	t.Filters, err = cls.Dump()
 	if err == nil {

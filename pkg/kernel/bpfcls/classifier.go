@@ -81,7 +81,41 @@ type tcState struct {
 	inPrio    int
 	bpfInPrio bool
 	replaced  [][2]uint16
-	foreign   []string
+	// foreign describes other tools' filters, one entry per kind,
+	// priority and protocol (at most maxForeign), with foreignN objects
+	// each.
+	foreign  []string
+	foreignN []int
+	otherIdx map[otherKey]int
+}
+
+type otherKey struct {
+	kind        string
+	prio, proto uint16
+}
+
+// maxForeign bounds Foreign's list.
+const maxForeign = 20
+
+// noteOther records a filter object of another tool for Foreign, in the
+// u32 classifier's words.
+func (st *tcState) noteOther(o tcObject) {
+	if st.otherIdx == nil {
+		st.otherIdx = map[otherKey]int{}
+	}
+	k := otherKey{o.kind, o.prio, o.proto}
+	i, ok := st.otherIdx[k]
+	if !ok {
+		if len(st.foreign) >= maxForeign {
+			return
+		}
+		i = len(st.foreign)
+		st.otherIdx[k] = i
+		st.foreign = append(st.foreign, "")
+		st.foreignN = append(st.foreignN, 0)
+	}
+	st.foreignN[i]++
+	st.foreign[i] = fmt.Sprintf("%s filter pref %d protocol %#04x (%d objects)", o.kind, o.prio, o.proto, st.foreignN[i])
 }
 
 // NewConn returns the Classifier of device ifindex's qdisc parent, writing
@@ -174,9 +208,7 @@ func (c *Classifier) dumpTC() error {
 			if o.msg.Handle == 0 {
 				continue // a priority's own message
 			}
-			if len(st.foreign) < 20 {
-				st.foreign = append(st.foreign, o.describe())
-			}
+			st.noteOther(o)
 		}
 	}
 	if st.inPrio == 1 {
@@ -237,7 +269,8 @@ func (c *Classifier) Dump() ([]model.Filter, error) {
 
 // Foreign describes the filters under the qdisc, as of the last Dump or
 // Ensure, that are neither shaperd's cls_bpf filter nor in the Replaces
-// priorities (at most 20).
+// priorities: one entry per kind, priority and protocol, at most
+// maxForeign (as the u32 classifier says them).
 func (c *Classifier) Foreign() []string {
 	if c.st == nil {
 		return nil

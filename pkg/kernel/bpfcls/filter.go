@@ -2,7 +2,6 @@ package bpfcls
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"github.com/mdlayher/netlink"
 
@@ -101,11 +100,6 @@ func deleteRequest(ifindex, parent uint32, prio, proto uint16) netlink.Message {
 		Header: netlink.Header{Type: tcwire.RTMDelTFilter, Flags: netlink.Request | netlink.Acknowledge},
 		Data:   a.B,
 	}
-}
-
-// describe names a foreign filter object for Foreign.
-func (o tcObject) describe() string {
-	return fmt.Sprintf("filter %s pref %d protocol %#04x handle %#x", o.kind, o.prio, o.proto, o.msg.Handle)
 }
 
 // Attached reports whether the qdisc parent of device ifindex has a

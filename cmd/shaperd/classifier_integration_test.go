@@ -133,6 +133,29 @@ func TestDaemonBPFClassifier(t *testing.T) {
 	if out2 := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan"); !strings.Contains(out2, "id "+m[1]+" ") {
 		t.Errorf("the restart replaced program %s:\n%s", m[1], out2)
 	}
+
+	// Switching by reload: u32 replaces the bpf filter, and back.
+	for _, c := range []struct{ cfg, has, hasNot string }{
+		{u32Config(daemonConfig), "u32", " bpf "},
+		{cfg, " bpf ", "u32"},
+	} {
+		u.writeConfig(c.cfg, labUsers(u.RouterLab))
+		if out, err := u.Reload(); err != nil {
+			t.Fatalf("reload: %v\n%s", err, out)
+		}
+		out := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan")
+		if !strings.Contains(out, c.has) || strings.Contains(out, c.hasNot) {
+			t.Errorf("filters on r-lan after switching to%s:\n%s", c.has, out)
+		}
+		if got := u.classOf("r-lan", u0).Handle; got != want {
+			t.Errorf("u0's class after switching to%s: %v, want %v", c.has, got, want)
+		}
+		before := u.classOf("r-lan", u0).Stats.Bytes
+		u.Download(t, u0, 1)
+		if got := u.classOf("r-lan", u0).Stats.Bytes - before; got < 100000 {
+			t.Errorf("after switching to%s, u0's class counted %d bytes of a 1 s download", c.has, got)
+		}
+	}
 }
 
 // TestDaemonClassifierFallback: a daemon the kernel refuses bpf(2)

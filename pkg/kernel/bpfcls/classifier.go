@@ -54,6 +54,15 @@ type Classifier struct {
 	dir     string
 	objs    *objects // nil: not opened yet
 	st      *tcState // nil: unknown
+	// junk are the map entries of the last Dump that shaperd cannot have
+	// written; Ensure deletes them. Close keeps them (Kernel.Dump closes
+	// the classifier after each dump; the repairing Apply comes after).
+	junk []junkKey
+}
+
+type junkKey struct {
+	v6  bool
+	key []byte
 }
 
 // objects are the classifier's BPF objects.
@@ -223,10 +232,11 @@ func (c *Classifier) dumpTC() error {
 // does not hold them). When shaperd's tc filter is missing or does not
 // run this classifier's program, every filter is returned Damaged, so
 // that Diff re-adds them and the Apply that does so re-attaches the
-// program (Ensure). Entries whose keys shaperd cannot have written are
-// not returned: Ensure ... they are deleted by the next Add of their
-// prefix or left (they cannot be reached by a lookup of shaperd's keys).
-// Without maps (nothing installed yet) Dump returns no filters.
+// program (Ensure). Entries whose keys shaperd cannot have written (a
+// prefix shorter than the match word, a match byte other than dst or src,
+// non-zero padding) are not returned but remembered, and every filter is
+// Damaged too: the Ensure of the repairing Apply deletes them (one write
+// each). Without maps (nothing installed yet) Dump returns no filters.
 func (c *Classifier) Dump() ([]model.Filter, error) {
 	if c.connErr != nil {
 		return nil, c.errorf(c.connErr, "no netlink connection")
@@ -241,13 +251,15 @@ func (c *Classifier) Dump() ([]model.Filter, error) {
 		return nil, nil
 	}
 	var out []model.Filter
-	for _, m := range []*ebpf.Map{c.objs.v4, c.objs.v6} {
+	c.junk = nil
+	for i, m := range []*ebpf.Map{c.objs.v4, c.objs.v6} {
 		var k []byte
 		var v uint32
 		it := m.Iterate()
 		for it.Next(&k, &v) {
 			p, match, ok := parseKey(k)
 			if !ok {
+				c.junk = append(c.junk, junkKey{i == 1, slices.Clone(k)})
 				continue
 			}
 			out = append(out, model.Filter{Prefix: p, Match: match, ClassID: model.Handle(v)})
@@ -256,7 +268,7 @@ func (c *Classifier) Dump() ([]model.Filter, error) {
 			return nil, c.errorf(err, "read map %s", m.String())
 		}
 	}
-	if c.st.attached == 0 || c.st.attached != uint32(c.objs.progID) {
+	if c.st.attached == 0 || c.st.attached != uint32(c.objs.progID) || len(c.junk) > 0 {
 		for i := range out {
 			out[i].Damaged = true
 		}
@@ -303,6 +315,16 @@ func (c *Classifier) Ensure() (writes int, err error) {
 		writes++
 	}
 	c.st.replaced = nil
+	for _, j := range c.junk {
+		switch err := c.mapFor(j.v6).Delete(j.key); {
+		case errors.Is(err, ebpf.ErrKeyNotExist):
+		case err != nil:
+			return writes, c.errorf(err, "delete a map entry shaperd did not write (key %x)", j.key)
+		default:
+			writes++
+		}
+	}
+	c.junk = nil
 	if c.st.attached != 0 && c.st.attached == uint32(c.objs.progID) {
 		return writes, nil
 	}

@@ -1,6 +1,7 @@
 package bpfcls
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -187,6 +188,21 @@ func TestAdoptAndRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	drifted := []model.Filter{{Prefix: fs[0].Prefix, Match: fs[0].Match, ClassID: clstest.UserClass(3)}, fs[1], extra}
+	l.expectDump(drifted, false)
+
+	// An entry no shaperd key looks like, that every lookup would hit (a
+	// /4 of the match byte): hidden from the filters, which are all
+	// Damaged, and deleted by Ensure.
+	junk := make([]byte, v4KeySize)
+	binary.NativeEndian.PutUint32(junk, 4)
+	if err := m.Put(junk, value(clstest.UserClass(3))); err != nil {
+		t.Fatal(err)
+	}
+	l.expectDump(drifted, true)
+	third.Close() // as Kernel.Dump does after each dump
+	if w, err := third.Ensure(); w != 1 || err != nil {
+		t.Errorf("Ensure with a foreign entry: %d writes, %v; want 1", w, err)
+	}
 	l.expectDump(drifted, false)
 
 	// The tc filter deleted by hand: everything is Damaged; Ensure

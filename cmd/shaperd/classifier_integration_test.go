@@ -32,6 +32,24 @@ func u32Config(cfg string) string {
 	return strings.ReplaceAll(cfg, "default_tier = \"bronze\"\n", "default_tier = \"bronze\"\nclassifier = \"u32\"\n")
 }
 
+// asUnitCaps runs ExecStart with the unit's capabilities only
+// (CAP_NET_ADMIN and CAP_BPF: setpriv drops the others from the bounding
+// set), after mounting bpffs at /sys/fs/bpf as systemd does at boot when
+// mountBPFFS (`ip netns exec` gives the daemon a fresh /sys without it).
+func asUnitCaps(t *testing.T, mountBPFFS bool) unitEdit {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv not found")
+	}
+	mount := ""
+	if mountBPFFS {
+		mount = "mount -t bpf bpf /sys/fs/bpf && "
+	}
+	return unitEdit{unit: func(u *netnslab.Unit) {
+		u.ExecStart[0] = append([]string{"sh", "-c", mount + `exec "$0" --reuid=0 --bounding-set=-all,+net_admin,+bpf --inh-caps=-all,+net_admin,+bpf --ambient-caps=+net_admin,+bpf "$@"`, setpriv}, u.ExecStart[0]...)
+	}}
+}
+
 // bpfConfig is daemonConfig with classifier = "bpf" on r-lan's egress.
 var bpfConfig = strings.Replace(daemonConfig, "name = \"r-lan\"\nbandwidth = \"1gbit\"\n", "name = \"r-lan\"\nbandwidth = \"1gbit\"\nclassifier = \"bpf\"\n", 1)
 
@@ -158,6 +176,30 @@ func TestDaemonBPFClassifier(t *testing.T) {
 	}
 }
 
+// TestDaemonUnitCapabilities: with only the unit's capabilities
+// (CAP_NET_ADMIN, CAP_BPF) and bpffs mounted at /sys/fs/bpf, the daemon
+// uses the bpf classifier, pins there and classifies.
+func TestDaemonUnitCapabilities(t *testing.T) {
+	u := newUnitLabBefore(t, 2, daemonConfig, labUsers, nil, asUnitCaps(t, true))
+	if !strings.Contains(u.Logs.String(), "interface=r-lan/egress device=r-lan classifier=bpf") {
+		t.Fatalf("bpf not chosen:\n%s", u.Logs.String())
+	}
+	caps := u.Router.MustRun("grep", "Cap", "/proc/"+strconv.Itoa(u.PID())+"/status")
+	if !strings.Contains(caps, "CapEff:\t0000008000001000") {
+		t.Errorf("the daemon's capabilities are not CAP_NET_ADMIN+CAP_BPF:\n%s", caps)
+	}
+	out := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan")
+	if !strings.Contains(out, "shaperd_cls_v1") {
+		t.Fatalf("no cls_bpf filter:\n%s", out)
+	}
+	u0 := u.Users4[0]
+	before := u.classOf("r-lan", u0)
+	u.Download(t, u0, 1)
+	if got := u.classOf("r-lan", u0).Stats.Bytes - before.Stats.Bytes; got < 100000 {
+		t.Errorf("u0's class counted %d bytes of a 1 s download", got)
+	}
+}
+
 // TestDaemonClassifierFallback: a daemon the kernel refuses bpf(2)
 // (no CAP_BPF, no CAP_SYS_ADMIN) classifies with u32 and logs why; with
 // classifier = "bpf" it refuses to start, naming the interface and the
@@ -175,6 +217,13 @@ func TestDaemonClassifierFallback(t *testing.T) {
 		}
 		if c := u.classOf("r-lan", u.Users4[1]); c.Handle == 0 {
 			t.Error("no class for u1")
+		}
+	})
+	t.Run("the unit's capabilities without bpffs fall back to u32", func(t *testing.T) {
+		u := newUnitLabBefore(t, 1, daemonConfig, labUsers, nil, asUnitCaps(t, false))
+		logs := u.Logs.String()
+		if !strings.Contains(logs, "classifier=u32") || !strings.Contains(logs, "mounting one needs CAP_SYS_ADMIN") {
+			t.Errorf("no log of the u32 fallback for want of bpffs:\n%s", logs)
 		}
 	})
 	t.Run("explicit bpf is an error", func(t *testing.T) {

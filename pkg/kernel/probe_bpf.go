@@ -31,9 +31,20 @@ func BPFClassifierAvailable() error {
 // CAP_SYS_ADMIN, the verifier) and, where a throwaway network namespace
 // can be made (CAP_SYS_ADMIN), attaching it as a cls_bpf filter under an
 // HTB root on that namespace's loopback. No real device is touched and
-// nothing is pinned. The error names what failed with the kernel's
-// reason.
+// nothing is pinned. It also checks that pins can be made under
+// bpfcls.DefaultPinRoot (bpffs mounted at /sys/fs/bpf, or CAP_SYS_ADMIN to
+// mount it). The error names what failed with the kernel's reason.
 func ProbeBPF() error {
+	if err := probeBPF(); err != nil {
+		return err
+	}
+	if err := bpfcls.CheckBPFFS(bpfcls.DefaultPinRoot); err != nil {
+		return fmt.Errorf("bpf classifier: pins: %w", err)
+	}
+	return nil
+}
+
+func probeBPF() error {
 	ns, err := throwawayNetns()
 	if err != nil {
 		// Without a namespace (the unit's RestrictNamespaces=yes): maps

@@ -73,6 +73,26 @@ func EnsureBPFFS(root string) error {
 	return nil
 }
 
+// CheckBPFFS reports whether pins can be made under root without trying:
+// nil when root's parent is a bpffs mount, or when this process has
+// CAP_SYS_ADMIN (EnsureBPFFS may then mount one); else an error saying
+// why not.
+func CheckBPFFS(root string) error {
+	if root == "" {
+		root = DefaultPinRoot
+	}
+	mnt := filepath.Dir(root)
+	if isBPFFS(mnt) == nil {
+		return nil
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err == nil && data[0].Effective&(1<<unix.CAP_SYS_ADMIN) != 0 {
+		return nil
+	}
+	return fmt.Errorf("%s is not a bpf filesystem, and mounting one needs CAP_SYS_ADMIN", mnt)
+}
+
 // isBPFFS returns nil when dir is a bpffs mount.
 func isBPFFS(dir string) error {
 	var st unix.Statfs_t

@@ -62,30 +62,24 @@ func classifierErrors(plan *config.Plan, avail error) error {
 	return nil
 }
 
-// setClassifiers tells the kernel each HTB interface's classifier and
+// setClassifier tells the kernel st's classifier (HTB interfaces) and
 // logs the choice when it is new or changed.
-func (d *Daemon) setClassifiers(ifaces []*iface) {
+func (d *Daemon) setClassifier(st *reconciler) {
 	cs, ok := d.k.(classifierSetter)
-	if !ok {
+	if !ok || st.cfg.Shaper == config.ShaperTBF {
 		return
 	}
-	avail := bpfAvailable()
-	for _, st := range ifaces {
-		if st.cfg.Shaper == config.ShaperTBF {
-			continue
-		}
-		kind, why, err := chooseClassifier(st.cfg, avail)
-		if err != nil {
-			continue // refused by checkClassifiers before
-		}
-		cs.SetClassifier(st.device, kind)
-		if d.classifiers == nil {
-			d.classifiers = map[string]string{}
-		}
-		if d.classifiers[st.key] != kind {
-			d.classifiers[st.key] = kind
-			d.log.Info("classifier chosen", "interface", st.key, "device", st.device, "classifier", kind, "why", why)
-		}
+	kind, why, err := chooseClassifier(st.cfg, bpfAvailable())
+	if err != nil {
+		return // refused by checkClassifiers before
+	}
+	cs.SetClassifier(st.device, kind)
+	if d.classifiers == nil {
+		d.classifiers = map[string]string{}
+	}
+	if d.classifiers[st.key] != kind {
+		d.classifiers[st.key] = kind
+		d.log.Info("classifier chosen", "interface", st.key, "device", st.device, "classifier", kind, "why", why)
 	}
 }
 

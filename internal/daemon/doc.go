@@ -14,8 +14,12 @@
 //     (policy.Ramper.StepActive) or does nothing. Changes reach the kernel
 //     without a dump when it held the previous desired tree: the diff of
 //     the old and new desired trees, or one OpChange per ramping class;
-//   - the reconcile tick (daemon.reconcile_interval): dump, diff, apply,
-//     verify every interface, which repairs drift;
+//   - the reconcile tick (daemon.reconcile_interval): counters are read;
+//     an interface is dumped, diffed, repaired and verified when it is not
+//     ok, when no traffic-control events arrive, or every
+//     daemon.full_reconcile_interval;
+//   - traffic-control events made by other programs: the device is
+//     reconciled after a short settle time;
 //   - link events: a managed interface that appears (or comes back) is
 //     reconciled after a short settle time (Options.LinkSettle);
 //   - reload requests (SIGHUP, shaperctl reload): the new config is loaded,
@@ -33,6 +37,36 @@
 // adopted tree's rates, so a plan changed meanwhile ramps from them rather
 // than jumping.
 //
+// Each managed interface has a reconciler with one state (pending, ok,
+// degraded, failed, missing). Every change reaches the kernel through
+// Daemon.apply, a delta without a dump when the reconciler is ok, else a
+// full pass (dump, diff, apply, verify), and every apply ends in one
+// post-apply hook (afterApply) that counts, reports refusals, starts quota
+// usage and moves the state.
+//
+// Files, by the part of the daemon they hold:
+//
+//   - daemon.go: Options, the Daemon (its state in groups), New, Close;
+//   - run.go, run_once.go: Run (control socket, /metrics, the loop), Once
+//     and Teardown;
+//   - loop.go: the event loop (ticks, link and traffic-control events,
+//     requests) and what follows each pass (afterReconcile);
+//   - reconciler*.go: one managed interface: its state and desired tree
+//     (reconciler.go), the apply entry point and post-apply hook
+//     (reconciler_apply.go), refusals, counters;
+//   - desired*.go: what changes the desired trees: the policy step, ramp
+//     steps, run-time user patches, the ramps' seeds and policy events;
+//   - reload.go, leaves.go: reloading the configuration;
+//   - service*.go: the control service (control.Service): set-rate,
+//     status, top, quota reset, run-time users;
+//   - metrics*.go: the Prometheus collectors, which read copies the loop
+//     publishes (metrics_snapshot.go), never the loop's state;
+//   - memory.go: the one place memory is returned to the OS;
+//   - state*.go: the state files in daemon.state_dir;
+//   - fleet.go: fleet mode; notify.go: the service manager (sd_notify);
+//   - offline*.go: what runs without a daemon (--check, simulate, plan
+//     diff).
+//
 // Time comes from the injected Clock; the kernel is behind the Kernel
-// interface, so the loop is tested with a fake clock and model.MemKernel.
+// interface, so the loop is tested with a fake clock and modeltest.MemKernel.
 package daemon

@@ -64,8 +64,15 @@ func (r *recNotifier) count(s string) int {
 // is stopped on cleanup.
 func runDaemon(t *testing.T, k *fakeKernel, clk *fakeClock, logs io.Writer, n Notifier) (*Daemon, *control.Client) {
 	t.Helper()
+	return runDaemonConfig(t, k, clk, logs, n, testConfig)
+}
+
+// runDaemonConfig is runDaemon with the main file cfg (a format with the
+// directory as %[1]s, as testConfig) instead of testConfig.
+func runDaemonConfig(t *testing.T, k *fakeKernel, clk *fakeClock, logs io.Writer, n Notifier, cfg string) (*Daemon, *control.Client) {
+	t.Helper()
 	dir := t.TempDir()
-	writeConfig(t, dir, testConfig, testUsers)
+	writeConfig(t, dir, cfg, testUsers)
 	sock := filepath.Join(dir, "ctl.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {

@@ -82,6 +82,12 @@ type Policy struct {
 	// SmoothWindow: after a decrease, keep at most new_rate*SmoothWindow of
 	// burst. Default 1s; 0 disables the limit.
 	SmoothWindow time.Duration
+	// QuotaInterval is how often, while some tier has a quota, the class
+	// counters are read for quota decisions (on the policy tick, between
+	// the reconcile ticks). Default 1s: a user goes over quota at most
+	// about that long after passing it (in a fleet, on every router).
+	// Each read is a dump of the interface's classes.
+	QuotaInterval time.Duration
 	// Location is the time zone schedules and quota periods are read in.
 	// policy.timezone: "local" (default), "UTC" or an IANA name.
 	Location *time.Location

@@ -44,7 +44,7 @@ type workCounters struct {
 // interfaces) take a full policy step.
 func (d *Daemon) overrideChanged(t policy.Target, now time.Time) error {
 	for _, st := range d.ifaces {
-		if !st.built || st.buildErr != nil {
+		if !st.current() {
 			return d.policyStep(now)
 		}
 	}
@@ -108,11 +108,7 @@ func (d *Daemon) policyStep(now time.Time) error {
 		if i >= len(targets) {
 			continue
 		}
-		old, wasSynced := st.desired, st.inSync && st.built
-		if !d.setTargets(st, targets[i]) {
-			continue
-		}
-		if err := d.bringToKernel(st, old, wasSynced, "policy"); err != nil {
+		if err := d.retarget(st, targets[i], "policy"); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -74,7 +74,7 @@ func (d *Daemon) status() *control.Status {
 
 // userStatus is one user on one interface: x explains the policy's
 // decision, ut is what the kernel is given now (ramps included).
-func (d *Daemon) userStatus(st *iface, x policy.Explanation, ut model.UserTarget) control.UserStatus {
+func (d *Daemon) userStatus(st *reconciler, x policy.Explanation, ut model.UserTarget) control.UserStatus {
 	us := control.UserStatus{Name: x.User, Tier: x.Tier, Interface: st.cfg.Name,
 		Rate: x.ConfiguredRate, Ceil: x.ConfiguredCeil, EffectiveRate: x.Rate, EffectiveCeil: x.Ceil,
 		Reason: x.Reason, Direction: policy.DirectionOf(st.cfg.Direction).String(), Device: st.device,

@@ -52,7 +52,7 @@ func (d *Daemon) DiffPlan(now time.Time) []PlanDiff {
 }
 
 // planDiff is DiffPlan for plan on ifaces with the overrides ov.
-func (d *Daemon) planDiff(plan *config.Plan, ifaces []*iface, ov policy.Overrides, now time.Time) []PlanDiff {
+func (d *Daemon) planDiff(plan *config.Plan, ifaces []*reconciler, ov policy.Overrides, now time.Time) []PlanDiff {
 	targets := policy.Evaluate(plan, ov, d.usage, now).Targets()
 	out := make([]PlanDiff, 0, len(ifaces))
 	for i, st := range ifaces {

@@ -10,59 +10,6 @@ import (
 	"github.com/shaperd/shaperd/pkg/policy"
 )
 
-// bringToKernel makes the kernel hold st.desired after it changed from
-// old. When the kernel held old (wasSynced) the changes are
-// model.Diff(old, desired), applied without a dump; otherwise, or when
-// the kernel refuses them, it reconciles (dump, diff, apply, verify).
-func (d *Daemon) bringToKernel(st *iface, old model.Tree, wasSynced bool, why string) error {
-	if !wasSynced || st.missing || old.Root == nil || old.Device != st.desired.Device {
-		return d.reconcile(st, why)
-	}
-	return d.applyChanges(st, model.Diff(old, st.desired), why)
-}
-
-// applyChanges applies changes that take the kernel from the tree it held
-// (in sync) to st.desired, without a dump; a refusal falls back to a full
-// reconcile. The periodic reconcile verifies.
-func (d *Daemon) applyChanges(st *iface, changes []model.Change, why string) (err error) {
-	if len(changes) == 0 {
-		return nil
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = d.recovered(st, r)
-			st.lastErr = err
-		}
-	}()
-	start := d.clock.Now()
-	res, err := d.k.Apply(changes)
-	d.stats.writes.Add(float64(res.Writes))
-	took := d.clock.Now().Sub(start)
-	d.lastApply = took
-	if err != nil {
-		if len(res.Refused) == 0 {
-			d.stats.errors.WithLabelValues("kernel").Inc()
-		} // else the reconcile below counts and reports each refusal
-		d.log.Warn("incremental apply refused; reconciling", "interface", st.key, "why", why,
-			"writes", res.Writes, "err", err)
-		st.inSync = false
-		return d.reconcile(st, why)
-	}
-	now := d.clock.Now()
-	for _, c := range changes {
-		if c.Op == model.OpAdd && c.Class != nil && c.Class.Labels.Kind == "user" {
-			d.usage.Observe(c.Class.Labels.User, counterKey(st, c.Class.Handle), 0, now)
-		}
-	}
-	st.inSync = true
-	level := d.log.Info
-	if why == "ramp" {
-		level = d.log.Debug
-	}
-	level("applied", "interface", st.key, "why", why, "changes", len(changes), "writes", res.Writes, "took", took)
-	return nil
-}
-
 // rampStep is a policy tick while ramps are in progress and nothing else
 // changed: only the ramping classes move (policy.Ramper.StepActive), and
 // only their classes are rebuilt and changed in the kernel.
@@ -72,14 +19,14 @@ func (d *Daemon) rampStep(now time.Time) error {
 	if len(stepped) == 0 {
 		return nil
 	}
-	users := map[*iface][]policy.Stepped{}
-	var full []*iface
+	users := map[*reconciler][]policy.Stepped{}
+	var full []*reconciler
 	for _, s := range stepped {
 		st := d.ifaceOf(s.Key.Interface, s.Key.Direction)
 		if st == nil {
 			continue
 		}
-		if s.Key.Kind != policy.ClassUser || !st.built || st.buildErr != nil {
+		if s.Key.Kind != policy.ClassUser || !st.current() {
 			if !slices.Contains(full, st) {
 				full = append(full, st)
 			}
@@ -102,11 +49,8 @@ func (d *Daemon) rampStep(now time.Time) error {
 			if i >= len(targets) || !slices.Contains(full, st) {
 				continue
 			}
-			old, wasSynced := st.desired, st.inSync && st.built
-			if d.setTargets(st, targets[i]) {
-				if err := d.bringToKernel(st, old, wasSynced, "ramp"); err != nil {
-					errs = append(errs, err)
-				}
+			if err := d.retarget(st, targets[i], "ramp"); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
@@ -117,7 +61,7 @@ func (d *Daemon) rampStep(now time.Time) error {
 // patchStepped patches the user classes of stepped (user keys only) into
 // their interfaces' desired trees and the kernel.
 func (d *Daemon) patchStepped(stepped []policy.Stepped, why string) error {
-	byIface := map[*iface][]policy.Stepped{}
+	byIface := map[*reconciler][]policy.Stepped{}
 	for _, s := range stepped {
 		if st := d.ifaceOf(s.Key.Interface, s.Key.Direction); st != nil && s.Key.Kind == policy.ClassUser {
 			byIface[st] = append(byIface[st], s)
@@ -135,7 +79,7 @@ func (d *Daemon) patchStepped(stepped []policy.Stepped, why string) error {
 }
 
 // ifaceOf returns the managed interface with configured name and direction.
-func (d *Daemon) ifaceOf(name string, dir model.Direction) *iface {
+func (d *Daemon) ifaceOf(name string, dir model.Direction) *reconciler {
 	for _, st := range d.ifaces {
 		if st.cfg.Name == name && string(st.cfg.Direction) == string(dir) {
 			return st
@@ -149,7 +93,7 @@ func (d *Daemon) ifaceOf(name string, dir model.Direction) *iface {
 // of a tree with just these users, under their own minors), and applies
 // one OpChange per class that differs. When the kernel is not known to
 // hold st.desired it reconciles instead.
-func (d *Daemon) patchUsers(st *iface, ss []policy.Stepped, why string) error {
+func (d *Daemon) patchUsers(st *reconciler, ss []policy.Stepped, why string) error {
 	mini := model.Targets{Interface: st.targets.Interface, Tiers: st.targets.Tiers}
 	ids := model.NewAssignment()
 	for _, t := range st.targets.Tiers {
@@ -180,11 +124,12 @@ func (d *Daemon) patchUsers(st *iface, ss []policy.Stepped, why string) error {
 	}
 	tree, err := model.Build(mini, ids)
 	if err != nil {
-		st.buildErr = err
+		st.buildFailed(err)
 		d.stats.errors.WithLabelValues("build").Inc()
 		return fmt.Errorf("interface %s: %w", st.key, err)
 	}
 	var changes []model.Change
+	var patched []int
 	for _, c := range tree.Classes {
 		if c.Labels.Kind != "user" {
 			continue
@@ -197,26 +142,20 @@ func (d *Daemon) patchUsers(st *iface, ss []policy.Stepped, why string) error {
 		if model.ClassParamsEqual(old, c) && old.Parent == c.Parent {
 			continue
 		}
-		// In place: published snapshots share the slice (see ifaceSnapshot).
-		d.classMu.Lock()
 		st.desired.Classes[i] = c
-		d.classMu.Unlock()
+		patched = append(patched, i)
 		changes = append(changes, model.Change{Op: model.OpChange, Device: st.desired.Device, Class: &c, FromClass: &old})
 	}
+	st.view = st.view.patched(st.desired.Classes, patched)
 	if len(changes) == 0 {
 		return nil
 	}
-	wasSynced := st.inSync && !st.missing
-	if !wasSynced {
-		st.inSync = false
-		return d.reconcile(st, why)
-	}
-	return d.applyChanges(st, changes, why)
+	return d.apply(st, deltaPass(why, changes, st.state == stateOK))
 }
 
 // userIndex returns the index of user in st.targets.Users, or -1. Users
 // are in plan order, so the plan's index is tried first.
-func (d *Daemon) userIndex(st *iface, user string) int {
+func (d *Daemon) userIndex(st *reconciler, user string) int {
 	if j, ok := d.userIdx[user]; ok && j < len(st.targets.Users) && st.targets.Users[j].Name == user {
 		return j
 	}

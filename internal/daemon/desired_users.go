@@ -25,7 +25,7 @@ func (d *Daemon) patchRuntime(old *config.Plan, now time.Time) (bool, error) {
 		return false, nil
 	}
 	for _, st := range d.ifaces {
-		if !st.built || st.buildErr != nil {
+		if !st.current() {
 			return false, nil
 		}
 	}
@@ -79,7 +79,7 @@ func (d *Daemon) patchAdded(user string, ev policy.Overrides, now time.Time) (bo
 	if !d.lastRes.AddUser(d.plan, ev, d.usage, now, user) {
 		return false, nil
 	}
-	applied := map[*iface]policy.Applied{}
+	applied := map[*reconciler]policy.Applied{}
 	for _, s := range d.ramper.StepUser(d.lastRes, user, now) {
 		if st := d.ifaceOf(s.Key.Interface, s.Key.Direction); st != nil {
 			applied[st] = s.Applied
@@ -170,7 +170,7 @@ func freeMinor(ids *model.Assignment, n int) (uint16, bool) {
 // user is not there): both are built as trees of just that user (with the
 // interface's tiers, under the user's own minor), their model.Diff is the
 // kernel's change, and st.targets and st.desired take the same change.
-func (d *Daemon) patchUser(st *iface, old, new *model.UserTarget) error {
+func (d *Daemon) patchUser(st *reconciler, old, new *model.UserTarget) error {
 	name := ""
 	if old != nil {
 		name = old.Name
@@ -213,7 +213,7 @@ func (d *Daemon) patchUser(st *iface, old, new *model.UserTarget) error {
 			return d.patchTree(st, name, model.Diff(before, after), new)
 		}
 	}
-	st.buildErr = err
+	st.buildFailed(err)
 	d.stats.errors.WithLabelValues("build").Inc()
 	return fmt.Errorf("interface %s: user %s: %w", st.key, name, err)
 }
@@ -221,7 +221,7 @@ func (d *Daemon) patchUser(st *iface, old, new *model.UserTarget) error {
 // patchTree applies changes (of one user's class and filters) to st's
 // targets, desired tree and the kernel; new is the user's target after
 // them (nil: removed).
-func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *model.UserTarget) error {
+func (d *Daemon) patchTree(st *reconciler, user string, changes []model.Change, new *model.UserTarget) error {
 	j := slices.IndexFunc(st.targets.Users, func(u model.UserTarget) bool { return u.Name == user })
 	switch {
 	case new == nil && j >= 0:
@@ -232,8 +232,8 @@ func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *
 	case new != nil:
 		st.targets.Users = append(slices.Clip(st.targets.Users), *new)
 	}
-	// New slices where something goes or comes: published snapshots
-	// share the old ones (see ifaceSnapshot).
+	// New slices where something goes or comes, so that a tree taken
+	// before (a caller's old desired tree) stays as it was.
 	classes, filters := st.desired.Classes, st.desired.Filters
 	reindex := false
 	for _, c := range changes {
@@ -247,9 +247,7 @@ func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *
 			reindex = true
 		case c.Class != nil && c.Op == model.OpChange:
 			if i, ok := st.byHandle[c.Class.Handle]; ok {
-				d.classMu.Lock()
 				classes[i] = *c.Class
-				d.classMu.Unlock()
 			}
 		case c.Filter != nil && c.Op == model.OpAdd:
 			filters = append(slices.Clip(filters), *c.Filter)
@@ -259,15 +257,12 @@ func (d *Daemon) patchTree(st *iface, user string, changes []model.Change, new *
 		}
 	}
 	st.desired.Classes, st.desired.Filters = classes, filters
+	st.viewStale = true
 	if reindex {
 		st.byHandle = make(map[model.Handle]int, len(classes))
 		for i, c := range classes {
 			st.byHandle[c.Handle] = i
 		}
 	}
-	if !st.inSync || st.missing {
-		st.inSync = false
-		return d.reconcile(st, "user")
-	}
-	return d.applyChanges(st, changes, "user")
+	return d.apply(st, deltaPass("user", changes, st.state == stateOK))
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperd/shaperd/pkg/config"
-	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"
 )
 
@@ -21,51 +20,6 @@ type tierCounts struct {
 	bytes, packets, drops uint64
 }
 
-// addTierCounts adds user class h's counter change since the previous
-// dump (before; nil when h was not in it) to its tier's sums. A class seen
-// for the first time adds nothing: at a start, its counters are history
-// that earlier processes counted already. A counter that went back (the
-// class was recreated) counts from 0.
-func (st *iface) addTierCounts(h model.Handle, now model.Stats, before *model.Stats) {
-	i, ok := st.byHandle[h]
-	if !ok || before == nil {
-		return
-	}
-	l := st.desired.Classes[i].Labels
-	if l.Kind != "user" || l.Tier == "" {
-		return
-	}
-	if st.tierSums == nil {
-		st.tierSums = map[string]*tierCounts{}
-	}
-	t := st.tierSums[l.Tier]
-	if t == nil {
-		t = &tierCounts{}
-		st.tierSums[l.Tier] = t
-	}
-	t.bytes += grown(now.Bytes, before.Bytes)
-	t.packets += grown(now.Packets, before.Packets)
-	t.drops += grown(uint64(now.Drops), uint64(before.Drops))
-}
-
-// grown is how much a counter grew from before to now; a counter that
-// went back was reset and grew by now.
-func grown(now, before uint64) uint64 {
-	if now >= before {
-		return now - before
-	}
-	return now
-}
-
-// copyTierSums is a copy of st's sums for a snapshot.
-func (st *iface) copyTierSums() map[string]tierCounts {
-	out := make(map[string]tierCounts, len(st.tierSums))
-	for k, v := range st.tierSums {
-		out[k] = *v
-	}
-	return out
-}
-
 var (
 	tierLabels      = []string{"interface", "direction", "tier"}
 	descTierBytes   = prometheus.NewDesc("shaperd_tier_bytes_total", "Bytes sent by the tier's user classes on the interface, counted by shaperd from the kernel's class counters since it started (kept whatever daemon.metrics_per_user says).", tierLabels, nil)
@@ -77,10 +31,8 @@ var (
 // collectTiers sends s's per-tier sums and user counts.
 func collectTiers(ch chan<- prometheus.Metric, s *ifaceSnapshot) {
 	users := map[string]int{}
-	for i := range s.classes {
-		s.mu.RLock()
-		l := s.classes[i].Labels
-		s.mu.RUnlock()
+	for i := 0; i < s.classes.len(); i++ {
+		l := s.classes.at(i).labels
 		if l.Kind == "user" {
 			users[l.Tier]++
 		}
@@ -122,10 +74,8 @@ func userFilter(s *ifaceSnapshot, m config.UserMetrics) map[int]bool {
 	}
 	var users []ranked
 	j := 0
-	for i := range s.classes {
-		s.mu.RLock()
-		h, l := s.classes[i].Handle, s.classes[i].Labels
-		s.mu.RUnlock()
+	for i := 0; i < s.classes.len(); i++ {
+		h, l := s.classes.at(i).handle, s.classes.at(i).labels
 		for j < len(s.counters) && s.counters[j].handle < h {
 			j++
 		}

@@ -1,8 +1,16 @@
-package model
+// Package modeltest provides MemKernel, an in-memory stand-in for the
+// kernel's traffic control that applies model.Changes with the kernel's
+// rules, for tests of the model and of the daemon.
+package modeltest
 
 import (
 	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
 	"syscall"
+
+	"github.com/shaperd/shaperd/pkg/model"
 )
 
 // MemKernel is an in-memory stand-in for the kernel's traffic control, for
@@ -29,20 +37,20 @@ import (
 // not safe for concurrent use.
 type MemKernel struct {
 	devices   map[string]*memDevice
-	redirects map[string]Redirect // by Interface
+	redirects map[string]model.Redirect // by Interface
 }
 
 type memDevice struct {
-	root     *Qdisc
-	classes  map[Handle]*Class
-	children map[Handle]int // class handle -> number of child classes
-	bound    map[Handle]int // class handle -> number of filters pointing to it
-	filters  map[filterKey]Filter
+	root     *model.Qdisc
+	classes  map[model.Handle]*model.Class
+	children map[model.Handle]int // class handle -> number of child classes
+	bound    map[model.Handle]int // class handle -> number of filters pointing to it
+	filters  map[filterKey]model.Filter
 }
 
 // NewMemKernel returns a kernel with no devices.
 func NewMemKernel() *MemKernel {
-	return &MemKernel{devices: map[string]*memDevice{}, redirects: map[string]Redirect{}}
+	return &MemKernel{devices: map[string]*memDevice{}, redirects: map[string]model.Redirect{}}
 }
 
 func (k *MemKernel) device(name string) *memDevice {
@@ -57,15 +65,15 @@ func (k *MemKernel) device(name string) *memDevice {
 
 func (d *memDevice) clear() {
 	d.root = nil
-	d.classes = map[Handle]*Class{}
-	d.children = map[Handle]int{}
-	d.bound = map[Handle]int{}
-	d.filters = map[filterKey]Filter{}
+	d.classes = map[model.Handle]*model.Class{}
+	d.children = map[model.Handle]int{}
+	d.bound = map[model.Handle]int{}
+	d.filters = map[filterKey]model.Filter{}
 }
 
 // Load replaces the state of t.Device with t as given (without checks) and
 // installs t.Redirect, replacing any redirect into t.Device.
-func (k *MemKernel) Load(t Tree) {
+func (k *MemKernel) Load(t model.Tree) {
 	d := k.device(t.Device)
 	d.clear()
 	if t.Root != nil {
@@ -91,8 +99,8 @@ func (k *MemKernel) Load(t Tree) {
 
 // Tree returns the current state of device as a sorted Tree; Redirect is
 // the redirect into device, if any.
-func (k *MemKernel) Tree(device string) Tree {
-	t := Tree{Device: device}
+func (k *MemKernel) Tree(device string) model.Tree {
+	t := model.Tree{Device: device}
 	for _, i := range sortedKeys(k.redirects) {
 		if r := k.redirects[i]; r.IFB == device {
 			t.Redirect = &r
@@ -123,10 +131,10 @@ func (k *MemKernel) Tree(device string) Tree {
 
 // Apply applies cs in order and stops at the first change the kernel would
 // refuse, returning an error that names it and wraps the errno.
-func (k *MemKernel) Apply(cs []Change) error {
+func (k *MemKernel) Apply(cs []model.Change) error {
 	for i, c := range cs {
 		if err := k.apply(c); err != nil {
-			return fmt.Errorf("change %d (%s): %w", i, describeChange(c), err)
+			return fmt.Errorf("change %d (%s): %w", i, c.String(), err)
 		}
 	}
 	return nil
@@ -135,21 +143,21 @@ func (k *MemKernel) Apply(cs []Change) error {
 // ApplyChanges applies cs to a MemKernel loaded with t and returns the
 // resulting tree of t.Device. Changes of qdiscs, classes or filters on other
 // devices are refused (syscall.EINVAL); use MemKernel for several devices.
-func ApplyChanges(t Tree, cs []Change) (Tree, error) {
+func ApplyChanges(t model.Tree, cs []model.Change) (model.Tree, error) {
 	k := NewMemKernel()
 	k.Load(t)
 	for i, c := range cs {
 		if c.Redirect == nil && c.Device != t.Device {
-			return Tree{}, fmt.Errorf("change %d (%s): tree is on %s: %w", i, describeChange(c), t.Device, syscall.EINVAL)
+			return model.Tree{}, fmt.Errorf("change %d (%s): tree is on %s: %w", i, c.String(), t.Device, syscall.EINVAL)
 		}
 	}
 	if err := k.Apply(cs); err != nil {
-		return Tree{}, err
+		return model.Tree{}, err
 	}
 	return k.Tree(t.Device), nil
 }
 
-func (k *MemKernel) apply(c Change) error {
+func (k *MemKernel) apply(c model.Change) error {
 	switch {
 	case c.Redirect != nil:
 		return k.applyRedirect(c)
@@ -163,16 +171,16 @@ func (k *MemKernel) apply(c Change) error {
 	return fmt.Errorf("no object: %w", syscall.EINVAL)
 }
 
-func (k *MemKernel) applyRedirect(c Change) error {
+func (k *MemKernel) applyRedirect(c model.Change) error {
 	r := *c.Redirect
 	old, ok := k.redirects[r.Interface]
 	switch c.Op {
-	case OpAdd:
+	case model.OpAdd:
 		if ok {
 			return syscall.EEXIST
 		}
 		k.redirects[r.Interface] = r
-	case OpDelete:
+	case model.OpDelete:
 		if !ok || old != r {
 			return syscall.ENOENT
 		}
@@ -183,10 +191,10 @@ func (k *MemKernel) applyRedirect(c Change) error {
 	return nil
 }
 
-func (d *memDevice) applyQdisc(c Change) error {
+func (d *memDevice) applyQdisc(c model.Change) error {
 	q := c.Qdisc
 	switch c.Op {
-	case OpAdd:
+	case model.OpAdd:
 		if d.root != nil {
 			return syscall.EEXIST
 		}
@@ -195,7 +203,7 @@ func (d *memDevice) applyQdisc(c Change) error {
 		}
 		d.clear()
 		d.root = copyQdisc(q)
-	case OpChange:
+	case model.OpChange:
 		if d.root == nil || d.root.Handle != q.Handle {
 			return syscall.ENOENT
 		}
@@ -203,7 +211,7 @@ func (d *memDevice) applyQdisc(c Change) error {
 			return syscall.EINVAL
 		}
 		d.root = copyQdisc(q)
-	case OpDelete:
+	case model.OpDelete:
 		if d.root == nil || d.root.Handle != q.Handle {
 			return syscall.ENOENT
 		}
@@ -214,8 +222,8 @@ func (d *memDevice) applyQdisc(c Change) error {
 	return nil
 }
 
-func (d *memDevice) applyClass(c Change) error {
-	if d.root == nil || d.root.Kind != ShaperHTB {
+func (d *memDevice) applyClass(c model.Change) error {
+	if d.root == nil || d.root.Kind != model.ShaperHTB {
 		return fmt.Errorf("no htb root: %w", syscall.EINVAL)
 	}
 	n := copyClass(*c.Class)
@@ -224,7 +232,7 @@ func (d *memDevice) applyClass(c Change) error {
 	}
 	old, exists := d.classes[n.Handle]
 	switch c.Op {
-	case OpAdd:
+	case model.OpAdd:
 		if exists {
 			return syscall.EEXIST
 		}
@@ -237,7 +245,7 @@ func (d *memDevice) applyClass(c Change) error {
 		}
 		d.classes[n.Handle] = n
 		d.children[n.Parent]++
-	case OpChange:
+	case model.OpChange:
 		if !exists {
 			return syscall.ENOENT
 		}
@@ -248,7 +256,7 @@ func (d *memDevice) applyClass(c Change) error {
 			return fmt.Errorf("leaf qdisc on an inner class: %w", syscall.EINVAL)
 		}
 		d.classes[n.Handle] = n
-	case OpDelete:
+	case model.OpDelete:
 		if !exists {
 			return syscall.ENOENT
 		}
@@ -263,15 +271,15 @@ func (d *memDevice) applyClass(c Change) error {
 	return nil
 }
 
-func (d *memDevice) applyFilter(c Change) error {
-	if d.root == nil || d.root.Kind != ShaperHTB {
+func (d *memDevice) applyFilter(c model.Change) error {
+	if d.root == nil || d.root.Kind != model.ShaperHTB {
 		return fmt.Errorf("no htb root: %w", syscall.EINVAL)
 	}
 	f := *c.Filter
 	k := keyOf(f)
 	old, exists := d.filters[k]
 	switch c.Op {
-	case OpAdd:
+	case model.OpAdd:
 		if exists {
 			return syscall.EEXIST
 		}
@@ -281,7 +289,7 @@ func (d *memDevice) applyFilter(c Change) error {
 		f.Damaged = false
 		d.filters[k] = f
 		d.bound[f.ClassID]++
-	case OpDelete:
+	case model.OpDelete:
 		if !exists {
 			return syscall.ENOENT
 		}
@@ -292,3 +300,30 @@ func (d *memDevice) applyFilter(c Change) error {
 	}
 	return nil
 }
+
+// copyQdisc returns a copy of q without stats.
+func copyQdisc(q *model.Qdisc) *model.Qdisc {
+	c := *q
+	c.Stats = nil
+	if q.TBF != nil {
+		c.TBF = new(*q.TBF)
+	}
+	return &c
+}
+
+// copyClass returns a copy of c without stats.
+func copyClass(c model.Class) *model.Class {
+	c.Stats = nil
+	return &c
+}
+
+// filterKey identifies a filter on a device, as the kernel does.
+type filterKey struct {
+	prefix netip.Prefix
+	match  model.MatchField
+}
+
+func keyOf(f model.Filter) filterKey { return filterKey{f.Prefix, f.Match} }
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

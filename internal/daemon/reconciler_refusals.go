@@ -12,7 +12,7 @@ import (
 )
 
 // ErrDegraded is wrapped by reconcile errors of an interface whose plan
-// the kernel holds except for refused objects (iface.refused): every
+// the kernel holds except for refused objects (reconciler.refused): every
 // other user is shaped.
 var ErrDegraded = errors.New("the kernel refused some objects")
 
@@ -52,7 +52,7 @@ func refusedSummary(rs []*kernel.Error) string {
 // userErrors maps each user with a refused (or skipped) object on st to
 // what that means for them: "not shaped: ..." for an object that was to be
 // added, "old settings still in force: ..." for a refused change.
-func userErrors(st *iface) map[string]string {
+func userErrors(st *reconciler) map[string]string {
 	if len(st.refused) == 0 {
 		return nil
 	}
@@ -78,13 +78,12 @@ func userErrors(st *iface) map[string]string {
 // last apply's, and kept for status. It returns an error wrapping
 // ErrDegraded, or a plain failure when what was refused leaves the
 // interface unshaped (its root qdisc, or its u32 tables).
-func (d *Daemon) noteRefusals(st *iface, why string, rs []*kernel.Error) error {
+func (d *Daemon) noteRefusals(st *reconciler, why string, rs []*kernel.Error) error {
 	same := len(rs) == len(st.refused)
 	for i := 0; same && i < len(rs); i++ {
 		same = rs[i].Error() == st.refused[i].Error()
 	}
 	st.refused = rs
-	st.inSync = false
 	var fatal error
 	for i, r := range rs {
 		skipped := errors.Is(r, kernel.ErrDependencyRefused)
@@ -107,7 +106,6 @@ func (d *Daemon) noteRefusals(st *iface, why string, rs []*kernel.Error) error {
 		d.log.Warn("the kernel keeps the old settings of these objects", "interface", st.key, "objects", strings.Join(old, ", "))
 	}
 	if fatal != nil {
-		st.refused = nil
 		return fmt.Errorf("interface %s: %w", st.key, fatal)
 	}
 	return fmt.Errorf("interface %s: %w: %s", st.key, ErrDegraded, refusedSummary(rs))
@@ -128,9 +126,8 @@ func oldObjects(rs []*kernel.Error) []string {
 // recovered turns a panic while reconciling st into an error: logged
 // with its stack, counted as shaperd_errors_total{kind="panic"}; the
 // caller marks the interface failed and the other interfaces go on.
-func (d *Daemon) recovered(st *iface, r any) error {
+func (d *Daemon) recovered(st *reconciler, r any) error {
 	d.stats.errors.WithLabelValues("panic").Inc()
-	st.inSync = false
 	err := fmt.Errorf("interface %s: internal error (panic): %v", st.key, r)
 	d.log.Error("recovered from a panic while reconciling an interface; the other interfaces go on",
 		"interface", st.key, "err", err, "stack", string(debug.Stack()))
@@ -140,7 +137,7 @@ func (d *Daemon) recovered(st *iface, r any) error {
 // safeDump is d.k.Dump of st's device for the start (class ids, ramp
 // seeds): a panic while reading the kernel is logged, counted and
 // returned as an error, so that the daemon still starts.
-func (d *Daemon) safeDump(st *iface) (t model.Tree, err error) {
+func (d *Daemon) safeDump(st *reconciler) (t model.Tree, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = d.recovered(st, r)

@@ -30,7 +30,7 @@ func (d *Daemon) seedRamper() {
 // seedTargets turns an adopted kernel tree of st into the Targets that
 // would have built it: the link's, default class's, tiers' and users'
 // rates (and user bursts) as the kernel has them, named by st.ids.
-func seedTargets(st *iface, actual model.Tree) (model.Targets, bool) {
+func seedTargets(st *reconciler, actual model.Tree) (model.Targets, bool) {
 	spec := model.InterfaceSpec{Name: st.cfg.Name, Direction: model.Direction(st.cfg.Direction),
 		Shaper: model.ShaperKind(st.cfg.Shaper)}
 	tg := model.Targets{Interface: spec}

@@ -145,7 +145,7 @@ func (d *Daemon) Top(ctx context.Context) (*control.Status, error) {
 // interface's faults).
 func (d *Daemon) refreshCounters(now time.Time) {
 	for _, st := range d.ifaces {
-		if !st.built || st.missing || st.buildErr != nil || now.Sub(st.dumpAt) < MinCounterAge {
+		if !st.current() || st.state == stateMissing || now.Sub(st.dumpAt) < MinCounterAge {
 			continue
 		}
 		if !d.readCounters(st, now) {

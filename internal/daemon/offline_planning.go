@@ -154,17 +154,17 @@ func (d *Daemon) sharedPlan() *config.Shared {
 	return sharedOf(d.fleet.shared)
 }
 
-// dryIfaces is makeIfaces without its effects: class ids are copies of the
+// dryReconcilers is makeReconcilers without its effects: class ids are copies of the
 // ones in force for the same interface, else recovered from the kernel
 // (read only); nothing is consumed or handed to the kernel.
-func (d *Daemon) dryIfaces(plan *config.Plan) []*iface {
-	byKey := map[string]*iface{}
+func (d *Daemon) dryReconcilers(plan *config.Plan) []*reconciler {
+	byKey := map[string]*reconciler{}
 	for _, st := range d.ifaces {
 		byKey[st.key] = st
 	}
-	out := make([]*iface, 0, len(plan.Interfaces))
+	out := make([]*reconciler, 0, len(plan.Interfaces))
 	for i := range plan.Interfaces {
-		st := newIface(plan.Interfaces[i])
+		st := newReconciler(plan.Interfaces[i])
 		if o, ok := byKey[st.key]; ok {
 			st.ids = o.ids.Clone()
 		} else {
@@ -184,7 +184,7 @@ func (d *Daemon) reloadDiffs() ([]PlanDiff, error) {
 		return nil, err
 	}
 	plan, _, _ = withRuntime(plan, d.runtime, d.clock.Now())
-	ifaces := d.dryIfaces(plan)
+	ifaces := d.dryReconcilers(plan)
 	ov := d.overrides.Clone()
 	ov.Prune(plan)
 	return d.planDiff(plan, ifaces, ov, d.clock.Now()), nil

@@ -94,6 +94,13 @@ func key(p netip.Prefix, m model.MatchField) (b []byte, v6 bool, err error) {
 	return b, a.Is6(), nil
 }
 
+// CheckPrefix reports whether the maps can hold prefix p (any length;
+// not invalid, zoned, IPv4-mapped or with host bits set).
+func CheckPrefix(p netip.Prefix) error {
+	_, _, err := key(p, model.MatchDst)
+	return err
+}
+
 // parseKey decodes a map key (of either map) back to prefix and match
 // field; ok is false for keys shaperd does not write (wrong size, a match
 // byte other than 0 or 1, non-zero padding, a prefix length out of range

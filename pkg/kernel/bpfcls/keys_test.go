@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shaperd/shaperd/internal/netnslab"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -68,5 +69,13 @@ func TestKeyRejects(t *testing.T) {
 		if _, _, ok := parseKey(k); ok {
 			t.Errorf("%s: parseKey accepted %x", name, k)
 		}
+	}
+}
+
+// TestLabCleansPins: the namespace lab removes the pins of a namespace it
+// deletes from where the classifier puts them by default.
+func TestLabCleansPins(t *testing.T) {
+	if got, want := netnslab.BPFPinDir(4026531840), NetNSPinDir("", 4026531840); got != want {
+		t.Errorf("netnslab.BPFPinDir = %s, NetNSPinDir = %s", got, want)
 	}
 }

@@ -33,10 +33,16 @@ const (
 // namespace is part of the path; the device is named by its index, which
 // does not change with a rename.
 func PinDir(root string, netns uint64, ifindex uint32, parent model.Handle) string {
+	return filepath.Join(NetNSPinDir(root, netns), fmt.Sprintf("ifindex-%d", ifindex), fmt.Sprintf("qdisc-%x", parent.Major()))
+}
+
+// NetNSPinDir is the directory of every classifier's pins in the network
+// namespace whose nsfs inode is netns (ROOT/netns-INODE).
+func NetNSPinDir(root string, netns uint64) string {
 	if root == "" {
 		root = DefaultPinRoot
 	}
-	return filepath.Join(root, fmt.Sprintf("netns-%d", netns), fmt.Sprintf("ifindex-%d", ifindex), fmt.Sprintf("qdisc-%x", parent.Major()))
+	return filepath.Join(root, fmt.Sprintf("netns-%d", netns))
 }
 
 // EnsureBPFFS makes sure that the parent directory of root (the pin root,

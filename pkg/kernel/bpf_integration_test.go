@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/pkg/kernel/bpfcls"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -26,6 +27,15 @@ func bpfLab(t *testing.T, root string) (*netnslab.RouterLab, *Kernel) {
 	t.Cleanup(func() { _ = k.Close() })
 	k.SetClassifier(netnslab.RouterLANDev, ClassifierBPF)
 	return lab, k
+}
+
+// inodeOf is the nsfs inode of the named network namespace.
+func inodeOf(t *testing.T, name string) uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat("/run/netns/"+name, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
 }
 
 // pinFiles lists the files under root.
@@ -52,6 +62,16 @@ func TestBPFClassifierApply(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
 	labA, kA := bpfLab(t, root)
 	labB, kB := bpfLab(t, root)
+	// Pins of a device that is gone (ifindex 999 in A's namespace): the
+	// first bpf classifier removes them.
+	ino := inodeOf(t, labA.Router.Name)
+	stale := bpfcls.PinDir(root, ino, 999, model.RootQdisc)
+	if err := bpfcls.EnsureBPFFS(root); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	var desired [2]model.Tree
 	for i, lk := range []struct {
 		lab *netnslab.RouterLab
@@ -62,6 +82,9 @@ func TestBPFClassifierApply(t *testing.T) {
 		if !strings.Contains(out, "bpf") || strings.Contains(out, "u32") {
 			t.Fatalf("filters on %s:\n%s", netnslab.RouterLANDev, out)
 		}
+	}
+	if _, err := os.Stat(filepath.Dir(stale)); !os.IsNotExist(err) {
+		t.Errorf("pins of a device that is gone: %v", err)
 	}
 	files := pinFiles(root)
 	t.Logf("pins: %v", files)

@@ -1,6 +1,13 @@
 package kernel
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	vnl "github.com/vishvananda/netlink"
+
 	"github.com/shaperd/shaperd/pkg/kernel/bpfcls"
 	"github.com/shaperd/shaperd/pkg/kernel/u32"
 	"github.com/shaperd/shaperd/pkg/model"
@@ -92,7 +99,13 @@ func (k *Kernel) classifierFor(ifindex uint32, device string) classifier {
 }
 
 // bpfClassifier is the bpf classifier of device ifindex's HTB root.
+// The first one a Kernel makes also removes the pins of devices that no
+// longer exist in its namespace (pruneBPFPins).
 func (k *Kernel) bpfClassifier(ifindex uint32) *bpfcls.Classifier {
+	if !k.pinsPruned {
+		k.pinsPruned = true
+		k.pruneBPFPins()
+	}
 	return bpfcls.NewConn(k.conn, ifindex, model.RootQdisc, bpfcls.Options{
 		PinRoot:  k.bpfPinRoot,
 		NetNS:    k.netnsInode(),
@@ -140,4 +153,26 @@ func (k *Kernel) forgetClassifier(ifindex uint32) {
 		_ = c.Close()
 	}
 	delete(k.filters, ifindex)
+}
+
+// pruneBPFPins removes the pin directories (bpfcls.PinDir) of devices of
+// k's namespace that no longer exist: a device deleted with its qdisc
+// leaves its classifier's maps and program pinned, and a device made
+// again gets another index. Errors are ignored (best effort; nothing
+// depends on it).
+func (k *Kernel) pruneBPFPins() {
+	dir := bpfcls.NetNSPinDir(k.bpfPinRoot, k.netnsInode())
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		var ifi int
+		if _, err := fmt.Sscanf(e.Name(), "ifindex-%d", &ifi); err != nil || ifi <= 0 {
+			continue
+		}
+		if _, err := k.link.LinkByIndex(ifi); err != nil && errors.As(err, new(vnl.LinkNotFoundError)) {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
 }

@@ -57,6 +57,7 @@ type Kernel struct {
 	clsKind    map[string]string
 	bpfPinRoot string
 	nsIno      uint64
+	pinsPruned bool
 	// classHint is the number of classes the last dump of a device (by
 	// ifindex) returned, to size the next one.
 	classHint map[uint32]int

@@ -39,6 +39,11 @@ func BenchmarkUserChangeAt100k(b *testing.B) {
 		}
 	}
 	b.Logf("installed %d users in %v", users, time.Since(start))
+	start = time.Now()
+	if got, err := l.c.Dump(); err != nil || len(got) != users {
+		b.Fatalf("Dump: %d filters, %v", len(got), err)
+	}
+	b.Logf("dumped %d users (both maps read back) in %v", users, time.Since(start))
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for b.Loop() {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/shaperd/shaperd/internal/netnslab"
 )
@@ -34,16 +36,22 @@ func u32Config(cfg string) string {
 
 // asUnitCaps runs ExecStart with the unit's capabilities only
 // (CAP_NET_ADMIN and CAP_BPF: setpriv drops the others from the bounding
-// set), after mounting bpffs at /sys/fs/bpf as systemd does at boot when
-// mountBPFFS (`ip netns exec` gives the daemon a fresh /sys without it).
-func asUnitCaps(t *testing.T, mountBPFFS bool) unitEdit {
+// set). `ip netns exec` gives the daemon a fresh /sys without bpffs;
+// bpffs says what to put at /sys/fs/bpf first, as systemd mounts it at
+// boot: "" nothing, "new" a new bpffs (gone with the daemon), else the
+// path of a bpffs of the test's, bind-mounted (kept across restarts).
+func asUnitCaps(t *testing.T, bpffs string) unitEdit {
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
 		t.Skip("setpriv not found")
 	}
 	mount := ""
-	if mountBPFFS {
+	switch bpffs {
+	case "":
+	case "new":
 		mount = "mount -t bpf bpf /sys/fs/bpf && "
+	default:
+		mount = "mount --bind " + bpffs + " /sys/fs/bpf && "
 	}
 	return unitEdit{unit: func(u *netnslab.Unit) {
 		u.ExecStart[0] = append([]string{"sh", "-c", mount + `exec "$0" --reuid=0 --bounding-set=-all,+net_admin,+bpf --inh-caps=-all,+net_admin,+bpf --ambient-caps=+net_admin,+bpf "$@"`, setpriv}, u.ExecStart[0]...)
@@ -177,10 +185,18 @@ func TestDaemonBPFClassifier(t *testing.T) {
 }
 
 // TestDaemonUnitCapabilities: with only the unit's capabilities
-// (CAP_NET_ADMIN, CAP_BPF) and bpffs mounted at /sys/fs/bpf, the daemon
-// uses the bpf classifier, pins there and classifies.
+// (CAP_NET_ADMIN, CAP_BPF) and a bpffs at /sys/fs/bpf that outlives the
+// daemon (as systemd's does), the daemon uses the bpf classifier, pins
+// its maps and program there and classifies; a restart adopts them
+// through the pins (it cannot open programs by id without CAP_SYS_ADMIN)
+// with zero writes.
 func TestDaemonUnitCapabilities(t *testing.T) {
-	u := newUnitLabBefore(t, 2, daemonConfig, labUsers, nil, asUnitCaps(t, true))
+	bpffs := t.TempDir()
+	if err := unix.Mount("bpf", bpffs, "bpf", 0, "mode=0700"); err != nil {
+		t.Fatalf("mount bpffs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(bpffs, unix.MNT_DETACH) }) // after the daemon is killed: pins and all go
+	u := newUnitLabBefore(t, 2, daemonConfig, labUsers, nil, asUnitCaps(t, bpffs))
 	if !strings.Contains(u.Logs.String(), "interface=r-lan/egress device=r-lan classifier=bpf") {
 		t.Fatalf("bpf not chosen:\n%s", u.Logs.String())
 	}
@@ -189,14 +205,32 @@ func TestDaemonUnitCapabilities(t *testing.T) {
 		t.Errorf("the daemon's capabilities are not CAP_NET_ADMIN+CAP_BPF:\n%s", caps)
 	}
 	out := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan")
-	if !strings.Contains(out, "shaperd_cls_v1") {
+	id := regexp.MustCompile(`shaperd_cls_v1 .*id (\d+)`).FindStringSubmatch(out)
+	if id == nil {
 		t.Fatalf("no cls_bpf filter:\n%s", out)
+	}
+	pins, _ := filepath.Glob(filepath.Join(bpffs, "shaperd", "netns-*", "ifindex-*", "qdisc-1", "prog"))
+	if len(pins) != 2 { // r-lan and r-ifb
+		t.Errorf("pinned programs %v, want r-lan's and r-ifb's", pins)
 	}
 	u0 := u.Users4[0]
 	before := u.classOf("r-lan", u0)
 	u.Download(t, u0, 1)
 	if got := u.classOf("r-lan", u0).Stats.Bytes - before.Stats.Bytes; got < 100000 {
 		t.Errorf("u0's class counted %d bytes of a 1 s download", got)
+	}
+
+	if err := u.Stop(); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	u.Start()
+	u.WaitReady(60 * time.Second)
+	time.Sleep(1200 * time.Millisecond) // a reconcile tick
+	if w := u.metric("shaperd_kernel_writes_total"); w != 0 {
+		t.Errorf("restart with the unit's capabilities: %v kernel writes, want 0\n%s", w, u.Logs.String())
+	}
+	if out := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan"); !strings.Contains(out, "id "+id[1]+" ") {
+		t.Errorf("the restart replaced program %s:\n%s", id[1], out)
 	}
 }
 
@@ -220,7 +254,7 @@ func TestDaemonClassifierFallback(t *testing.T) {
 		}
 	})
 	t.Run("the unit's capabilities without bpffs fall back to u32", func(t *testing.T) {
-		u := newUnitLabBefore(t, 1, daemonConfig, labUsers, nil, asUnitCaps(t, false))
+		u := newUnitLabBefore(t, 1, daemonConfig, labUsers, nil, asUnitCaps(t, ""))
 		logs := u.Logs.String()
 		if !strings.Contains(logs, "classifier=u32") || !strings.Contains(logs, "mounting one needs CAP_SYS_ADMIN") {
 			t.Errorf("no log of the u32 fallback for want of bpffs:\n%s", logs)

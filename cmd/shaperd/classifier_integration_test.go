@@ -77,6 +77,12 @@ func TestDaemonBPFClassifier(t *testing.T) {
 	if !strings.Contains(u.Logs.String(), `interface=r-lan/egress device=r-lan classifier=bpf why=configured`) {
 		t.Errorf("no log of the choice:\n%s", u.Logs.String())
 	}
+	if is := interfaceStatus(u, "r-lan"); is.Classifier != "bpf" {
+		t.Errorf("status of r-lan: classifier %q, want bpf", is.Classifier)
+	}
+	if _, st := u.shaperctl("status"); !strings.Contains(st, "htb+bpf") {
+		t.Errorf("shaperctl status does not show htb+bpf:\n%s", st)
+	}
 	out := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan")
 	m := regexp.MustCompile(`bpf chain 0 handle 0x1 shaperd_cls_v1 .*id (\d+)`).FindStringSubmatch(out)
 	if m == nil {
@@ -244,6 +250,9 @@ func TestDaemonClassifierFallback(t *testing.T) {
 		logs := u.Logs.String()
 		if !strings.Contains(logs, "classifier=u32") || !strings.Contains(logs, "operation not permitted") {
 			t.Errorf("no log of the u32 fallback with the kernel's reason:\n%s", logs)
+		}
+		if is := interfaceStatus(u, "r-lan"); is.Classifier != "u32" {
+			t.Errorf("status of r-lan: classifier %q, want u32", is.Classifier)
 		}
 		out := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan")
 		if strings.Contains(out, " bpf ") || !strings.Contains(out, "u32") {

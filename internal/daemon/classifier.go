@@ -14,10 +14,6 @@ type classifierSetter interface {
 	SetClassifier(device, kind string)
 }
 
-// bpfAvailable is the probe of the bpf classifier (nil: it works); a
-// variable so that unit tests can pretend a refusing kernel.
-var bpfAvailable = kernel.BPFClassifierAvailable
-
 // chooseClassifier resolves interface in's classifier key against the
 // kernel's answer (avail: nil when the bpf classifier works, else the
 // reason): "bpf" where configured or by default where the kernel allows
@@ -47,10 +43,7 @@ func (d *Daemon) checkClassifiers(plan *config.Plan) error {
 	if _, ok := d.k.(classifierSetter); !ok {
 		return nil
 	}
-	return classifierErrors(plan, bpfAvailable())
-}
-
-func classifierErrors(plan *config.Plan, avail error) error {
+	avail := kernel.BPFClassifierAvailable()
 	for _, in := range plan.Interfaces {
 		if in.Shaper == config.ShaperTBF {
 			continue
@@ -69,7 +62,7 @@ func (d *Daemon) setClassifier(st *reconciler) {
 	if !ok || st.cfg.Shaper == config.ShaperTBF {
 		return
 	}
-	kind, why, err := chooseClassifier(st.cfg, bpfAvailable())
+	kind, why, err := chooseClassifier(st.cfg, kernel.BPFClassifierAvailable())
 	if err != nil {
 		return // refused by checkClassifiers before
 	}
@@ -88,7 +81,7 @@ func (d *Daemon) setClassifier(st *reconciler) {
 // kernel refuses, else one note per HTB interface naming its classifier
 // and why.
 func CheckClassifiers(plan *config.Plan) (notes []string, err error) {
-	avail := bpfAvailable()
+	avail := kernel.BPFClassifierAvailable()
 	for _, in := range plan.Interfaces {
 		if in.Shaper == config.ShaperTBF {
 			continue

@@ -15,7 +15,8 @@ import (
 // Result says what Apply did.
 type Result struct {
 	// Writes is the number of write requests the kernel accepted (creates,
-	// changes, deletes, including those the u32 classifier made).
+	// changes, deletes, including those the classifier made: u32 nodes,
+	// or the bpf classifier's maps, program, filter and map updates).
 	Writes int
 	// Replaced describes foreign root qdiscs that were replaced by shaperd's
 	// (e.g. "eth0: replaced root qdisc prio 1:"), for the daemon to log.
@@ -58,7 +59,8 @@ const RedirectPref uint16 = 0xc05d
 //     FromClass; a different leaf is replaced (a leaf of another kind is
 //     deleted first; nil returns the class to the kernel's default pfifo).
 //     Delete removes the class and its leaf.
-//   - Filter add/delete: through the device's u32 classifier, whose tables
+//   - Filter add/delete: through the device's classifier (SetClassifier:
+//     u32 or bpf), whose tables (or maps, program and filter)
 //     are ensured once per Apply before the first filter change of a device.
 //   - Redirect add: the IFB link is created and set up if needed, the
 //     ingress qdisc ffff: is added unless present, and the redirect filter

@@ -54,7 +54,8 @@ func isShaperRoot(o object) bool {
 // and Leaf: nil when the class has the kernel's default pfifo (handle 0),
 // else the visible qdisc under it (kind; limit for pfifo/bfifo). Labels are
 // left empty (the daemon knows which minor serves whom). Filters come from
-// the u32 classifier (Damaged where its objects are broken).
+// the device's classifier, u32 or bpf (Damaged where its objects are
+// broken).
 //
 // When device is an IFB device, Redirect is set if some interface's ingress
 // qdisc holds a match-all u32 filter with a mirred egress redirect to it,

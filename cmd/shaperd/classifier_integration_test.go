@@ -151,6 +151,16 @@ func TestDaemonBPFClassifier(t *testing.T) {
 		t.Errorf("u0's class after the repair: %v, want %v", c.Handle, want)
 	}
 
+	// Uploads: the IFB's classifier (bpf by default) matches the source.
+	upBefore := u.classOf("r-ifb", u0).Stats.Bytes
+	u.Upload(t, u0, 1)
+	if got := u.classOf("r-ifb", u0).Stats.Bytes - upBefore; got < 100000 {
+		t.Errorf("u0's upload class on r-ifb counted %d bytes of a 1 s upload", got)
+	}
+	if out := u.Router.MustRun("tc", "filter", "show", "dev", "r-ifb"); !strings.Contains(out, "shaperd_cls_v1") {
+		t.Errorf("r-ifb does not classify with bpf:\n%s", out)
+	}
+
 	// Restart: adopted with zero writes (under `ip netns exec` the bpffs
 	// mount dies with the daemon; the program is found through the filter).
 	if err := u.Stop(); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
@@ -22,17 +23,17 @@ import (
 func Probe(conn *netlink.Conn, ifindex uint32, parent model.Handle) error {
 	v4, err := ebpf.NewMap(mapSpec(v4MapName, v4KeySize, 1))
 	if err != nil {
-		return fmt.Errorf("create an LPM-trie map: %w", err)
+		return fmt.Errorf("create an LPM-trie map: %w", permErr(err))
 	}
 	defer v4.Close()
 	v6, err := ebpf.NewMap(mapSpec(v6MapName, v6KeySize, 1))
 	if err != nil {
-		return fmt.Errorf("create an LPM-trie map: %w", err)
+		return fmt.Errorf("create an LPM-trie map: %w", permErr(err))
 	}
 	defer v6.Close()
 	prog, err := ebpf.NewProgram(programSpec(v4, v6))
 	if err != nil {
-		return fmt.Errorf("load the classifier program: %w", err)
+		return fmt.Errorf("load the classifier program: %w", permErr(err))
 	}
 	defer prog.Close()
 	if conn == nil {
@@ -60,4 +61,15 @@ func ProbeRoot(ifindex uint32) netlink.Message {
 		Header: netlink.Header{Type: tcwire.RTMNewQdisc, Flags: netlink.Request | netlink.Acknowledge | netlink.Create | netlink.Excl},
 		Data:   a.B,
 	}
+}
+
+// permErr replaces a refusal for want of privilege (EPERM) by one that
+// says what is missing: cilium/ebpf's own text suggests raising
+// RLIMIT_MEMLOCK, which kernels since 5.11 (memory cgroup accounting) do
+// not use.
+func permErr(err error) error {
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("%w (needs CAP_BPF with CAP_NET_ADMIN, or CAP_SYS_ADMIN)", unix.EPERM)
+	}
+	return err
 }

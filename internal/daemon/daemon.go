@@ -87,6 +87,9 @@ type Daemon struct {
 	notify Notifier
 	k      Kernel
 	locks  *ifaceLocks
+	// classifiers is the classifier chosen per interface key, for the
+	// log (setClassifier).
+	classifiers map[string]string
 
 	// plan is the plan in force; ifaces has one reconciler per managed
 	// interface (reconciler.go).
@@ -258,6 +261,10 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.resolveLeaves(plan)
+	if err := d.checkClassifiers(plan); err != nil {
+		d.Close()
+		return nil, err
+	}
 	d.filePlan = plan
 	plan = d.startRuntime(plan)
 	d.setPlan(plan)

@@ -85,6 +85,11 @@ ceil = "50mbit"
 	c := control.NewClient(filepath.Join(dir, "shaperd.sock"))
 	defer c.Close()
 	ctx := context.Background()
+	if st, err := c.Status(ctx); err == nil {
+		for _, is := range st.Interfaces {
+			t.Logf("interface %s: classifier %s", is.Name, is.Classifier)
+		}
+	}
 	// Back to back, then paced (one add and remove every 25 ms, 12 s:
 	// the adds that meet a reconcile tick wait for it).
 	const adds = 300

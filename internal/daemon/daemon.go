@@ -87,6 +87,9 @@ type Daemon struct {
 	notify Notifier
 	k      Kernel
 	locks  *ifaceLocks
+	// classifiers is the classifier chosen per interface key, for the
+	// log (setClassifier).
+	classifiers map[string]string
 
 	// plan is the plan in force; ifaces has one reconciler per managed
 	// interface (reconciler.go).
@@ -121,6 +124,8 @@ type Daemon struct {
 	// quotaSnap is every quota user's usage at the last evaluation, for
 	// the metrics (publishQuota).
 	quotaSnap atomic.Pointer[[]quotaSample]
+	// returning: a returnMemory collection runs beside the loop.
+	returning atomic.Bool
 }
 
 // policyState is the loop's policy state.
@@ -174,11 +179,14 @@ type stateFileState struct {
 	// overridesUnsaved: the overrides in force differ from the state file.
 	problems         map[string]*control.StateProblem
 	overridesUnsaved bool
-	// assignmentsDue: a run-time user change gave out class ids that the
-	// next reconcile tick saves (retryState): marshalling 10,000 users'
-	// ids would cost each change milliseconds, and ids lost in a crash
-	// are recovered from the kernel's classes by address.
+	// assignmentsDue: a run-time user change gave out class ids that a
+	// reconcile tick saves (retryState), at most every assignmentsEvery
+	// (assignmentsAt: the last save): marshalling 10,000 users' ids takes
+	// the loop about 6 ms, too much for each change or each tick while
+	// users come and go, and ids lost in a crash are recovered from the
+	// kernel's classes by address. Shutdown saves them too.
 	assignmentsDue bool
+	assignmentsAt  time.Time
 }
 
 // runtimeUsers are the users added at run time (service_users.go).
@@ -189,6 +197,16 @@ type runtimeUsers struct {
 	filePlan *config.Plan
 	runtime  []runtimeUser
 	rtExpiry time.Time
+	// journal is users.json's journal of changes (state_journal.go);
+	// rtIndex indexes runtime by name and prefixes the addresses of
+	// prefixesOf's users (service_users.go): both are kept up to date by
+	// a run-time user change, rebuilt when stale.
+	journal    usersJournal
+	rtIndex    map[string]int
+	rtIndexOf  *runtimeUser // runtime's array when rtIndex was built
+	prefixes   *config.PrefixIndex
+	prefixesOf *config.Plan
+	userPhases userPhases // of the last change, for benchmarks
 }
 
 var _ control.Service = (*Daemon)(nil)
@@ -249,6 +267,10 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.resolveLeaves(plan)
+	if err := d.checkClassifiers(plan); err != nil {
+		d.Close()
+		return nil, err
+	}
 	d.filePlan = plan
 	plan = d.startRuntime(plan)
 	d.setPlan(plan)

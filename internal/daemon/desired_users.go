@@ -52,16 +52,7 @@ func (d *Daemon) patchRuntime(old *config.Plan, now time.Time) (bool, error) {
 	ev := d.evalOverrides(d.overrides)
 	var errs []error
 	for _, c := range changes {
-		var ok bool
-		var err error
-		switch {
-		case c.old == nil:
-			ok, err = d.patchAdded(c.name, ev, now)
-		case c.new == nil:
-			ok, err = d.patchRemoved(c.name)
-		case c.old.Tier == c.new.Tier && c.old.Rate == c.new.Rate && c.old.Ceil == c.new.Ceil:
-			ok, err = d.patchAddresses(c.new)
-		}
+		ok, err := d.patchOne(c.name, c.old, c.new, ev, now)
 		if !ok {
 			return false, nil
 		}
@@ -72,6 +63,44 @@ func (d *Daemon) patchRuntime(old *config.Plan, now time.Time) (bool, error) {
 	d.nextPolicy = policy.NextChange(d.plan, &ev, now)
 	d.work.userSteps++
 	return true, errors.Join(errs...)
+}
+
+// patchRuntimeUser is patchRuntime for one known change: the run-time
+// user name went from old to new (nil: absent), nothing else changed.
+func (d *Daemon) patchRuntimeUser(name string, old, new *config.User, now time.Time) (bool, error) {
+	if d.lastRes == nil {
+		return false, nil
+	}
+	for _, st := range d.ifaces {
+		if !st.current() {
+			return false, nil
+		}
+	}
+	ev := d.evalOverrides(d.overrides)
+	ok, err := d.patchOne(name, old, new, ev, now)
+	if !ok {
+		return false, nil
+	}
+	d.nextPolicy = policy.NextChange(d.plan, &ev, now)
+	d.work.userSteps++
+	return true, err
+}
+
+// patchOne patches one user's change into d.lastRes, the interfaces'
+// trees and the kernel; false: it needs a full evaluation instead.
+func (d *Daemon) patchOne(name string, old, new *config.User, ev policy.Overrides, now time.Time) (bool, error) {
+	switch {
+	case old == nil:
+		return d.patchAdded(name, ev, now)
+	case new == nil:
+		return d.patchRemoved(name)
+	case old.Tier == new.Tier && old.Rate == new.Rate && old.Ceil == new.Ceil:
+		if slices.Equal(old.Prefixes, new.Prefixes) {
+			return true, nil
+		}
+		return d.patchAddresses(new)
+	}
+	return false, nil
 }
 
 // patchAdded adds user's classes and filters on every HTB interface.
@@ -223,46 +252,76 @@ func (d *Daemon) patchUser(st *reconciler, old, new *model.UserTarget) error {
 // them (nil: removed).
 func (d *Daemon) patchTree(st *reconciler, user string, changes []model.Change, new *model.UserTarget) error {
 	j := slices.IndexFunc(st.targets.Users, func(u model.UserTarget) bool { return u.Name == user })
+	// st.targets is st's own (policy.Ramper.Step copies the users): in
+	// place, a removed user's place taken by the last one.
 	switch {
 	case new == nil && j >= 0:
-		st.targets.Users = slices.Delete(slices.Clone(st.targets.Users), j, j+1)
+		last := len(st.targets.Users) - 1
+		st.targets.Users[j] = st.targets.Users[last]
+		st.targets.Users[last] = model.UserTarget{}
+		st.targets.Users = st.targets.Users[:last]
 	case new != nil && j >= 0:
-		st.targets.Users = slices.Clone(st.targets.Users)
 		st.targets.Users[j] = *new
 	case new != nil:
-		st.targets.Users = append(slices.Clip(st.targets.Users), *new)
+		st.targets.Users = append(st.targets.Users, *new)
 	}
-	// New slices where something goes or comes, so that a tree taken
-	// before (a caller's old desired tree) stays as it was.
+	// In place: a tree taken before is not changed afterwards (reconcile
+	// diffs against a fresh Build), and the metrics read a copy (st.view),
+	// updated here chunk by chunk rather than copied whole. An add
+	// appends; a delete moves the last class (filter) into the gap, so
+	// that only that one's index changes.
+	viewed := !st.viewStale
 	classes, filters := st.desired.Classes, st.desired.Filters
-	reindex := false
 	for _, c := range changes {
 		switch {
 		case c.Class != nil && c.Op == model.OpAdd:
-			classes = append(slices.Clip(classes), *c.Class)
+			classes = append(classes, *c.Class)
 			st.byHandle[c.Class.Handle] = len(classes) - 1
+			if viewed {
+				st.view = st.view.appended(classes[len(classes)-1])
+			}
 		case c.Class != nil && c.Op == model.OpDelete:
 			h := c.Class.Handle
-			classes = slices.DeleteFunc(slices.Clone(classes), func(x model.Class) bool { return x.Handle == h })
-			reindex = true
+			i, ok := st.byHandle[h]
+			if !ok || i >= len(classes) || classes[i].Handle != h {
+				i = slices.IndexFunc(classes, func(x model.Class) bool { return x.Handle == h })
+			}
+			if i < 0 {
+				continue
+			}
+			last := len(classes) - 1
+			classes[i] = classes[last]
+			classes[last] = model.Class{}
+			classes = classes[:last]
+			delete(st.byHandle, h)
+			if i < last {
+				st.byHandle[classes[i].Handle] = i
+			}
+			if viewed {
+				st.view = st.view.removed(i)
+			}
 		case c.Class != nil && c.Op == model.OpChange:
 			if i, ok := st.byHandle[c.Class.Handle]; ok {
 				classes[i] = *c.Class
+				if viewed {
+					st.view = st.view.patched(classes, []int{i})
+				}
 			}
 		case c.Filter != nil && c.Op == model.OpAdd:
-			filters = append(slices.Clip(filters), *c.Filter)
+			filters = append(filters, *c.Filter)
 		case c.Filter != nil && c.Op == model.OpDelete:
 			f := *c.Filter
-			filters = slices.DeleteFunc(slices.Clone(filters), func(x model.Filter) bool { return x.Prefix == f.Prefix && x.Match == f.Match })
+			for i := 0; i < len(filters); {
+				if filters[i].Prefix == f.Prefix && filters[i].Match == f.Match {
+					last := len(filters) - 1
+					filters[i] = filters[last]
+					filters = filters[:last]
+					continue
+				}
+				i++
+			}
 		}
 	}
 	st.desired.Classes, st.desired.Filters = classes, filters
-	st.viewStale = true
-	if reindex {
-		st.byHandle = make(map[model.Handle]int, len(classes))
-		for i, c := range classes {
-			st.byHandle[c.Handle] = i
-		}
-	}
 	return d.apply(st, deltaPass("user", changes, st.state == stateOK))
 }

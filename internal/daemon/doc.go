@@ -28,7 +28,11 @@
 //   - control requests (control.Service): set-rate and clear change the
 //     overrides, which are saved crash-safely in state_dir before the
 //     immediate policy step that applies them (for a user: that user alone
-//     is re-evaluated and only their classes are rebuilt and changed).
+//     is re-evaluated and only their classes are rebuilt and changed);
+//     run-time user changes (shaperctl user) are checked against indexes
+//     by name and address, journaled (state_journal.go) and patched in
+//     place, only that user's class and filters reaching the kernel, in
+//     time that does not grow with the number of users.
 //
 // Stopping (Run's context ends) leaves the shaping in place; the next start
 // adopts it: class minors come from the state file (or, without it, from

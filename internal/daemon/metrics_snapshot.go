@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/shaperd/shaperd/pkg/config"
@@ -18,7 +19,8 @@ type ifaceSnapshot struct {
 	iface, direction string
 	present, inSync  bool
 	// classes are the desired classes (labels, rates in force), sorted by
-	// handle; counters the last dump's, sorted by handle.
+	// handle but for run-time user changes (see each); counters the last
+	// dump's, sorted by handle.
 	classes  classView
 	counters []classCounters
 	// tbf is the desired TBF root (nil for HTB) with the dumped rootStats.
@@ -87,6 +89,40 @@ func (v classView) patched(classes []model.Class, idx []int) classView {
 	return out
 }
 
+// appended is v with x added at the end; v is unchanged (only the last
+// chunk is copied).
+func (v classView) appended(x model.Class) classView {
+	row := classRow{handle: x.Handle, labels: x.Labels, rate: x.Rate, ceil: x.Ceil}
+	out := classView{chunks: slices.Clone(v.chunks), n: v.n + 1}
+	if k := v.n % viewChunk; k == 0 {
+		out.chunks = append(out.chunks, []classRow{row})
+	} else {
+		last := len(out.chunks) - 1
+		out.chunks[last] = append(slices.Clip(out.chunks[last]), row)
+	}
+	return out
+}
+
+// removed is v without row i, the last row taking its place (as a
+// run-time user's removal does to the desired classes); v is unchanged
+// (the chunks that change are copied).
+func (v classView) removed(i int) classView {
+	out := classView{chunks: slices.Clone(v.chunks), n: v.n - 1}
+	lastRow := *v.at(v.n - 1)
+	if i < v.n-1 {
+		k := i / viewChunk
+		out.chunks[k] = slices.Clone(out.chunks[k])
+		out.chunks[k][i%viewChunk] = lastRow
+	}
+	last := (v.n - 1) / viewChunk
+	if (v.n-1)%viewChunk == 0 {
+		out.chunks = out.chunks[:last]
+	} else {
+		out.chunks[last] = slices.Clip(out.chunks[last][:(v.n-1)%viewChunk])
+	}
+	return out
+}
+
 // publish replaces the snapshot the collectors read.
 func (d *Daemon) publish() {
 	snaps := make([]*ifaceSnapshot, 0, len(d.ifaces))
@@ -107,20 +143,18 @@ func (d *Daemon) publish() {
 }
 
 // each calls f for every class of s (a TBF root counts as one class of
-// kind "tbf") with its last counters (nil before the first dump).
+// kind "tbf") with its last counters (nil before the first dump), found
+// by handle: the classes are not in handle order after run-time user
+// changes (added at the end, a removed one's place taken by the last).
 func (s *ifaceSnapshot) each(f func(l model.Labels, rate, ceil uint64, stats *model.Stats)) {
 	if s.tbf != nil {
 		f(model.Labels{Kind: "tbf"}, uint64(s.tbf.Rate), uint64(s.tbf.Rate), s.rootStats)
 		return
 	}
-	j := 0
 	for i := 0; i < s.classes.len(); i++ {
 		c := s.classes.at(i)
-		for j < len(s.counters) && s.counters[j].handle < c.handle {
-			j++
-		}
 		var stats *model.Stats
-		if j < len(s.counters) && s.counters[j].handle == c.handle {
+		if j, ok := slices.BinarySearchFunc(s.counters, c.handle, func(x classCounters, h model.Handle) int { return cmp.Compare(x.handle, h) }); ok {
 			stats = &s.counters[j].stats
 		}
 		f(c.labels, uint64(c.rate), uint64(c.ceil), stats)

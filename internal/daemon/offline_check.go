@@ -37,20 +37,32 @@ func checkFile(path string) (*config.Plan, []config.Error) {
 // (policy.Check: rates above the bandwidth, bursts that do not fit, more
 // users than class ids, TBF parameters the kernel cannot hold), and every
 // user's addresses are laid out in the classifier of every HTB interface
-// (kernel.CheckFilters: prefix lengths, room in the hash buckets). Each
+// (kernel.CheckFiltersFor: prefix lengths, room in u32's hash buckets; u32
+// unless the interface says classifier = "bpf", which takes every length).
+// Each
 // problem is at the position of the key that causes it. New, Reload and
 // --check all call it, so a configuration --check accepts is one the
 // daemon starts with and reloads to.
 func CheckPlan(plan *config.Plan) []config.Error {
 	errs := policy.Check(plan)
 	seen := map[string]bool{}
-	laid := map[config.MatchField]bool{} // the layout depends only on the match field
+	type layout struct {
+		match config.MatchField
+		kind  string
+	}
+	laid := map[layout]bool{} // the layout depends only on the match field and the classifier
 	for ii := range plan.Interfaces {
 		in := &plan.Interfaces[ii]
-		if in.Shaper == config.ShaperTBF || laid[in.Match] {
+		// Only an explicit "bpf" is sure to be bpf: without the key an
+		// interface may fall back to u32.
+		kind := kernel.ClassifierU32
+		if in.Classifier == config.ClassifierBPF {
+			kind = kernel.ClassifierBPF
+		}
+		if in.Shaper == config.ShaperTBF || laid[layout{in.Match, kind}] {
 			continue
 		}
-		laid[in.Match] = true
+		laid[layout{in.Match, kind}] = true
 		var filters []model.Filter
 		var keys []string
 		for i := range plan.Users {
@@ -59,7 +71,7 @@ func CheckPlan(plan *config.Plan) []config.Error {
 				keys = append(keys, config.Path("user", i, "addresses", j))
 			}
 		}
-		for _, p := range kernel.CheckFilters(filters) {
+		for _, p := range kernel.CheckFiltersFor(kind, filters) {
 			e := plan.Errorf(keys[p.Index], "%v", p.Err)
 			if k := e.Key + "\x00" + e.Msg; !seen[k] {
 				seen[k] = true

@@ -152,6 +152,7 @@ func (d *Daemon) makeReconcilers(plan *config.Plan, old []*reconciler) []*reconc
 	out := make([]*reconciler, 0, len(plan.Interfaces))
 	for i := range plan.Interfaces {
 		st := newReconciler(plan.Interfaces[i])
+		d.setClassifier(st)
 		switch o, ok := byKey[st.key]; {
 		case ok:
 			st.ids = o.ids.Clone()

@@ -56,6 +56,12 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 	}
 	file := plan
 	d.resolveLeaves(file) // before the copy with the run-time users: both keep the kinds
+	if err := d.checkClassifiers(file); err != nil {
+		d.stats.reloads.WithLabelValues("refused").Inc()
+		d.log.Error("reload refused; the old configuration stays in force", "err", err)
+		d.reloadResult(d.clock.Now(), []string{err.Error()})
+		return err
+	}
 	plan, kept, rtChanged, err := d.reloadRuntime(file)
 	if err != nil {
 		d.stats.reloads.WithLabelValues("refused").Inc()

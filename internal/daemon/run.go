@@ -85,6 +85,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.notify.Notify("STOPPING=1")
 	d.saveUsage(d.clock.Now())
 	d.saveAssignments()
+	d.closeUsers()
 	d.log.Info("stopped; shaping left in place")
 	return nil
 }

@@ -29,6 +29,7 @@ func (d *Daemon) status() *control.Status {
 		in := &st.cfg
 		is := control.InterfaceStatus{Name: in.Name, Device: st.device, Shaper: string(in.Shaper),
 			Direction: string(in.Direction), Bandwidth: in.Bandwidth, Users: []string{}, Tiers: []control.TierStatus{}}
+		is.Classifier = d.classifiers[st.key]
 		is.State, is.Error = st.health()
 		is.Foreign = st.foreign
 		if in.Shaper == config.ShaperHTB {

@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -60,7 +63,12 @@ func decodeRuntimeUsers(b []byte) ([]runtimeUser, error) {
 	if err := decodeState(b, &f); err != nil {
 		return nil, err
 	}
-	for i, u := range f.Users {
+	return decodeRuntimeUsersList(f.Users)
+}
+
+// decodeRuntimeUsersList checks run-time users read from a state file.
+func decodeRuntimeUsersList(us []runtimeUser) ([]runtimeUser, error) {
+	for i, u := range us {
 		if u.Name == "" || u.Tier == "" {
 			return nil, fmt.Errorf("run-time user #%d: no name or tier", i)
 		}
@@ -70,13 +78,17 @@ func decodeRuntimeUsers(b []byte) ([]runtimeUser, error) {
 			}
 		}
 	}
-	return f.Users, nil
+	return us, nil
 }
 
-// loadRuntimeUsers reads the run-time users from dir's state file (a
-// corrupt one is moved aside and reported, see readStateFile).
+// loadRuntimeUsers reads the run-time users from dir's state file and
+// replays the journal of later changes on them (a corrupt file is moved
+// aside and reported, see readStateFile; a torn last journal record, a
+// crash while it was written, is dropped with a log line).
 func (d *Daemon) loadRuntimeUsers(dir string) {
 	d.runtime = nil
+	d.journal.close()
+	d.journal = usersJournal{}
 	d.readStateFile(dir, UsersFile, "no run-time users were restored (add them again with shaperctl user add; the moved file keeps them)",
 		func(b []byte) error {
 			us, err := decodeRuntimeUsers(b)
@@ -85,16 +97,79 @@ func (d *Daemon) loadRuntimeUsers(dir string) {
 			}
 			return err
 		})
+	d.readStateFile(dir, UsersJournal, "the run-time user changes since users.json was last written whole were not restored (the moved file keeps them)",
+		func(b []byte) error {
+			rt, good, torn, err := replayJournal(slices.Clone(d.runtime), b)
+			if err != nil {
+				return err
+			}
+			if torn {
+				d.log.Warn("run-time users: the journal's last record is torn (a crash while it was written, never acknowledged); dropping it",
+					"file", filepath.Join(dir, UsersJournal), "bytes", len(b)-good)
+			}
+			d.runtime = rt
+			d.journal.size = int64(good)
+			d.journal.records = bytes.Count(b[:good], []byte{'\n'})
+			return nil
+		})
 }
 
-// saveRuntimeUsers writes rt to the state file.
+// saveRuntimeUsers writes rt to the state file whole and empties the
+// journal (compaction).
 func (d *Daemon) saveRuntimeUsers(dir string, rt []runtimeUser) error {
 	if rt == nil {
 		rt = []runtimeUser{}
 	}
 	err := saveJSON(dir, UsersFile, runtimeFile{Users: rt})
+	if err == nil {
+		d.journal.whole = false
+		if jerr := d.journal.reset(dir); jerr != nil {
+			d.log.Warn("run-time users: users.json was written but the journal could not be emptied (its records replay harmlessly)", "err", jerr)
+		}
+	}
 	d.stateWritten(UsersFile, err)
 	return err
+}
+
+// journalUsers records changes of the run-time users in the journal,
+// synced; when the journal cannot be written it writes rt() (the run-time
+// users after the changes) whole instead. The change is kept (and may be
+// acknowledged) only when one of them succeeded.
+func (d *Daemon) journalUsers(dir string, rt func() []runtimeUser, recs ...journalRecord) error {
+	err := errors.New("users.json holds users that are not in force")
+	if !d.journal.whole {
+		for _, r := range recs {
+			if err = d.journal.append(dir, r); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		d.stateWritten(UsersFile, nil)
+		return nil
+	}
+	if !d.journal.whole {
+		d.log.Warn("run-time users: the journal cannot be written; writing users.json whole", "err", err)
+	}
+	return d.saveRuntimeUsers(dir, rt())
+}
+
+// closeUsers folds the journal into users.json (at shutdown) and closes
+// it.
+func (d *Daemon) closeUsers() {
+	if d.journal.records > 0 && !d.opts.ReadOnly {
+		d.saveRuntimeUsers(d.plan.Daemon.StateDir, d.runtime)
+	}
+	d.journal.close()
+}
+
+// compactUsers folds the journal into users.json once it holds
+// journalCompactRecords records (the reconcile tick calls it).
+func (d *Daemon) compactUsers() {
+	if d.journal.records < journalCompactRecords || d.opts.ReadOnly {
+		return
+	}
+	d.saveRuntimeUsers(d.plan.Daemon.StateDir, d.runtime)
 }
 
 // withRuntime returns file's plan with the run-time users rt added after
@@ -235,7 +310,8 @@ func parseAddresses(user string, ss []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// changeUser validates and applies one run-time user change.
+// changeUser validates and applies one run-time user change, in time
+// that does not grow with the number of users (see applyUserChange).
 func (d *Daemon) changeUser(req control.UserRequest) (*control.UserResponse, error) {
 	now := d.clock.Now()
 	if i, ok := d.userIdx[req.Name]; ok && d.plan.Users[i].Source != config.RuntimeSource {
@@ -245,14 +321,13 @@ func (d *Daemon) changeUser(req control.UserRequest) (*control.UserResponse, err
 	if err != nil {
 		return nil, err
 	}
-	j := slices.IndexFunc(d.runtime, func(u runtimeUser) bool { return u.Name == req.Name })
+	j := d.runtimeIndex(req.Name)
 	if j < 0 && req.Op != control.UserAdd {
 		return nil, &control.NotFoundError{Target: req.Name}
 	}
-	rt := slices.Clone(d.runtime)
 	var u runtimeUser
 	if j >= 0 {
-		u = rt[j].clone()
+		u = d.runtime[j].clone()
 	}
 	note := ""
 	switch req.Op {
@@ -292,28 +367,233 @@ func (d *Daemon) changeUser(req control.UserRequest) (*control.UserResponse, err
 			return nil, control.BadRequest("user %s has no address %s", req.Name, addrs[0])
 		}
 		u.Addresses = slices.Delete(u.Addresses, k, k+1)
-	case control.UserRemove:
-		rt = slices.Delete(rt, j, j+1)
 	}
+	var next *runtimeUser
 	if req.Op != control.UserRemove {
-		if err := config.CheckUser(d.plan, u.configUser()); err != nil {
+		// Addresses that ended and wait for expireAddresses go now.
+		u.Addresses = slices.DeleteFunc(u.Addresses, func(a runtimeAddr) bool { return !a.Until.IsZero() && !now.Before(a.Until) })
+		if err := config.CheckUserIndexed(d.plan, u.configUser(), d.prefixIndex()); err != nil {
 			return nil, control.BadRequest("%v", err)
 		}
-		if j >= 0 {
-			rt[j] = u
-		} else {
-			rt = append(rt, u)
-		}
+		next = &u
 	}
-	if err := d.applyRuntime(rt, now, "user "+req.Op, req.Name); err != nil {
+	if err := d.applyUserChange(req.Name, next, now, "user "+req.Op); err != nil {
 		return nil, err
 	}
 	resp := &control.UserResponse{Op: req.Op, Name: req.Name, Note: note}
-	if req.Op != control.UserRemove {
-		lu := listed(&u)
+	if next != nil {
+		lu := listed(next)
 		resp.User = &lu
 	}
 	return resp, nil
+}
+
+// runtimeIndex returns the index of the run-time user name in d.runtime,
+// or -1. The index by name is kept up to date by applyUserChange and
+// rebuilt when d.runtime was replaced (another array or length).
+func (d *Daemon) runtimeIndex(name string) int {
+	if d.rtIndex == nil || len(d.rtIndex) != len(d.runtime) || d.rtIndexOf != firstUser(d.runtime) {
+		d.rtIndex = make(map[string]int, len(d.runtime))
+		for i := range d.runtime {
+			d.rtIndex[d.runtime[i].Name] = i
+		}
+		d.rtIndexOf = firstUser(d.runtime)
+	}
+	if j, ok := d.rtIndex[name]; ok {
+		return j
+	}
+	return -1
+}
+
+// firstUser identifies rt's array (nil when empty).
+func firstUser(rt []runtimeUser) *runtimeUser {
+	if len(rt) == 0 {
+		return nil
+	}
+	return &rt[0]
+}
+
+// prefixIndex returns the index of the plan's addresses, built when the
+// plan was replaced (start, reload, a full evaluation's path) and kept up
+// to date by applyUserChange.
+func (d *Daemon) prefixIndex() *config.PrefixIndex {
+	if d.prefixes == nil || d.prefixesOf != d.plan {
+		d.prefixes, d.prefixesOf = config.NewPrefixIndex(d.plan.Users), d.plan
+	}
+	return d.prefixes
+}
+
+// applyUserChange puts one checked change of the run-time user name in
+// force (next nil: removed) without touching any other user: the plan
+// with just that user checked as a configuration is (CheckPlan of a plan
+// of that user: rates, class ids, the classifier's prefix lengths), the
+// change journaled (synced) in state_dir, the plan's entry replaced in
+// place (the indexes by name and address updated), and only that user's
+// class and filters changed in the kernel (patchRuntimeUser). Nothing
+// changes when it is refused. Its cost does not grow with the number of
+// users, except where noted in patchRuntimeUser.
+func (d *Daemon) applyUserChange(name string, next *runtimeUser, now time.Time, why string) error {
+	start := d.clock.Now()
+	if len(d.plan.Users)-len(d.filePlan.Users) != len(d.runtime) {
+		// The plan does not hold the run-time users as d.runtime has
+		// them (cannot happen): the whole path.
+		return d.applyRuntimeFull(name, next, now, why)
+	}
+	j := d.runtimeIndex(name)
+	var cu config.User
+	if next != nil {
+		cu = next.configUser()
+		p := *d.plan
+		p.Users = []config.User{cu}
+		if len(d.plan.Users)+1 > model.MaxUsers && j < 0 {
+			return control.BadRequest("%d users: an interface holds at most %d user classes", len(d.plan.Users)+1, model.MaxUsers)
+		}
+		if errs := CheckPlan(&p); len(errs) > 0 {
+			return control.BadRequest("%s", strings.Join(errorMessages(errs), "; "))
+		}
+	}
+	// The state file first: a change is in force only once it is kept.
+	checked := d.clock.Now()
+	rec := journalRecord{Put: next}
+	if next == nil {
+		rec = journalRecord{Del: name}
+	}
+	dir := d.plan.Daemon.StateDir
+	if err := d.journalUsers(dir, func() []runtimeUser { return runtimeAfter(d.runtime, j, next) }, rec); err != nil {
+		return fmt.Errorf("run-time users not changed: %w", err)
+	}
+	journaled := d.clock.Now()
+	idx := d.prefixIndex()
+	plan := *d.plan
+	var old *config.User
+	nFile := len(d.filePlan.Users)
+	switch {
+	case j >= 0 && next != nil: // changed in place
+		o := plan.Users[nFile+j]
+		old = &o
+		idx.Remove(old)
+		d.runtime[j] = *next
+		plan.Users[nFile+j] = cu
+		idx.Add(&plan.Users[nFile+j])
+	case j >= 0: // removed: the last run-time user takes its place
+		o := plan.Users[nFile+j]
+		old = &o
+		idx.Remove(old)
+		last := len(d.runtime) - 1
+		d.runtime[j] = d.runtime[last]
+		d.runtime[last] = runtimeUser{}
+		d.runtime = d.runtime[:last]
+		plan.Users[nFile+j] = plan.Users[nFile+last]
+		plan.Users[nFile+last] = config.User{}
+		plan.Users = plan.Users[:nFile+last]
+		delete(d.userIdx, name)
+		delete(d.rtIndex, name)
+		if j < last {
+			d.userIdx[plan.Users[nFile+j].Name] = nFile + j
+			d.rtIndex[d.runtime[j].Name] = j
+		}
+	default: // added at the end (policy.Result.AddUser wants it last)
+		if nf := d.filePlan.Users; len(nf) > 0 && len(plan.Users) > 0 && &plan.Users[0] == &nf[0] {
+			// The plan's users share their array with the file plan's
+			// (no run-time users yet): appends get their own, once.
+			plan.Users = slices.Clip(plan.Users)
+		}
+		d.runtime = append(d.runtime, *next)
+		plan.Users = append(plan.Users, cu)
+		d.userIdx[name] = len(plan.Users) - 1
+		d.rtIndex[name] = len(d.runtime) - 1
+		idx.Add(&plan.Users[len(plan.Users)-1])
+	}
+	d.rtIndexOf = firstUser(d.runtime)
+	dirty := d.policyDirty
+	d.plan = &plan
+	d.prefixesOf = d.plan
+	d.policyDirty = true
+	if d.quotas {
+		d.usage.Configure(d.plan) // O(users): only when some tier or user has a quota
+	}
+	if next == nil {
+		d.pruneOverrides()
+	}
+	var nu *config.User
+	if next != nil {
+		nu = &d.plan.Users[d.userIdx[name]]
+	}
+	planned := d.clock.Now()
+	patched, err := d.patchRuntimeUser(name, old, nu, now)
+	if patched {
+		d.policyDirty = dirty
+		d.publish()
+	} else {
+		err = d.policyStep(now)
+	}
+	d.assignmentsDue = true
+	end := d.clock.Now()
+	// The phases' times, for the latency measurements (README, Dynamic
+	// users): the checks, the journal's write and sync, the plan and
+	// index update, and the user's objects built and written to the
+	// kernel (the whole evaluation when patched is false).
+	d.userPhases = userPhases{check: checked.Sub(start), journal: journaled.Sub(checked), plan: planned.Sub(journaled), apply: end.Sub(planned)}
+	d.log.Info("run-time users changed", "why", why, "runtime_users", len(d.runtime), "patched", patched,
+		"check", d.userPhases.check, "journal", d.userPhases.journal, "plan", d.userPhases.plan,
+		"apply", d.userPhases.apply, "took", end.Sub(start))
+	if err != nil {
+		d.log.Error("applying a run-time user change", "why", why, "err", err)
+	}
+	if next != nil {
+		for _, a := range next.Addresses {
+			if !a.Until.IsZero() && (d.rtExpiry.IsZero() || a.Until.Before(d.rtExpiry)) {
+				d.rtExpiry = a.Until
+			}
+		}
+	}
+	return nil
+}
+
+// userPhases are the times of a run-time user change's phases (see
+// applyUserChange's log line).
+type userPhases struct {
+	check, journal, plan, apply time.Duration
+}
+
+// runtimeAfter is rt with its user j replaced by next (j < 0: added; next
+// nil: removed), as a new slice: the whole file written when the journal
+// cannot be.
+func runtimeAfter(rt []runtimeUser, j int, next *runtimeUser) []runtimeUser {
+	out := slices.Clone(rt)
+	switch {
+	case j >= 0 && next != nil:
+		out[j] = *next
+	case j >= 0:
+		out = slices.Delete(out, j, j+1)
+	default:
+		out = append(out, *next)
+	}
+	return out
+}
+
+// applyRuntimeFull is applyUserChange through the whole path
+// (applyRuntime): the plan rebuilt from the file plan and every run-time
+// user.
+func (d *Daemon) applyRuntimeFull(name string, next *runtimeUser, now time.Time, why string) error {
+	j := slices.IndexFunc(d.runtime, func(u runtimeUser) bool { return u.Name == name })
+	return d.applyRuntime(runtimeAfter(d.runtime, j, next), now, why, name)
+}
+
+// pruneOverrides drops (and saves) the overrides of users no longer in
+// the plan.
+func (d *Daemon) pruneOverrides() {
+	if d.overrides.Len() == 0 {
+		return
+	}
+	ov := d.overrides.Clone()
+	if pruned := ov.Prune(d.plan); len(pruned) > 0 {
+		for _, o := range pruned {
+			d.log.Info("dropping the override of a removed run-time user", "target", o.Target.String())
+		}
+		d.overrides = ov
+		d.saveOverrides(ov)
+	}
 }
 
 // applyRuntime puts the run-time users rt in force: the plan with them is
@@ -422,33 +702,60 @@ func (d *Daemon) expireAddresses(now time.Time) error {
 	if d.rtExpiry.IsZero() || now.Before(d.rtExpiry) {
 		return nil
 	}
-	rt := make([]runtimeUser, len(d.runtime))
-	var gone, names []string
-	for i, u := range d.runtime {
-		u = u.clone()
-		u.Addresses = slices.DeleteFunc(u.Addresses, func(a runtimeAddr) bool {
+	type ended struct {
+		j int
+		u runtimeUser
+	}
+	var due []ended
+	var gone []string
+	for j := range d.runtime {
+		u := &d.runtime[j]
+		if !slices.ContainsFunc(u.Addresses, func(a runtimeAddr) bool { return !a.Until.IsZero() && !now.Before(a.Until) }) {
+			continue
+		}
+		v := u.clone()
+		v.Addresses = slices.DeleteFunc(v.Addresses, func(a runtimeAddr) bool {
 			if !a.Until.IsZero() && !now.Before(a.Until) {
 				gone = append(gone, u.Name+" "+a.Prefix.String())
-				if !slices.Contains(names, u.Name) {
-					names = append(names, u.Name)
-				}
 				return true
 			}
 			return false
 		})
-		rt[i] = u
+		due = append(due, ended{j, v})
 	}
-	if len(gone) == 0 {
+	if len(due) == 0 {
 		d.scheduleExpiry()
 		return nil
 	}
 	d.log.Info("run-time addresses expired", "addresses", describe(gone, 10))
-	err := d.applyRuntime(rt, now, "expiry", names...)
+	var err error
+	if len(due) > maxExpiryChanges {
+		// Many at once: one whole write and evaluation beats a journal
+		// record and a patch per user.
+		rt := slices.Clone(d.runtime)
+		names := make([]string, len(due))
+		for k, e := range due {
+			rt[e.j], names[k] = e.u, e.u.Name
+		}
+		err = d.applyRuntime(rt, now, "expiry", names...)
+	} else {
+		for _, e := range due {
+			if err = d.applyUserChange(e.u.Name, &e.u, now, "expiry"); err != nil {
+				break
+			}
+		}
+	}
+	d.scheduleExpiry()
 	if err != nil {
 		d.rtExpiry = now.Add(d.plan.Policy.Interval) // retried (a state write failure)
 	}
 	return err
 }
+
+// maxExpiryChanges is how many users' addresses ending at one tick are
+// applied one user at a time (each like a user change); more are applied
+// as one whole change.
+const maxExpiryChanges = 64
 
 // startRuntime reads the run-time users from file's state_dir and returns
 // the plan to start with: file plus them (see withRuntime), checked like a
@@ -457,6 +764,9 @@ func (d *Daemon) expireAddresses(now time.Time) error {
 func (d *Daemon) startRuntime(file *config.Plan) *config.Plan {
 	d.loadRuntimeUsers(file.Daemon.StateDir)
 	if len(d.runtime) == 0 {
+		if d.journal.records > 0 && !d.opts.ReadOnly {
+			d.saveRuntimeUsers(file.Daemon.StateDir, nil) // the journal removed them all
+		}
 		return file
 	}
 	now := d.clock.Now()
@@ -464,11 +774,12 @@ func (d *Daemon) startRuntime(file *config.Plan) *config.Plan {
 	if errs := CheckPlan(plan); len(errs) > 0 {
 		d.log.Error("run-time users make the plan invalid; starting without them", "problems", describe(errorMessages(errs), 10))
 		d.runtime = nil
+		d.journal.whole = true // the next change drops them from the files
 		return file
 	}
 	d.runtime = kept
-	if changed && !d.opts.ReadOnly {
-		d.saveRuntimeUsers(file.Daemon.StateDir, kept)
+	if (changed || d.journal.records > 0) && !d.opts.ReadOnly {
+		d.saveRuntimeUsers(file.Daemon.StateDir, kept) // also folds the journal in
 	}
 	d.scheduleExpiry()
 	return plan

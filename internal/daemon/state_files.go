@@ -189,10 +189,16 @@ func (d *Daemon) retryState(now time.Time) {
 	if d.writeFailing(UsageFile) {
 		d.saveUsage(now)
 	}
-	if d.writeFailing(AssignmentsFile) || d.assignmentsDue {
+	if d.writeFailing(AssignmentsFile) || d.assignmentsDue && now.Sub(d.assignmentsAt) >= assignmentsEvery {
 		d.saveAssignments()
+		d.assignmentsAt = now
 	}
+	d.compactUsers()
 }
+
+// assignmentsEvery is how often at most the reconcile tick saves the class
+// ids run-time user changes gave out (see assignmentsDue).
+const assignmentsEvery = time.Minute
 
 // stateProblemList is the problems for status, by file and kind.
 func (d *Daemon) stateProblemList() []control.StateProblem {

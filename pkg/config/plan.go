@@ -120,6 +120,22 @@ const (
 	MatchSrc MatchField = "src" // the user's address is the source (default for ingress)
 )
 
+// ClassifierKind is interface.classifier: how packets find their user's
+// class (HTB only).
+type ClassifierKind string
+
+// Classifiers.
+const (
+	// ClassifierAuto (the key absent) is ClassifierBPF where the kernel
+	// allows it (probed once at start), ClassifierU32 otherwise.
+	ClassifierAuto ClassifierKind = ""
+	// ClassifierBPF is a cls_bpf program looking addresses up in LPM-trie
+	// maps: a user's change is a map update.
+	ClassifierBPF ClassifierKind = "bpf"
+	// ClassifierU32 is hashed u32 filters.
+	ClassifierU32 ClassifierKind = "u32"
+)
+
 // Interface is one [[interface]] entry. The same Name may appear once per
 // Direction.
 type Interface struct {
@@ -142,6 +158,9 @@ type Interface struct {
 	// alone and the interface fails, naming it. The kernel's default
 	// roots (handle 0:, e.g. pfifo_fast, noqueue, mq) are always replaced.
 	Takeover bool
+	// Classifier is interface.classifier (HTB only); ClassifierAuto when
+	// not set.
+	Classifier ClassifierKind
 
 	// HTB only. Unclassified traffic goes to a default class. DefaultTier
 	// names the tier whose (scheduled) rates it gets; DefaultRate and

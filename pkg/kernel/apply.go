@@ -15,7 +15,8 @@ import (
 // Result says what Apply did.
 type Result struct {
 	// Writes is the number of write requests the kernel accepted (creates,
-	// changes, deletes, including those the u32 classifier made).
+	// changes, deletes, including those the classifier made: u32 nodes,
+	// or the bpf classifier's maps, program, filter and map updates).
 	Writes int
 	// Replaced describes foreign root qdiscs that were replaced by shaperd's
 	// (e.g. "eth0: replaced root qdisc prio 1:"), for the daemon to log.
@@ -58,7 +59,8 @@ const RedirectPref uint16 = 0xc05d
 //     FromClass; a different leaf is replaced (a leaf of another kind is
 //     deleted first; nil returns the class to the kernel's default pfifo).
 //     Delete removes the class and its leaf.
-//   - Filter add/delete: through the device's u32 classifier, whose tables
+//   - Filter add/delete: through the device's classifier (SetClassifier:
+//     u32 or bpf), whose tables (or maps, program and filter)
 //     are ensured once per Apply before the first filter change of a device.
 //   - Redirect add: the IFB link is created and set up if needed, the
 //     ingress qdisc ffff: is added unless present, and the redirect filter
@@ -103,7 +105,9 @@ func (k *Kernel) Apply(changes []model.Change) (Result, error) {
 			if !locked && !single {
 				k.mu.Lock()
 			}
-			clear(k.filters)
+			for ifi := range k.filters {
+				k.forgetClassifier(ifi)
+			}
 			k.mu.Unlock()
 			panic(r)
 		}
@@ -558,14 +562,18 @@ func filterObject(f *model.Filter) string {
 	return fmt.Sprintf("filter %s %s -> %s%s", f.Match, f.Prefix, f.ClassID, labelSuffix(f.Labels))
 }
 
-// ensureFilters makes sure the device's u32 tables exist, once per Apply.
+// ensureFilters makes sure the device's classifier skeleton exists (u32
+// hash tables; bpf maps, program and filter), once per Apply.
 func (a *applier) ensureFilters(ifi uint32, dev string) error {
 	if a.ensured[ifi] {
 		return nil
 	}
-	n, err := a.k.classifierFor(ifi).Ensure()
+	n, err := a.k.classifierFor(ifi, dev).Ensure()
 	a.res.Writes += n
 	if err != nil {
+		if a.k.classifierKind(dev) == ClassifierBPF {
+			return kernelError(err, dev, model.OpAdd, "bpf classifier (maps, program, filter)", "bpf")
+		}
 		return kernelError(err, dev, model.OpAdd, "u32 hash tables", "u32")
 	}
 	a.ensured[ifi] = true
@@ -581,7 +589,7 @@ func (a *applier) filter(c *model.Change) error {
 	if err := a.ensureFilters(ifi, c.Device); err != nil {
 		return err
 	}
-	cls := a.k.classifierFor(ifi)
+	cls := a.k.classifierFor(ifi, c.Device)
 	var n int
 	switch c.Op {
 	case model.OpAdd:
@@ -593,7 +601,7 @@ func (a *applier) filter(c *model.Change) error {
 	}
 	a.res.Writes += n
 	if err != nil {
-		return kernelError(err, c.Device, c.Op, filterObject(f), "u32")
+		return kernelError(err, c.Device, c.Op, filterObject(f), a.k.classifierKind(c.Device))
 	}
 	return nil
 }

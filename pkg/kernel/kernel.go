@@ -32,6 +32,9 @@ type Options struct {
 	// with an error wrapping os.ErrDeadlineExceeded instead of hanging.
 	// 0 is DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// BPFPinRoot is where the bpf classifier pins its maps and program
+	// (bpfcls.DefaultPinRoot, /sys/fs/bpf/shaperd, when empty).
+	BPFPinRoot string
 	// Progress, when set, is called after each pipelined run of writes
 	// that the kernel has answered, from the goroutine that called Apply:
 	// a long first apply can tell the service manager it is alive.
@@ -48,8 +51,13 @@ type Kernel struct {
 	conn *netlink.Conn
 	link *vnl.Handle
 	req  tcwire.Attrs // reused request buffer (under mu)
-	// filters holds the u32 classifier of each device, by ifindex.
-	filters map[uint32]classifier
+	// filters holds the classifier of each device, by ifindex; clsKind
+	// the kind chosen per device name (SetClassifier).
+	filters    map[uint32]classifier
+	clsKind    map[string]string
+	bpfPinRoot string
+	nsIno      uint64
+	pinsPruned bool
 	// classHint is the number of classes the last dump of a device (by
 	// ifindex) returned, to size the next one.
 	classHint map[uint32]int
@@ -77,7 +85,7 @@ func (k *Kernel) SetTakeover(device string, allow bool) {
 
 // Open connects to the kernel in the namespace o names.
 func Open(o Options) (*Kernel, error) {
-	k := &Kernel{ns: netns.None(), filters: map[uint32]classifier{}, timeout: o.RequestTimeout, progress: o.Progress}
+	k := &Kernel{ns: netns.None(), filters: map[uint32]classifier{}, timeout: o.RequestTimeout, progress: o.Progress, bpfPinRoot: o.BPFPinRoot}
 	if k.timeout <= 0 {
 		k.timeout = DefaultRequestTimeout
 	}
@@ -145,7 +153,9 @@ func (k *Kernel) Close() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var errs []error
-	k.filters = map[uint32]classifier{}
+	for ifi := range k.filters {
+		k.forgetClassifier(ifi)
+	}
 	if k.conn != nil {
 		errs = append(errs, k.conn.Close())
 		k.conn = nil

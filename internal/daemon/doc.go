@@ -14,10 +14,11 @@
 //     (policy.Ramper.StepActive) or does nothing. Changes reach the kernel
 //     without a dump when it held the previous desired tree: the diff of
 //     the old and new desired trees, or one OpChange per ramping class;
-//   - the reconcile tick (daemon.reconcile_interval): counters are read;
-//     an interface is dumped, diffed, repaired and verified when it is not
-//     ok, when no traffic-control events arrive, or every
-//     daemon.full_reconcile_interval;
+//   - the reconcile tick (daemon.reconcile_interval): an interface is
+//     dumped, diffed, repaired and verified when it is not ok, when no
+//     traffic-control events arrive, or every
+//     daemon.full_reconcile_interval. Counters are read when something
+//     needs them (status, top, a /metrics scrape, quotas), not by the tick;
 //   - traffic-control events made by other programs: the device is
 //     reconciled after a short settle time;
 //   - link events: a managed interface that appears (or comes back) is
@@ -53,15 +54,17 @@
 //   - daemon.go: Options, the Daemon (its state in groups), New, Close;
 //   - run.go, run_once.go: Run (control socket, /metrics, the loop), Once
 //     and Teardown;
-//   - loop.go: the event loop (ticks, link and traffic-control events,
-//     requests) and what follows each pass (afterReconcile);
+//   - loop.go, loop_events.go: the event loop (ticks, link and
+//     traffic-control events, requests) and what follows each pass
+//     (afterReconcile);
 //   - reconciler*.go: one managed interface: its state and desired tree
 //     (reconciler.go), the apply entry point and post-apply hook
 //     (reconciler_apply.go), refusals, counters;
 //   - desired*.go: what changes the desired trees: the policy step, ramp
 //     steps, run-time user patches, the ramps' seeds, policy events and
 //     the quota counters' reads;
-//   - reload.go, leaves.go: reloading the configuration;
+//   - reload.go, leaves.go, classifier.go: reloading the configuration,
+//     the leaf qdisc kinds and the classifier (u32 or bpf) per interface;
 //   - service*.go: the control service (control.Service): set-rate,
 //     status, top, quota reset, run-time users;
 //   - metrics*.go: the Prometheus collectors, which read copies the loop

@@ -16,7 +16,7 @@ import (
 // 5 ms); the bound asserted is 2 s, far below the tick.
 func TestDriftRepairedByEvents(t *testing.T) {
 	cfg := strings.Replace(daemonConfig, `reconcile_interval = "1s"`, `reconcile_interval = "5m"`, 1)
-	u := newUnitLab(t, 3, cfg, labUsers)
+	u := newUnitLab(t, 3, u32Config(cfg), labUsers) // deletes a u32 priority by hand
 	u0 := u.Users4[0]
 	var took []time.Duration
 	for i := range 20 {

@@ -113,7 +113,7 @@ func manyUsers(f *faultLab, n int) string {
 }
 
 func TestFaultMatrix(t *testing.T) {
-	u := newUnitLab(t, 3, daemonConfig, labUsers)
+	u := newUnitLab(t, 3, u32Config(daemonConfig), labUsers) // deletes u32 priorities by hand
 	f := &faultLab{unitLab: u, bytes: map[string]uint64{},
 		rates: map[string]tbf.Rate{"u0": 10 * tbf.Mbit, "u1": 15 * tbf.Mbit, "u2": 40 * tbf.Mbit}}
 	u.mustCtl("set-rate", "u1", "15mbit", "--ramp", "0s")
@@ -202,9 +202,9 @@ func TestFaultMatrix(t *testing.T) {
 		w := writes()
 		users := labUsers(u.RouterLab) + "[[user]]\nname = \"dup1\"\ntier = \"bronze\"\naddresses = [\"2001:db8:9::1\"]\n\n" +
 			"[[user]]\nname = \"dup2\"\ntier = \"bronze\"\naddresses = [\"2001:0db8:9:0::1\"]\n"
-		u.writeConfig(daemonConfig, users)
+		u.writeConfig(u32Config(daemonConfig), users)
 		out, err := u.Reload()
-		u.writeConfig(daemonConfig, labUsers(u.RouterLab))
+		u.writeConfig(u32Config(daemonConfig), labUsers(u.RouterLab))
 		if err == nil || !strings.Contains(out, "dup1") || !strings.Contains(out, "dup2") || !strings.Contains(out, "users.toml:") {
 			t.Errorf("reload with one address in two notations: %v, want a refusal naming users.toml, dup1 and dup2\n%s", err, out)
 		}
@@ -220,7 +220,7 @@ func TestFaultMatrix(t *testing.T) {
 			addrs = append(addrs, fmt.Sprintf("%q", fmt.Sprintf("198.18.%d.%d/32", 32+i/250, i%250+1)))
 		}
 		users := labUsers(u.RouterLab) + "[[user]]\nname = \"wide\"\ntier = \"silver\"\naddresses = [" + strings.Join(addrs, ", ") + "]\n"
-		u.writeConfig(daemonConfig, users)
+		u.writeConfig(u32Config(daemonConfig), users)
 		if out, err := u.Reload(); err != nil {
 			t.Fatalf("reload with a 1,000-address user: %v\n%s", err, out)
 		}
@@ -239,7 +239,7 @@ func TestFaultMatrix(t *testing.T) {
 			t.Errorf("wide: %d filters to class %s at %v, want 1,000 at 20mbit", n, wide.Handle, wide.Rate)
 		}
 		f.check(t, false)
-		u.writeConfig(daemonConfig, labUsers(u.RouterLab))
+		u.writeConfig(u32Config(daemonConfig), labUsers(u.RouterLab))
 		if out, err := u.Reload(); err != nil {
 			t.Fatalf("reload back: %v\n%s", err, out)
 		}
@@ -463,7 +463,7 @@ kill:
 			}
 		}
 		f.check(t, false)
-		u.writeConfig(daemonConfig, labUsers(u.RouterLab))
+		u.writeConfig(u32Config(daemonConfig), labUsers(u.RouterLab))
 		if out, err := u.Reload(); err != nil {
 			t.Fatalf("reload back: %v\n%s", err, out)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,7 +54,6 @@ const fleetRouterConfig = `
 [daemon]
 socket = "%[1]s/shaperd.sock"
 state_dir = "%[1]s/state"
-reconcile_interval = "1s"
 
 [[interface]]
 name = "r-lan"
@@ -399,8 +399,9 @@ func TestFleet(t *testing.T) {
 }
 
 // TestFleetQuota: alice's traffic split over two routers, each under her
-// quota alone, puts her over quota on both once the fleet-wide sum
-// passes it.
+// quota alone, puts her over quota on both within 2 s of the fleet-wide
+// sum passing it. The routers read counters at the default
+// reconcile_interval (5 s) but policy.quota_interval (1 s) apart.
 func TestFleetQuota(t *testing.T) {
 	f := newFleetLab(t, 2)
 	plan := f.writePlan("50mbit\"\nquota = \"1mb\"\nquota_period = \"day\"\nover_quota_rate = \"1mbit")
@@ -409,38 +410,65 @@ func TestFleetQuota(t *testing.T) {
 		f.start(r)
 	}
 	f.await(15*time.Second, "the plan on both routers", f.routers, func(r *fleetRouter) bool { return r.hasRate("50Mbit") })
-	// About 730 kB of ping replies to alice through each router: under the
-	// 1 MiB quota on each, over it in total.
-	for _, r := range f.routers {
-		if out, err := r.lab.LAN.Run("ping", "-q", "-c", "700", "-i", "0.002", "-s", "1000", r.lab.WAN4.String()); err != nil {
-			t.Fatalf("%s: ping: %v\n%s", r.name, err, out)
-		}
-	}
-	took := f.await(5*time.Second, "alice over quota (1Mbit) on both routers", f.routers, func(r *fleetRouter) bool { return r.hasRate("1Mbit") })
-	t.Logf("over quota on both routers %v after the traffic", took)
-	// Each router's own count, in the ledger: under the quota alone.
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{f.etcd.Endpoint}, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	resp, err := c.Get(context.Background(), "/fleettest/usage/alice/", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var total uint64
-	for _, kv := range resp.Kvs {
-		var u struct{ Bytes uint64 }
-		if err := json.Unmarshal(kv.Value, &u); err != nil {
+	ledger := func() map[string]uint64 {
+		resp, err := c.Get(context.Background(), "/fleettest/usage/alice/", clientv3.WithPrefix())
+		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: %d bytes", kv.Key, u.Bytes)
-		if u.Bytes >= 1<<20 {
-			t.Errorf("%s: %d bytes: one router alone passed the quota; the test shows nothing", kv.Key, u.Bytes)
+		out := map[string]uint64{}
+		for _, kv := range resp.Kvs {
+			var u struct{ Bytes uint64 }
+			if err := json.Unmarshal(kv.Value, &u); err != nil {
+				t.Fatal(err)
+			}
+			out[string(kv.Key)] = u.Bytes
 		}
-		total += u.Bytes
+		return out
 	}
-	if len(resp.Kvs) != 2 || total < 1<<20 {
-		t.Errorf("ledger: %d keys, %d bytes in total", len(resp.Kvs), total)
+	ping := func(r *fleetRouter, count int, interval string) {
+		t.Helper()
+		if out, err := r.lab.LAN.Run("ping", "-q", "-c", strconv.Itoa(count), "-i", interval, "-s", "1000", r.lab.WAN4.String()); err != nil {
+			t.Fatalf("%s: ping: %v\n%s", r.name, err, out)
+		}
+	}
+	// About 730 kB of ping replies to alice through r1: under the 1 MiB
+	// quota; then wait until the ledger has them.
+	const pings = 700
+	ping(f.routers[0], pings, "0.002")
+	var first uint64
+	f.await(10*time.Second, "r1's usage in the ledger", f.routers[:1], func(*fleetRouter) bool {
+		first = ledger()["/fleettest/usage/alice/r1"]
+		return first > pings*1000
+	})
+	// A burst through r2 that passes the quota in total, r2 alone staying
+	// under it: the total crosses during the burst, so the time from the
+	// burst's start bounds the time from the crossing.
+	perPing := first / pings
+	burst := int((1<<20-first)/perPing) + 100
+	began := time.Now()
+	ping(f.routers[1], burst, "0.001")
+	f.await(5*time.Second, "alice over quota (1Mbit) on both routers", f.routers, func(r *fleetRouter) bool { return r.hasRate("1Mbit") })
+	took := time.Since(began)
+	t.Logf("r1 %d bytes, then a burst of %d pings through r2 (%d bytes each): over quota on both routers %v after the burst began", first, burst, perPing, took)
+	if took > 2*time.Second {
+		t.Errorf("over quota on both routers %v after the burst that crossed the quota began; want within 2 s", took)
+	}
+	// Each router's own count, in the ledger: under the quota alone.
+	var total uint64
+	l := ledger()
+	for k, b := range l {
+		t.Logf("%s: %d bytes", k, b)
+		if b >= 1<<20 {
+			t.Errorf("%s: %d bytes: one router alone passed the quota; the test shows nothing", k, b)
+		}
+		total += b
+	}
+	if len(l) != 2 || total < 1<<20 {
+		t.Errorf("ledger: %d keys, %d bytes in total", len(l), total)
 	}
 }

@@ -37,7 +37,7 @@ func interfaceStatus(u *unitLab, device string) control.InterfaceStatus {
 // A cls_bpf filter added by hand is listed as foreign and does not stop
 // drift repair.
 func TestKernelRefusesPartOfThePlan(t *testing.T) {
-	u := newUnitLab(t, 3, degradedConfig, labUsers)
+	u := newUnitLab(t, 3, u32Config(degradedConfig), labUsers) // deletes a u32 priority by hand
 	waitFor(t, 15*time.Second, "r-lan degraded, r-ifb ok", func() bool {
 		return interfaceStatus(u, "r-lan").State == control.StateDegraded && interfaceStatus(u, "r-ifb").State == control.StateOK
 	})

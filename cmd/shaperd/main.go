@@ -136,7 +136,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(errs) > 0 {
 			return 1
 		}
-		for _, n := range daemon.CheckNotes(plan) {
+		clsNotes, err := daemon.CheckClassifiers(plan)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		for _, n := range append(daemon.CheckNotes(plan), clsNotes...) {
 			fmt.Fprintf(stdout, "%s: note: %s\n", f.config, n)
 		}
 		fmt.Fprintf(stdout, "%s: ok\n", f.config)

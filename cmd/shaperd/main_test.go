@@ -190,3 +190,23 @@ func TestCheckOutputIsBounded(t *testing.T) {
 		t.Errorf("the shared address does not name how many more users share it:\n%s", lines[0])
 	}
 }
+
+// TestCheckPrefixLengthsByClassifier: an IPv6 /96 is refused for an
+// interface that may use u32 (no classifier key, or "u32") and accepted
+// where classifier = "bpf" (which takes every length).
+func TestCheckPrefixLengthsByClassifier(t *testing.T) {
+	for _, c := range []struct {
+		classifier string
+		ok         bool
+	}{{"", false}, {"classifier = \"u32\"\n", false}, {"classifier = \"bpf\"\n", true}} {
+		dir := t.TempDir()
+		main := filepath.Join(dir, "shaperd.toml")
+		os.WriteFile(main, []byte("[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"\n"+c.classifier+"\n[tiers.t]\nrate = \"1mbit\"\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, "users.toml"), []byte("[[user]]\nname = \"alice\"\ntier = \"t\"\naddresses = [\"2001:db8::/96\"]\n"), 0o644)
+		code, _, errOut := runMain("--config", main, "--check")
+		refused := strings.Contains(errOut, "lengths /65../112 are not supported")
+		if c.ok && refused || !c.ok && (!refused || code != 1) {
+			t.Errorf("%q: exit %d, stderr %q", c.classifier, code, errOut)
+		}
+	}
+}

@@ -106,6 +106,12 @@ ceil = "100mbit"
 	// daemon, so cmd's pid is the daemon's).
 	cmd := ns.Command(bin, "--config", filepath.Join(dir, "shaperd.toml"))
 	cmd.Stdout, cmd.Stderr = logs, logs
+	profDir := os.Getenv(RSSProfileEnv)
+	pprofAddr := ""
+	if profDir != "" {
+		pprofAddr = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		cmd.Env = append(os.Environ(), PprofEnv+"="+pprofAddr)
+	}
 	if v := os.Getenv("GOGC"); v != "" {
 		t.Logf("GOGC=%s", v)
 	}
@@ -114,7 +120,15 @@ ceil = "100mbit"
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	peak := int64(0) // profile mode: a heap profile whenever VmRSS reaches a new high by 10 %
 	for !strings.Contains(logs.String(), "msg=ready") {
+		if profDir != "" {
+			if rss := vmRSS(t, cmd.Process.Pid); rss > peak+peak/10 {
+				peak = rss
+				saveProfile(t, ns, fmt.Sprintf("http://%s/debug/pprof/heap", pprofAddr), filepath.Join(profDir, fmt.Sprintf("heap-start-both-%v.pprof", both)))
+				t.Logf("VmRSS %.1f MB %v after the start, during the first apply: heap profile taken", float64(rss)/1024, time.Since(start).Round(10*time.Millisecond))
+			}
+		}
 		if time.Since(start) > 3*time.Minute {
 			t.Fatalf("not ready after 3 minutes:\n%s", logs.String())
 		}
@@ -124,15 +138,31 @@ ceil = "100mbit"
 	rss1 := vmRSS(t, cmd.Process.Pid)
 	t.Logf("VmRSS after the first apply: %.1f MB", float64(rss1)/1024)
 	sum0, count0 := reconcileStats(t, ns, port)
-	cpu0 := cpuSeconds(t, cmd.Process.Pid)
+	user0, sys0 := cpuSplit(t, cmd.Process.Pid)
+	cpu0 := user0 + sys0
 	const idle = 30 * time.Second
+	profDone := make(chan struct{})
+	if profDir != "" { // a CPU profile of the idle time, then a heap profile
+		go func() {
+			defer close(profDone)
+			saveProfile(t, ns, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, int(idle.Seconds())-2),
+				filepath.Join(profDir, fmt.Sprintf("cpu-both-%v.pprof", both)))
+		}()
+	} else {
+		close(profDone)
+	}
 	var samples []int64 // VmRSS once a second: six reconcile ticks
 	for i := 0; i < int(idle/time.Second); i++ {
 		time.Sleep(time.Second)
 		samples = append(samples, vmRSS(t, cmd.Process.Pid))
 	}
-	t.Logf("CPU while idle for %v (policy ticks every 1s, reconcile every 5s): %.1f%% of one core",
-		idle, 100*(cpuSeconds(t, cmd.Process.Pid)-cpu0)/idle.Seconds())
+	user1, sys1 := cpuSplit(t, cmd.Process.Pid)
+	t.Logf("CPU while idle for %v (policy ticks every 1s, reconcile every 5s): %.1f%% of one core (user %.1f%%, system %.1f%%)",
+		idle, 100*(user1+sys1-cpu0)/idle.Seconds(), 100*(user1-user0)/idle.Seconds(), 100*(sys1-sys0)/idle.Seconds())
+	<-profDone
+	if profDir != "" {
+		saveProfile(t, ns, fmt.Sprintf("http://%s/debug/pprof/heap", pprofAddr), filepath.Join(profDir, fmt.Sprintf("heap-both-%v.pprof", both)))
+	}
 	slices.Sort(samples)
 	rss2 := samples[len(samples)/2]
 	t.Logf("VmRSS while idle (%d samples, 1/s): median %.1f MB, min %.1f MB, max %.1f MB (VmHWM %.1f MB)", len(samples),
@@ -163,6 +193,30 @@ ceil = "100mbit"
 		}
 	}
 	return rss2
+}
+
+// RSSProfileEnv names a directory where TestRSS10kUsers saves a CPU
+// profile of the idle time and a heap profile after it (the daemon serves
+// pprof on a free port, PprofEnv); for `go tool pprof`.
+const RSSProfileEnv = "SHAPERD_RSS_PROFILE"
+
+// saveProfile fetches a pprof profile from url inside ns into file.
+func saveProfile(t *testing.T, ns *netnslab.NS, url, file string) {
+	resp, err := ns.HTTPClient().Get(url)
+	if err != nil {
+		t.Errorf("profile %s: %v", url, err)
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = os.WriteFile(file, b, 0o644)
+	}
+	if err != nil {
+		t.Errorf("profile %s: %v", url, err)
+		return
+	}
+	t.Logf("profile saved: %s", file)
 }
 
 func freePort(t *testing.T) int {
@@ -222,6 +276,13 @@ func reconcileStats(t *testing.T, ns *netnslab.NS, port int) (sum, count float64
 // (in clock ticks of 1/100 s, as on Linux).
 func cpuSeconds(t *testing.T, pid int) float64 {
 	t.Helper()
+	user, sys := cpuSplit(t, pid)
+	return user + sys
+}
+
+// cpuSplit returns the user and system CPU seconds of pid.
+func cpuSplit(t *testing.T, pid int) (user, sys float64) {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		t.Fatal(err)
@@ -230,5 +291,5 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100
+	return ut / 100, st / 100
 }

@@ -94,9 +94,17 @@ func newUnitLab(t *testing.T, users int, config string, usersTOML func(*netnslab
 	return newUnitLabBefore(t, users, config, usersTOML, nil)
 }
 
+// unitEdit changes how newUnitLabBefore starts the daemon: unit edits the
+// unit as read; noWait returns without waiting for READY=1 (a start that
+// must fail).
+type unitEdit struct {
+	unit   func(*netnslab.Unit)
+	noWait bool
+}
+
 // newUnitLabBefore is newUnitLab that calls before (when not nil) with the
-// lab before shaperd starts.
-func newUnitLabBefore(t *testing.T, users int, config string, usersTOML func(*netnslab.RouterLab) string, before func(*netnslab.RouterLab)) *unitLab {
+// lab before shaperd starts, and each edit with the unit as read.
+func newUnitLabBefore(t *testing.T, users int, config string, usersTOML func(*netnslab.RouterLab) string, before func(*netnslab.RouterLab), edits ...unitEdit) *unitLab {
 	t.Helper()
 	netnslab.Require(t)
 	bin, ctl := binaries(t)
@@ -121,6 +129,13 @@ func newUnitLabBefore(t *testing.T, users int, config string, usersTOML func(*ne
 	}
 	// As an operator with a non-default socket would: Environment= in the unit.
 	unit.Environment = append(unit.Environment, "SHAPERD_SOCKET="+u.sock)
+	noWait := false
+	for _, e := range edits {
+		if e.unit != nil {
+			e.unit(unit)
+		}
+		noWait = noWait || e.noWait
+	}
 	paths := map[string]string{
 		"/usr/local/bin/shaperd":    bin,
 		"/usr/local/bin/shaperctl":  ctl,
@@ -136,6 +151,9 @@ func newUnitLabBefore(t *testing.T, users int, config string, usersTOML func(*ne
 	}
 	t.Cleanup(func() { u.k.Close() })
 	u.Service = netnslab.StartService(t, lab.Router, unit, paths)
+	if noWait {
+		return u
+	}
 	u.WaitReady(60 * time.Second)
 	return u
 }

@@ -75,6 +75,10 @@ type InterfaceStatus struct {
 	Shaper string `json:"shaper"`
 	// Direction is "egress" or "ingress" (model.Direction as a string).
 	Direction string `json:"direction"`
+	// Classifier is how an HTB interface's packets find their class:
+	// "bpf" or "u32", as chosen at start (docs/classifier.md); empty for
+	// TBF.
+	Classifier string `json:"classifier,omitempty"`
 	// Bandwidth is the interface's configured capacity ("1gbit").
 	Bandwidth tbf.Rate `json:"bandwidth"`
 	// Users names the users shaped on this interface, sorted.

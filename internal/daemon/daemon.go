@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,21 +77,62 @@ type Options struct {
 // Daemon is a configured shaperd. Create it with New, then call Run (the
 // daemon), Once (apply and verify once) or Teardown, and finally Close.
 // Its control.Service methods may be called from any goroutine while Run
-// runs.
+// runs: they are run by the loop (call), which owns all the state below
+// but the last group.
 type Daemon struct {
+	// Set by New.
 	opts   Options
 	log    *slog.Logger
 	clock  Clock
 	notify Notifier
 	k      Kernel
+	locks  *ifaceLocks
+	// classifiers is the classifier chosen per interface key, for the
+	// log (setClassifier).
+	classifiers map[string]string
 
-	// Owned by the loop (or by Once/Teardown before Run).
-	plan      *config.Plan
-	ifaces    []*iface
+	// plan is the plan in force; ifaces has one reconciler per managed
+	// interface (reconciler.go).
+	plan   *config.Plan
+	ifaces []*reconciler
+	// The policy's state: overrides, usage, ramps, the last evaluation.
+	policyState
+	// The service manager's view: readiness, watchdog, STATUS=.
+	serviceState
+	// The state files in state_dir (state_files.go).
+	stateFileState
+	// The run-time users (service_users.go).
+	runtimeUsers
+	// lastReload is the last reload's result; nil before the first.
+	lastReload *control.ReloadStatus
+	// fleet is fleet mode's state; nil without [fleet] (fleet.go).
+	fleet *fleetState
+	// events are the kernel's link and traffic-control events (loop_events.go).
+	events eventState
+
+	// reqs are the control requests for the loop (call); stopped is
+	// closed when the loop is gone; looping: the loop runs.
+	reqs    chan func()
+	stopped chan struct{}
+	looping atomic.Bool
+
+	// Read by the metrics collectors on other goroutines (metrics*.go):
+	// counters and copies the loop publishes.
+	stats daemonStats
+	quota *quotaStats
+	snap  atomic.Pointer[[]*ifaceSnapshot]
+	// quotaSnap is every quota user's usage at the last evaluation, for
+	// the metrics (publishQuota).
+	quotaSnap atomic.Pointer[[]quotaSample]
+	// returning: a returnMemory collection runs beside the loop.
+	returning atomic.Bool
+}
+
+// policyState is the loop's policy state.
+type policyState struct {
 	overrides policy.Overrides
 	usage     *policy.Usage
 	ramper    *policy.Ramper
-	ready     bool
 	// policyDirty makes the next policy tick evaluate the policy;
 	// nextPolicy is when the evaluation may change by itself
 	// (policy.NextChange); lastRes is the last evaluation.
@@ -103,11 +143,21 @@ type Daemon struct {
 	// userIdx is each user's index in plan.Users.
 	userIdx map[string]int
 	// quotas: some tier has a quota, so new usage can change the policy.
-	quotas bool
-	// work counts the policy ticks' work; lastApply is the duration of the
-	// last incremental apply.
-	work      workCounters
-	lastApply time.Duration
+	// lastQuotaRead is when readQuotaCounters last read the counters.
+	quotas        bool
+	lastQuotaRead time.Time
+	// counterReads counts the counter reads (dumps) since the last
+	// reconcile tick, which then returns their garbage (returnMemory).
+	counterReads int
+	// work counts the policy ticks' work.
+	work workCounters
+}
+
+// serviceState is what the loop told the service manager, and whether
+// traffic-control events arrive.
+type serviceState struct {
+	// ready: READY=1 was sent (after the first pass, afterReconcile).
+	ready bool
 	// lastPing is when WATCHDOG=1 was last sent; lastExtend when the
 	// start-up timeout was last extended (see applyProgress).
 	lastPing, lastExtend time.Time
@@ -116,44 +166,47 @@ type Daemon struct {
 	// tcLive: traffic-control events arrive (WatchTC), so ticks may read
 	// counters only (see tick).
 	tcLive bool
-	// loadedIDs are the assignments read from the state file, by iface
-	// key, until makeIfaces takes them; savedIDs is the file's contents as
-	// last written or read.
+}
+
+// stateFileState is what the loop knows of the state files.
+type stateFileState struct {
+	// loadedIDs are the assignments read from the state file, by
+	// interface key, until makeReconcilers takes them; savedIDs is the
+	// file's contents as last written or read.
 	loadedIDs map[string]*model.Assignment
 	savedIDs  []byte
-	// problems are the state file problems by "FILE/KIND" (statefiles.go);
+	// problems are the state file problems by "FILE/KIND" (state_files.go);
 	// overridesUnsaved: the overrides in force differ from the state file.
 	problems         map[string]*control.StateProblem
 	overridesUnsaved bool
-	// lastReload is the last reload's result; nil before the first.
-	lastReload *control.ReloadStatus
-	// fleet is fleet mode's state; nil without [fleet] (fleet.go).
-	fleet *fleetState
-	// filePlan is the plan the files give; plan is filePlan with the
-	// run-time users (users.go) added. rtExpiry is when the next run-time
+	// assignmentsDue: a run-time user change gave out class ids that a
+	// reconcile tick saves (retryState), at most every assignmentsEvery
+	// (assignmentsAt: the last save): marshalling 10,000 users' ids takes
+	// the loop about 6 ms, too much for each change or each tick while
+	// users come and go, and ids lost in a crash are recovered from the
+	// kernel's classes by address. Shutdown saves them too.
+	assignmentsDue bool
+	assignmentsAt  time.Time
+}
+
+// runtimeUsers are the users added at run time (service_users.go).
+type runtimeUsers struct {
+	// filePlan is the plan the files give; Daemon.plan is filePlan with
+	// the run-time users added. rtExpiry is when the next run-time
 	// address ends (zero: none).
 	filePlan *config.Plan
 	runtime  []runtimeUser
 	rtExpiry time.Time
-	// assignmentsDue: a run-time user change gave out class ids that the
-	// next reconcile tick saves (retryState): marshalling 10,000 users'
-	// ids would cost each change milliseconds, and ids lost in a crash
-	// are recovered from the kernel's classes by address.
-	assignmentsDue bool
-
-	reqs    chan func()
-	stopped chan struct{}
-	locks   *ifaceLocks
-
-	stats daemonStats
-	quota *quotaStats
-	snap  atomic.Pointer[[]*ifaceSnapshot]
-	// quotaSnap is every quota user's usage at the last evaluation, for
-	// the metrics (publishQuota).
-	quotaSnap atomic.Pointer[[]quotaSample]
-	// classMu guards in-place changes of desired classes that published
-	// snapshots share (see ifaceSnapshot).
-	classMu sync.RWMutex
+	// journal is users.json's journal of changes (state_journal.go);
+	// rtIndex indexes runtime by name and prefixes the addresses of
+	// prefixesOf's users (service_users.go): both are kept up to date by
+	// a run-time user change, rebuilt when stale.
+	journal    usersJournal
+	rtIndex    map[string]int
+	rtIndexOf  *runtimeUser // runtime's array when rtIndex was built
+	prefixes   *config.PrefixIndex
+	prefixesOf *config.Plan
+	userPhases userPhases // of the last change, for benchmarks
 }
 
 var _ control.Service = (*Daemon)(nil)
@@ -214,11 +267,15 @@ func New(opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.resolveLeaves(plan)
+	if err := d.checkClassifiers(plan); err != nil {
+		d.Close()
+		return nil, err
+	}
 	d.filePlan = plan
 	plan = d.startRuntime(plan)
 	d.setPlan(plan)
 	d.ramper = policy.NewRamper(rampPolicy(plan.Policy))
-	d.ifaces = d.makeIfaces(plan, nil)
+	d.ifaces = d.makeReconcilers(plan, nil)
 	d.seedRamper()
 	d.log.Info("configuration loaded", "config", plan.Path, "interfaces", len(plan.Interfaces),
 		"tiers", len(plan.Tiers), "users", len(plan.Users), "overrides", d.overrides.Len())

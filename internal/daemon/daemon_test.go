@@ -18,7 +18,7 @@ import (
 // userClass returns user's class in the fake kernel's tree of device.
 func userClass(t *testing.T, d *Daemon, k *fakeKernel, key, device, user string) model.Class {
 	t.Helper()
-	var st *iface
+	var st *reconciler
 	for _, s := range d.ifaces {
 		if s.key == key {
 			st = s

@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/model/modeltest"
 )
 
 // fakeClock moves only when Advance is called. Tickers and timers deliver
@@ -103,10 +104,10 @@ func (c *fakeClock) Advance(t testing.TB, d time.Duration) {
 	}
 }
 
-// fakeKernel is model.MemKernel with links, link events and a write count.
+// fakeKernel is modeltest.MemKernel with links, link events and a write count.
 type fakeKernel struct {
 	mu     sync.Mutex
-	mem    *model.MemKernel
+	mem    *modeltest.MemKernel
 	links  map[string]bool
 	writes int
 	events chan kernel.LinkEvent
@@ -114,6 +115,10 @@ type fakeKernel struct {
 	tc chan kernel.TCEvent
 	// counterReads counts Counters calls.
 	counterReads int
+	// userBytes, once set (setUserBytes), gives Counters a byte counter
+	// for every class: the user's by label, else 0 (the in-memory kernel
+	// keeps no counters).
+	userBytes map[string]uint64
 	// refuse, when set, fails every Apply with it.
 	refuse error
 	// refuseObj, when set, is asked about every change; an error refuses
@@ -127,10 +132,12 @@ type fakeKernel struct {
 	panicOn string
 	// dumps counts Dump, Actual and Verify calls.
 	dumps int
+	// onApply, when set, is called at the start of every Apply.
+	onApply func()
 }
 
 func newFakeKernel(links ...string) *fakeKernel {
-	k := &fakeKernel{mem: model.NewMemKernel(), links: map[string]bool{}, events: make(chan kernel.LinkEvent), tc: make(chan kernel.TCEvent)}
+	k := &fakeKernel{mem: modeltest.NewMemKernel(), links: map[string]bool{}, events: make(chan kernel.LinkEvent), tc: make(chan kernel.TCEvent)}
 	for _, l := range links {
 		k.links[l] = true
 	}
@@ -167,6 +174,9 @@ func (k *fakeKernel) Actual(desired model.Tree) (model.Tree, error) {
 }
 
 func (k *fakeKernel) Apply(cs []model.Change) (kernel.Result, error) {
+	if k.onApply != nil {
+		k.onApply()
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.refuse != nil {
@@ -213,9 +223,25 @@ func (k *fakeKernel) Counters(device string) (model.Tree, error) {
 	t, err := k.Dump(device)
 	t.Filters = nil
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	k.counterReads++
-	k.mu.Unlock()
+	if k.userBytes != nil {
+		for i := range t.Classes {
+			t.Classes[i].Stats = &model.Stats{Bytes: k.userBytes[t.Classes[i].Labels.User]}
+		}
+	}
 	return t, err
+}
+
+// setUserBytes makes Counters report bytes for user's classes (and 0 for
+// the other classes).
+func (k *fakeKernel) setUserBytes(user string, bytes uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.userBytes == nil {
+		k.userBytes = map[string]uint64{}
+	}
+	k.userBytes[user] = bytes
 }
 
 // counterReadCount is the number of Counters calls so far.

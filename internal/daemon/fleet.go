@@ -467,14 +467,22 @@ func CheckRouterPlan(path string) (plan *config.Plan, errs []config.Error, note 
 // the fleet's ledger (only users whose count changed).
 const UsageReportEvery = time.Second
 
-// applyFleetUsage takes the other routers' usage of some users: the
-// policy's quota decisions use the fleet-wide sum from the next tick.
+// applyFleetUsage takes the other routers' usage of some users and, when
+// some tier has a quota, evaluates the policy at once with the fleet-wide
+// sums: a user whose total passed the quota on another router goes over
+// quota here without waiting for the next policy tick.
 func (d *Daemon) applyFleetUsage(remote map[string][]policy.RemoteUsage) {
 	for user, rs := range remote {
 		d.usage.SetRemote(user, rs)
 	}
-	if d.quotas {
-		d.policyDirty = true
+	if !d.quotas {
+		return
+	}
+	d.policyDirty = true
+	if d.ready {
+		if err := d.policyTick(d.clock.Now()); err != nil {
+			d.afterReconcile(err)
+		}
 	}
 }
 
@@ -483,7 +491,7 @@ func (d *Daemon) applyFleetUsage(remote map[string][]policy.RemoteUsage) {
 // UsageReportEvery.
 func (d *Daemon) reportFleetUsage(now time.Time) {
 	fst := d.fleet
-	if fst == nil || fst.agent == nil || !d.quotas || now.Sub(fst.lastUsage) < UsageReportEvery {
+	if fst == nil || fst.agent == nil || !d.quotas || !due(fst.lastUsage, now, UsageReportEvery) {
 		return
 	}
 	fst.lastUsage = now

@@ -9,7 +9,7 @@ import (
 
 // Kernel is what the daemon needs from the kernel's traffic control.
 // *kernel.Kernel implements it (made by kernel.Open); unit tests use a fake
-// built on model.MemKernel.
+// built on modeltest.MemKernel.
 type Kernel interface {
 	// Actual dumps desired.Device with counters; an ingress tree whose IFB
 	// does not exist yet is empty, not an error. A missing device wraps

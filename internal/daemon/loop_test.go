@@ -64,8 +64,15 @@ func (r *recNotifier) count(s string) int {
 // is stopped on cleanup.
 func runDaemon(t *testing.T, k *fakeKernel, clk *fakeClock, logs io.Writer, n Notifier) (*Daemon, *control.Client) {
 	t.Helper()
+	return runDaemonConfig(t, k, clk, logs, n, testConfig)
+}
+
+// runDaemonConfig is runDaemon with the main file cfg (a format with the
+// directory as %[1]s, as testConfig) instead of testConfig.
+func runDaemonConfig(t *testing.T, k *fakeKernel, clk *fakeClock, logs io.Writer, n Notifier, cfg string) (*Daemon, *control.Client) {
+	t.Helper()
 	dir := t.TempDir()
-	writeConfig(t, dir, testConfig, testUsers)
+	writeConfig(t, dir, cfg, testUsers)
 	sock := filepath.Join(dir, "ctl.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -152,16 +159,19 @@ func TestRunRepairsDriftOnTickAndPingsWatchdog(t *testing.T) {
 	if len(st.Users) != 4 {
 		t.Fatalf("status has %d user entries, want 4 (2 users x 2 interfaces)", len(st.Users))
 	}
-	// A change the kernel did not report (a lost notification): the 5 s
-	// ticks only read counters while events arrive; the full reconcile
+	// A change the kernel did not report (a lost notification): while
+	// events arrive the 5 s ticks leave an interface in sync alone (not
+	// even its counters are read: status and metrics read them when asked,
+	// TestCountersReadWhenAsked); the full reconcile
 	// (full_reconcile_interval, 5 min) repairs it. TestTCEventRepairsBeforeTheTick
 	// covers the reported changes.
 	k.mutate("lan0", func(tr *model.Tree) { tr.Classes = tr.Classes[:len(tr.Classes)-1]; tr.Filters = nil })
-	w, reads := k.writeCount(), k.counterReadCount()
+	w, reads, dumps := k.writeCount(), k.counterReadCount(), k.dumpCount()
 	clk.Advance(t, 5*time.Second)
-	syncLoop(t, c)
-	if k.writeCount() != w || k.counterReadCount() == reads {
-		t.Fatalf("a 5 s tick with events: %d writes, %d counter reads; want counters only", k.writeCount()-w, k.counterReadCount()-reads)
+	_ = d.call(context.Background(), func() {}) // the tick is done
+	if k.writeCount() != w || k.counterReadCount() != reads || k.dumpCount() != dumps {
+		t.Fatalf("a 5 s tick with events: %d writes, %d counter reads, %d dumps; want none",
+			k.writeCount()-w, k.counterReadCount()-reads, k.dumpCount()-dumps)
 	}
 	clk.Advance(t, 5*time.Minute)
 	syncLoop(t, c)
@@ -208,5 +218,46 @@ func TestRunRepairsDriftOnTickAndPingsWatchdog(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("metrics:\n%s", body)
+	}
+}
+
+// TestCountersReadWhenAsked: while events arrive the ticks read no
+// counters; status and a /metrics scrape read them when they are
+// reconcile_interval old, top when they are MinCounterAge old.
+func TestCountersReadWhenAsked(t *testing.T) {
+	k := newFakeKernel("lan0")
+	clk := newFakeClock()
+	d, c := runDaemon(t, k, clk, io.Discard, &recNotifier{})
+	syncLoop(t, c)
+	barrier := func() { _ = d.call(context.Background(), func() {}) }
+	reads := k.counterReadCount()
+	clk.Advance(t, 20*time.Second) // four reconcile ticks
+	barrier()
+	if n := k.counterReadCount() - reads; n != 0 {
+		t.Fatalf("idle ticks read the counters %d times", n)
+	}
+	syncLoop(t, c) // status: the counters are 20 s old
+	if k.counterReadCount() == reads {
+		t.Fatal("status did not read counters 20 s old")
+	}
+	reads = k.counterReadCount()
+	syncLoop(t, c)
+	d.MetricsHandler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	if n := k.counterReadCount() - reads; n != 0 {
+		t.Errorf("status and a scrape right after a read read the counters %d more times", n)
+	}
+	clk.Advance(t, 5*time.Second)
+	barrier()
+	d.MetricsHandler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	if k.counterReadCount() == reads {
+		t.Error("a scrape did not read counters 5 s old")
+	}
+	reads = k.counterReadCount()
+	clk.Advance(t, time.Second)
+	if _, err := c.Top(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if k.counterReadCount() == reads {
+		t.Error("top did not read counters 1 s old")
 	}
 }

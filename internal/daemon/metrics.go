@@ -127,7 +127,11 @@ func (d *Daemon) buildInfo() prometheus.Collector {
 
 // MetricsHandler serves the Prometheus text format of Registry.
 func (d *Daemon) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(d.Registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	h := promhttp.HandlerFor(d.Registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		d.returnMemory(memScrape, 0)
+	})
 }
 
 var classLabels = []string{"interface", "direction", "kind", "tier", "user"}
@@ -164,6 +168,7 @@ func (c *classCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *classCollector) Collect(ch chan<- prometheus.Metric) {
+	c.d.refreshForScrape()
 	p := c.d.snap.Load()
 	if p == nil {
 		return

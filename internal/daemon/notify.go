@@ -1,7 +1,11 @@
 package daemon
 
 import (
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/shaperd/shaperd/internal/control"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
@@ -44,4 +48,60 @@ func monotonicUsec() int64 {
 		return 0
 	}
 	return ts.Nano() / 1e3
+}
+
+// pingWatchdog sends WATCHDOG=1: always when force is set (the loop's
+// ticks), else when half the watchdog interval has passed since the last
+// ping (between the interfaces of a long reconcile pass, so that a first
+// apply of many users on several interfaces does not trip the watchdog).
+func (d *Daemon) pingWatchdog(force bool) {
+	if d.opts.Watchdog <= 0 {
+		return
+	}
+	now := d.clock.Now()
+	if force || now.Sub(d.lastPing) >= d.opts.Watchdog/2 {
+		d.notify.Notify("WATCHDOG=1")
+		d.lastPing = now
+	}
+}
+
+// startExtend is how much more start-up time the daemon asks the service
+// manager for at a time while its first apply runs (EXTEND_TIMEOUT_USEC).
+const startExtend = 30 * time.Second
+
+// applyProgress is called between the pipelined runs of a kernel apply (on
+// the goroutine that applies). Before the daemon is ready, a long first
+// apply (tens of thousands of classes) asks systemd for more start-up time
+// every startExtend/2; it always keeps the watchdog fed. A kernel that
+// stops answering makes no progress, so neither is sent then.
+func (d *Daemon) applyProgress() {
+	d.pingWatchdog(false)
+	if d.ready {
+		return
+	}
+	now := d.clock.Now()
+	if d.lastExtend.IsZero() {
+		d.lastExtend = now // the first run of an apply: started just now
+		return
+	}
+	if now.Sub(d.lastExtend) >= startExtend/2 {
+		d.notify.Notify(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", startExtend.Microseconds()))
+		d.lastExtend = now
+	}
+}
+
+// serviceStatus is the one-line STATUS= for the service manager: "shaping
+// 2 interfaces, 3 users", with the interfaces that are not ok.
+func (d *Daemon) serviceStatus() string {
+	var bad []string
+	for _, st := range d.ifaces {
+		if state, _ := st.health(); state != control.StateOK && state != control.StatePending {
+			bad = append(bad, st.key+" "+state)
+		}
+	}
+	s := fmt.Sprintf("shaping %d interfaces, %d users", len(d.ifaces), len(d.plan.Users))
+	if len(bad) > 0 {
+		s += "; not ok: " + strings.Join(bad, ", ") + " (shaperctl status)"
+	}
+	return s
 }

@@ -109,7 +109,7 @@ func (d *Daemon) rebalanceQueues(now time.Time) error {
 	var errs []error
 	for _, st := range d.ifaces {
 		n := st.targets.Interface.Queues
-		if n <= 1 || !st.built || st.buildErr != nil {
+		if n <= 1 || !st.built() || st.buildErr != nil {
 			continue
 		}
 		qs, err := qk.QueueCounters(st.desired.Device)
@@ -140,11 +140,8 @@ func (d *Daemon) rebalanceQueues(now time.Time) error {
 		}
 		tg := st.targets
 		tg.Queues = next
-		old, wasSynced := st.desired, st.inSync && st.built
-		if d.setTargets(st, tg) {
-			if err := d.bringToKernel(st, old, wasSynced, "queues"); err != nil {
-				errs = append(errs, fmt.Errorf("interface %s: queues: %w", st.key, err))
-			}
+		if err := d.retarget(st, tg, "queues"); err != nil {
+			errs = append(errs, fmt.Errorf("interface %s: queues: %w", st.key, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -160,7 +157,7 @@ func (m *queueMeter) atOr(t time.Time) time.Time {
 
 // keepQueues carries the queue split of st's current targets into tg, whose
 // policy evaluation does not know it.
-func keepQueues(st *iface, tg *model.Targets) {
+func keepQueues(st *reconciler, tg *model.Targets) {
 	if tg.Interface.Queues > 1 && len(tg.Queues) == 0 && st.targets.Interface.Queues == tg.Interface.Queues {
 		tg.Queues = st.targets.Queues
 	}
@@ -169,12 +166,11 @@ func keepQueues(st *iface, tg *model.Targets) {
 // patchQueued is patchUser and patchUsers for per-queue trees, whose users
 // cannot be rebuilt one at a time (a user's queue and minor come from the
 // whole assignment): it builds the whole tree from tg and reconciles.
-func (d *Daemon) patchQueued(st *iface, tg model.Targets, why string) error {
+func (d *Daemon) patchQueued(st *reconciler, tg model.Targets, why string) error {
 	d.setTargets(st, tg)
 	if st.buildErr != nil {
 		return fmt.Errorf("interface %s: %w", st.key, st.buildErr)
 	}
-	st.inSync = false
 	return d.reconcile(st, why)
 }
 
@@ -197,7 +193,7 @@ func withUser(tg model.Targets, old, new *model.UserTarget) model.Targets {
 
 // userHandle returns the handle of user's class on st: under the single
 // tree's root, or in the user's queue's tree.
-func userHandle(st *iface, user string) (model.Handle, bool) {
+func userHandle(st *reconciler, user string) (model.Handle, bool) {
 	if st.ids.QueueCount() > 1 {
 		q, ok := st.ids.Queue(user)
 		if !ok {
@@ -211,7 +207,7 @@ func userHandle(st *iface, user string) (model.Handle, bool) {
 }
 
 // userOfHandle returns the user whose class is h on st, if any.
-func userOfHandle(st *iface, h model.Handle) (string, bool) {
+func userOfHandle(st *reconciler, h model.Handle) (string, bool) {
 	if h.Minor() < model.FirstUserMinor {
 		return "", false
 	}

@@ -56,6 +56,12 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 	}
 	file := plan
 	d.resolveLeaves(file) // before the copy with the run-time users: both keep the kinds
+	if err := d.checkClassifiers(file); err != nil {
+		d.stats.reloads.WithLabelValues("refused").Inc()
+		d.log.Error("reload refused; the old configuration stays in force", "err", err)
+		d.reloadResult(d.clock.Now(), []string{err.Error()})
+		return err
+	}
 	plan, kept, rtChanged, err := d.reloadRuntime(file)
 	if err != nil {
 		d.stats.reloads.WithLabelValues("refused").Inc()
@@ -64,7 +70,7 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 		return err
 	}
 	now := d.clock.Now()
-	ifaces := d.makeIfaces(plan, d.ifaces)
+	ifaces := d.makeReconcilers(plan, d.ifaces)
 	ov := d.overrides.Clone()
 	pruned := ov.Prune(plan)
 	res := policy.Evaluate(plan, d.evalOverrides(ov), d.usage, now)
@@ -87,13 +93,13 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 		return ce
 	}
 	// The diff against what is in force, for the log.
-	old := map[string]*iface{}
+	old := map[string]*reconciler{}
 	for _, st := range d.ifaces {
 		old[st.key] = st
 	}
 	for i, st := range ifaces {
 		n := len(trees[i].Classes) + len(trees[i].Filters)
-		if o, ok := old[st.key]; ok && o.built {
+		if o, ok := old[st.key]; ok && o.built() {
 			n = len(model.Diff(o.desired, trees[i]))
 			delete(old, st.key)
 		}
@@ -149,7 +155,7 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 }
 
 // teardown removes the shaping of an interface the plan no longer has.
-func (d *Daemon) teardown(st *iface) {
+func (d *Daemon) teardown(st *reconciler) {
 	if err := d.k.Teardown(st.device, st.redirectFrom); err != nil {
 		d.stats.errors.WithLabelValues("kernel").Inc()
 		d.log.Error("cannot remove the shaping of an interface no longer configured", "interface", st.key, "err", err)

@@ -34,10 +34,14 @@ func (d *Daemon) call(ctx context.Context, fn func()) error {
 }
 
 // Status implements control.Service: the plan, every user's effective
-// shaping and the counters of the last dump.
+// shaping and the counters, read first when they are reconcile_interval
+// old.
 func (d *Daemon) Status(ctx context.Context) (*control.Status, error) {
 	var st *control.Status
-	if err := d.call(ctx, func() { st = d.status() }); err != nil {
+	if err := d.call(ctx, func() {
+		d.refreshCounters(d.clock.Now(), d.plan.Daemon.ReconcileInterval)
+		st = d.status()
+	}); err != nil {
 		return nil, err
 	}
 	return st, nil

@@ -117,7 +117,7 @@ func FuzzAssignmentsFile(f *testing.F) {
 		if _, err := decodeAssignments(out); err != nil {
 			t.Fatalf("the daemon cannot read back what it writes: %v\n%s", err, out)
 		}
-		// What makeIfaces and setTargets do with them: build every
+		// What makeReconcilers and setTargets do with them: build every
 		// interface's tree (an error is fine: the daemon reports it).
 		for i, in := range plan.Interfaces {
 			if a := ids[ifaceKey(&in)]; a != nil && i < len(targets) {

@@ -42,3 +42,29 @@ func TestTCEventRepairsBeforeTheTick(t *testing.T) {
 		t.Errorf("shaperd_tc_events_total = %v, want 2", n)
 	}
 }
+
+// TestEventsOfAPassAreDrained: an event the kernel sends while a full pass
+// applies (as for an IFB shaperd brings up) is taken before the pass's
+// verify, whose dump covers it, and causes no second pass.
+func TestEventsOfAPassAreDrained(t *testing.T) {
+	k := newFakeKernel("lan0")
+	k.tc = make(chan kernel.TCEvent, 4) // the loop is busy applying: only the drain can take it
+	clk := newFakeClock()
+	d, c := runDaemon(t, k, clk, io.Discard, &recNotifier{})
+	syncLoop(t, c)
+	k.mutate("lan0", func(tr *model.Tree) { tr.Classes = tr.Classes[:len(tr.Classes)-1] })
+	k.onApply = func() {
+		k.onApply = nil
+		k.tc <- kernel.TCEvent{Device: "lan0", Ifindex: 2}
+	}
+	w := k.writeCount()
+	clk.Advance(t, 5*time.Minute) // the full reconcile repairs the drift
+	var pending bool
+	_ = d.call(t.Context(), func() { pending = len(d.events.dirty) > 0 || d.events.settle != nil })
+	if k.writeCount() == w {
+		t.Fatal("the full reconcile did not repair the drift")
+	}
+	if pending || len(k.tc) > 0 {
+		t.Errorf("the event of the apply is pending (dirty or settle %v, %d in the channel): a second pass would follow", pending, len(k.tc))
+	}
+}

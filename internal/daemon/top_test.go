@@ -52,7 +52,7 @@ func TestTopReadsFreshCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	top := func() tbf.Rate {
-		d.refreshCounters(clk.Now())
+		d.refreshCounters(clk.Now(), MinCounterAge)
 		for _, u := range d.status().Users {
 			if u.Name == "alice" && u.Direction == "download" {
 				return u.Throughput

@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -39,7 +41,15 @@ func NewNS(t testing.TB, role string) *NS {
 	if out, err := exec.Command("ip", "netns", "add", n.Name).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", n.Name, err, out)
 	}
+	var st syscall.Stat_t
+	_ = syscall.Stat("/run/netns/"+n.Name, &st)
 	t.Cleanup(func() {
+		// A daemon run with --netns from this mount namespace pins its
+		// bpf classifier under the host's /sys/fs/bpf/shaperd: those pins
+		// belong to the namespace and go with it.
+		if st.Ino != 0 {
+			_ = os.RemoveAll(BPFPinDir(st.Ino))
+		}
 		if out, err := exec.Command("ip", "netns", "del", n.Name).CombinedOutput(); err != nil {
 			t.Errorf("ip netns del %s: %v: %s", n.Name, err, out)
 		}
@@ -47,6 +57,12 @@ func NewNS(t testing.TB, role string) *NS {
 	n.MustRun("ip", "link", "set", "lo", "up")
 	return n
 }
+
+// BPFPinDir is where shaperd's bpf classifiers of the network namespace
+// with nsfs inode ino pin their maps and program by default
+// (bpfcls.NetNSPinDir(bpfcls.DefaultPinRoot, ino); a test in bpfcls keeps
+// the two equal: netnslab cannot import bpfcls, whose tests import it).
+func BPFPinDir(ino uint64) string { return fmt.Sprintf("/sys/fs/bpf/shaperd/netns-%d", ino) }
 
 // Command returns an exec.Cmd that runs argv inside the namespace
 // (`ip netns exec NAME argv...`).

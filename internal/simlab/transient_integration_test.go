@@ -37,7 +37,7 @@ func TestTransientRamp(t *testing.T) {
 		t.Run(strings.ReplaceAll(c.String(), " ", "_"), func(t *testing.T) {
 			misses := 0
 			for attempt := 1; attempt <= 3; attempt++ {
-				r, err := smoothness.Run(t, lab, c, smoothness.WayShaperd, smoothness.Options{Clock: smoothness.RealClock{}, Phase: transientPhase})
+				r, err := smoothness.Run(lab, netnslab.StartServer(t, lab.LAN, lab.Users4[0]), c, smoothness.WayShaperd, smoothness.Options{Clock: smoothness.RealClock{}, Phase: transientPhase})
 				if err != nil {
 					t.Fatal(err)
 				}

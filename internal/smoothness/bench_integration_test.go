@@ -61,7 +61,7 @@ func TestBenchSmooth(t *testing.T) {
 		var r Result
 		for attempt := 1; attempt <= 3; attempt++ {
 			var err error
-			if r, err = Run(t, lab, c, way, o); err != nil {
+			if r, err = Run(lab, netnslab.StartServer(t, lab.LAN, lab.Users4[0]), c, way, o); err != nil {
 				t.Fatal(err)
 			}
 			d := Disturbed(r)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
-	"testing"
 	"time"
 
 	"github.com/shaperd/shaperd/internal/netnslab"
@@ -78,10 +77,10 @@ func (o Options) withDefaults() Options {
 // shaper's exit counter every o.Sample for o.Before, changes the rate and
 // samples for o.After more, then removes the tree. Windows and Steps are
 // relative to the sample taken just before the change request. It returns
-// an error when the kernel or tc refuses something; netnslab's helpers
-// fail t themselves.
-func Run(t testing.TB, lab *netnslab.RouterLab, c Case, way Way, o Options) (Result, error) {
-	t.Helper()
+// an error when the kernel or tc refuses something. srv is the iperf3
+// server the download goes to, on user 0, started for this run (it serves
+// one client): netnslab.StartServer(t, lab.LAN, lab.Users4[0]).
+func Run(lab *netnslab.RouterLab, srv *netnslab.Server, c Case, way Way, o Options) (Result, error) {
 	o = o.withDefaults()
 	res := Result{Case: c, Way: way, Ramp: o.Ramp, Interval: o.Interval, Phase: o.Phase, Sample: o.Sample}
 	if o.Clock == nil {
@@ -126,7 +125,7 @@ func Run(t testing.TB, lab *netnslab.RouterLab, c Case, way Way, o Options) (Res
 		smp.class = cls.Handle
 	}
 
-	stop, err := download(t, lab, o)
+	stop, err := download(lab, srv, o)
 	if err != nil {
 		return res, fmt.Errorf("case %s: %w", c, err)
 	}
@@ -256,14 +255,12 @@ func finalTBF(d *driver, c Case) (*model.TBFParams, error) {
 
 // download starts an iperf3 download (wan host -> user 0) with o.Streams
 // streams, long enough for the whole measurement; stop ends it.
-func download(t testing.TB, lab *netnslab.RouterLab, o Options) (stop func(), err error) {
-	t.Helper()
+func download(lab *netnslab.RouterLab, srv *netnslab.Server, o Options) (stop func(), err error) {
 	if o.GSOMaxSegs > 0 {
 		if _, err := lab.WAN.Run("ip", "link", "set", "dev", netnslab.WANDev, "gso_max_segs", strconv.Itoa(o.GSOMaxSegs)); err != nil {
 			return nil, err
 		}
 	}
-	srv := netnslab.StartServer(t, lab.LAN, lab.Users4[0])
 	secs := int((o.Warmup+o.Before+o.After)/time.Second) + 3
 	cmd := lab.WAN.Command("iperf3", "-c", srv.Addr.String(), "-p", strconv.Itoa(srv.Port),
 		"-B", lab.WAN4.String(), "-t", strconv.Itoa(secs), "-P", strconv.Itoa(o.Streams))

@@ -41,7 +41,7 @@ func TestSmoothRamps(t *testing.T) {
 		t.Run(strings.ReplaceAll(c.String(), " ", "_"), func(t *testing.T) {
 			misses := 0
 			for attempt := 1; attempt <= 3; attempt++ {
-				r, err := Run(t, lab, c, WayShaperd, Options{Clock: RealClock{}})
+				r, err := Run(lab, netnslab.StartServer(t, lab.LAN, lab.Users4[0]), c, WayShaperd, Options{Clock: RealClock{}})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -21,6 +21,8 @@ const (
 	DefaultPolicyInterval        = 1 * time.Second
 	DefaultRamp                  = 2 * time.Second
 	DefaultSmoothWindow          = 1 * time.Second
+	// DefaultQuotaInterval is policy.quota_interval's default.
+	DefaultQuotaInterval = 1 * time.Second
 )
 
 // MaxSocketPath is the longest unix socket path: sockaddr_un's sun_path
@@ -114,10 +116,11 @@ func decodeDaemon(rt *table) Daemon {
 // decodePolicy reads [policy].
 func decodePolicy(rt *table) Policy {
 	p := Policy{
-		Interval:     DefaultPolicyInterval,
-		Ramp:         DefaultRamp,
-		SmoothWindow: DefaultSmoothWindow,
-		Location:     time.Local,
+		Interval:      DefaultPolicyInterval,
+		Ramp:          DefaultRamp,
+		SmoothWindow:  DefaultSmoothWindow,
+		QuotaInterval: DefaultQuotaInterval,
+		Location:      time.Local,
 	}
 	t, ok := rt.sub("policy")
 	if !ok {
@@ -131,6 +134,9 @@ func decodePolicy(rt *table) Policy {
 	}
 	if v, ok := t.duration("smooth_window", 0); ok {
 		p.SmoothWindow = v
+	}
+	if v, ok := t.duration("quota_interval", 10*time.Millisecond); ok {
+		p.QuotaInterval = v
 	}
 	if s, ok := t.str("timezone"); ok {
 		switch s {

@@ -34,7 +34,7 @@ var notLeafKinds = []string{
 }
 
 var (
-	htbOnlyKeys = append([]string{"default_tier", "default_rate", "default_ceil", "queues"}, leafKeys...)
+	htbOnlyKeys = append([]string{"default_tier", "default_rate", "default_ceil", "classifier", "queues"}, leafKeys...)
 	tbfOnlyKeys = []string{"burst", "latency", "peakrate", "mtu"}
 )
 
@@ -167,6 +167,9 @@ func decodeInterface(t *table, tiers []Tier) Interface {
 
 // decodeHTB reads the default class and leaf qdisc settings.
 func decodeHTB(t *table, in *Interface, tiers []Tier) {
+	if s, ok := t.enum("classifier", string(ClassifierBPF), string(ClassifierU32)); ok {
+		in.Classifier = ClassifierKind(s)
+	}
 	if s, ok := t.str("default_tier"); ok {
 		if tierIndex(tiers, s) < 0 {
 			t.errf("default_tier", "unknown tier %q (%s)", s, tierList(tiers))

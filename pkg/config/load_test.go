@@ -61,7 +61,7 @@ rate = "2mbit"
 		t.Errorf("UsersPath %q, want etc/users.toml", plan.UsersPath)
 	}
 	p := plan.Policy
-	if p.Interval != time.Second || p.Ramp != 2*time.Second || p.SmoothWindow != time.Second || p.Location != time.Local {
+	if p.Interval != time.Second || p.Ramp != 2*time.Second || p.SmoothWindow != time.Second || p.QuotaInterval != time.Second || p.Location != time.Local {
 		t.Errorf("policy defaults: %+v", p)
 	}
 	eg, in, tb := plan.Interfaces[0], plan.Interfaces[1], plan.Interfaces[2]

@@ -82,6 +82,12 @@ type Policy struct {
 	// SmoothWindow: after a decrease, keep at most new_rate*SmoothWindow of
 	// burst. Default 1s; 0 disables the limit.
 	SmoothWindow time.Duration
+	// QuotaInterval is how often, while some tier has a quota, the class
+	// counters are read for quota decisions (on the policy tick, between
+	// the reconcile ticks). Default 1s: a user goes over quota at most
+	// about that long after passing it (in a fleet, on every router).
+	// Each read is a dump of the interface's classes.
+	QuotaInterval time.Duration
 	// Location is the time zone schedules and quota periods are read in.
 	// policy.timezone: "local" (default), "UTC" or an IANA name.
 	Location *time.Location
@@ -114,6 +120,22 @@ const (
 	MatchSrc MatchField = "src" // the user's address is the source (default for ingress)
 )
 
+// ClassifierKind is interface.classifier: how packets find their user's
+// class (HTB only).
+type ClassifierKind string
+
+// Classifiers.
+const (
+	// ClassifierAuto (the key absent) is ClassifierBPF where the kernel
+	// allows it (probed once at start), ClassifierU32 otherwise.
+	ClassifierAuto ClassifierKind = ""
+	// ClassifierBPF is a cls_bpf program looking addresses up in LPM-trie
+	// maps: a user's change is a map update.
+	ClassifierBPF ClassifierKind = "bpf"
+	// ClassifierU32 is hashed u32 filters.
+	ClassifierU32 ClassifierKind = "u32"
+)
+
 // Interface is one [[interface]] entry. The same Name may appear once per
 // Direction.
 type Interface struct {
@@ -136,6 +158,9 @@ type Interface struct {
 	// alone and the interface fails, naming it. The kernel's default
 	// roots (handle 0:, e.g. pfifo_fast, noqueue, mq) are always replaced.
 	Takeover bool
+	// Classifier is interface.classifier (HTB only); ClassifierAuto when
+	// not set.
+	Classifier ClassifierKind
 	// Queues is interface.queues: 0 or 1 shapes with one HTB tree (the
 	// default); N > 1 puts an mq root on the device with one HTB tree per
 	// transmit queue and steers each user to its queue; QueuesAuto takes

@@ -15,7 +15,8 @@ import (
 // Result says what Apply did.
 type Result struct {
 	// Writes is the number of write requests the kernel accepted (creates,
-	// changes, deletes, including those the u32 classifier made).
+	// changes, deletes, including those the classifier made: u32 nodes,
+	// or the bpf classifier's maps, program, filter and map updates).
 	Writes int
 	// Replaced describes foreign root qdiscs that were replaced by shaperd's
 	// (e.g. "eth0: replaced root qdisc prio 1:"), for the daemon to log.
@@ -58,7 +59,8 @@ const RedirectPref uint16 = 0xc05d
 //     FromClass; a different leaf is replaced (a leaf of another kind is
 //     deleted first; nil returns the class to the kernel's default pfifo).
 //     Delete removes the class and its leaf.
-//   - Filter add/delete: through the device's u32 classifier, whose tables
+//   - Filter add/delete: through the device's classifier (SetClassifier:
+//     u32 or bpf), whose tables (or maps, program and filter)
 //     are ensured once per Apply before the first filter change of a device.
 //   - Redirect add: the IFB link is created and set up if needed, the
 //     ingress qdisc ffff: is added unless present, and the redirect filter
@@ -91,7 +93,7 @@ const RedirectPref uint16 = 0xc05d
 // Dump/Verify/link calls from other goroutines may run in between (they
 // then see a partial tree).
 func (k *Kernel) Apply(changes []model.Change) (Result, error) {
-	a := applier{k: k, idx: map[string]uint32{}, ensured: map[classifierKey]bool{}, mq: map[uint32]bool{}, pipe: pipeline{conn: k.conn, timeout: k.timeout, progress: k.progress},
+	a := applier{k: k, idx: map[string]uint32{}, ensured: map[uint32]bool{}, queueEnsured: map[classifierKey]bool{}, mq: map[uint32]bool{}, pipe: pipeline{conn: k.conn, timeout: k.timeout, progress: k.progress},
 		blocked: map[string]string{}, blockedClass: map[devClass]string{}, blockedFilters: map[string]string{}}
 	locked := false // k.mu held for a run in a.pipe
 	single := false // k.mu held for one change
@@ -103,7 +105,9 @@ func (k *Kernel) Apply(changes []model.Change) (Result, error) {
 			if !locked && !single {
 				k.mu.Lock()
 			}
-			clear(k.filters)
+			for ifi := range k.filters {
+				k.forgetClassifier(ifi)
+			}
 			k.mu.Unlock()
 			panic(r)
 		}
@@ -296,7 +300,9 @@ type applier struct {
 	k       *Kernel
 	res     Result
 	idx     map[string]uint32
-	ensured map[classifierKey]bool
+	ensured map[uint32]bool
+	// queueEnsured: the u32 tables under each per-queue qdisc.
+	queueEnsured map[classifierKey]bool
 	// mq: whether each device's root is mq (per-queue trees), looked up
 	// once per Apply before its first filter change.
 	mq map[uint32]bool
@@ -450,7 +456,7 @@ func (a *applier) qdisc(c *model.Change) error {
 		a.k.forgetSteerer(ifi)
 		a.mq[ifi] = q.Kind == model.ShaperMQ
 		if q.Kind == model.ShaperHTB {
-			return a.ensureFilters(ifi, q.Handle, c.Device)
+			return a.ensureFilters(ifi, c.Device)
 		}
 		return nil
 	case model.OpChange:
@@ -571,19 +577,37 @@ func filterObject(f *model.Filter) string {
 	return fmt.Sprintf("filter %s %s -> %s%s", f.Match, f.Prefix, f.ClassID, labelSuffix(f.Labels))
 }
 
-// ensureFilters makes sure the u32 tables under HTB qdisc qdisc of the
-// device exist, once per Apply.
-func (a *applier) ensureFilters(ifi uint32, qdisc model.Handle, dev string) error {
+// ensureFilters makes sure the device's classifier skeleton exists (u32
+// hash tables; bpf maps, program and filter), once per Apply.
+func (a *applier) ensureFilters(ifi uint32, dev string) error {
+	if a.ensured[ifi] {
+		return nil
+	}
+	n, err := a.k.classifierFor(ifi, dev).Ensure()
+	a.res.Writes += n
+	if err != nil {
+		if a.k.classifierKind(dev) == ClassifierBPF {
+			return kernelError(err, dev, model.OpAdd, "bpf classifier (maps, program, filter)", "bpf")
+		}
+		return kernelError(err, dev, model.OpAdd, "u32 hash tables", "u32")
+	}
+	a.ensured[ifi] = true
+	return nil
+}
+
+// ensureQueueFilters makes sure the u32 tables under the per-queue HTB
+// qdisc qdisc of the device exist, once per Apply.
+func (a *applier) ensureQueueFilters(ifi uint32, qdisc model.Handle, dev string) error {
 	key := classifierKey{ifi, qdisc}
-	if a.ensured[key] {
+	if a.queueEnsured[key] {
 		return nil
 	}
 	n, err := a.k.classifierUnder(ifi, qdisc).Ensure()
 	a.res.Writes += n
 	if err != nil {
-		return kernelError(err, dev, model.OpAdd, "u32 hash tables", "u32")
+		return kernelError(err, dev, model.OpAdd, "u32 hash tables of queue qdisc "+qdisc.String(), "u32")
 	}
-	a.ensured[key] = true
+	a.queueEnsured[key] = true
 	return nil
 }
 
@@ -608,11 +632,23 @@ func (a *applier) filter(c *model.Change) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", c.Op, filterObject(f), err)
 	}
-	qdisc := filterQdisc(f)
-	if err := a.ensureFilters(ifi, qdisc, c.Device); err != nil {
-		return err
+	mq, err := a.isMQ(ifi)
+	if err != nil {
+		return fmt.Errorf("%s: %s: root qdisc: %w", c.Device, filterObject(f), err)
 	}
-	cls := a.k.classifierUnder(ifi, qdisc)
+	var cls classifier
+	if mq {
+		qdisc := filterQdisc(f)
+		if err := a.ensureQueueFilters(ifi, qdisc, c.Device); err != nil {
+			return err
+		}
+		cls = a.k.classifierUnder(ifi, qdisc)
+	} else {
+		if err := a.ensureFilters(ifi, c.Device); err != nil {
+			return err
+		}
+		cls = a.k.classifierFor(ifi, c.Device)
+	}
 	var n int
 	switch c.Op {
 	case model.OpAdd:
@@ -624,11 +660,11 @@ func (a *applier) filter(c *model.Change) error {
 	}
 	a.res.Writes += n
 	if err != nil {
-		return kernelError(err, c.Device, c.Op, filterObject(f), "u32")
-	}
-	mq, err := a.isMQ(ifi)
-	if err != nil {
-		return fmt.Errorf("%s: %s: root qdisc: %w", c.Device, filterObject(f), err)
+		kind := a.k.classifierKind(c.Device)
+		if mq {
+			kind = "u32"
+		}
+		return kernelError(err, c.Device, c.Op, filterObject(f), kind)
 	}
 	if mq {
 		if err := a.k.steerFilter(ifi, c.Op, f); err != nil {
@@ -655,9 +691,9 @@ func (a *applier) queueQdisc(c *model.Change, ifi uint32) error {
 		if err := a.write(tcwire.RTMNewQdisc, netlink.Create|netlink.Replace, m, encode, c.Device, c.Op, object, string(q.Kind)); err != nil {
 			return err
 		}
-		return a.ensureFilters(ifi, q.Handle, c.Device)
+		return a.ensureQueueFilters(ifi, q.Handle, c.Device)
 	case model.OpDelete:
-		delete(a.k.filters, classifierKey{ifi, q.Handle})
+		delete(a.k.queueFilters, classifierKey{ifi, q.Handle})
 		return a.ignoreGone(a.write(tcwire.RTMDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind)))
 	}
 	return fmt.Errorf("%s: %s: unsupported op %s (queue qdiscs are added or deleted)", c.Device, object, c.Op)

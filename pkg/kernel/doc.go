@@ -1,9 +1,11 @@
 // Package kernel is the only package of shaperd that speaks netlink. It
 // applies model.Changes to the kernel (qdiscs, HTB classes, leaf qdiscs, the
-// ingress redirect to an IFB device, and, through pkg/kernel/u32, the hashed
-// u32 user filters), dumps the actual model.Tree of a device with its
+// ingress redirect to an IFB device, and the user filters through a
+// classifier per device: pkg/kernel/bpfcls, an eBPF program over LPM-trie
+// maps, or pkg/kernel/u32, hashed u32 filters; see SetClassifier and
+// docs/classifier.md), dumps the actual model.Tree of a device with its
 // counters, verifies a desired tree, manages IFB links and watches link
-// events.
+// events. It (with bpfcls) is also the only package that uses eBPF.
 //
 // # Netlink codec
 //
@@ -55,5 +57,6 @@
 // shaperd's: classes and leaf qdiscs are made to match the desired tree.
 // On other devices nothing is touched, except that ingress shaping adds the
 // ingress qdisc ffff: (shared with other users of it) and one filter at
-// priority RedirectPref. Teardown removes only those objects.
+// priority RedirectPref. Teardown removes only those objects, and the bpf
+// classifier's pins under /sys/fs/bpf/shaperd.
 package kernel

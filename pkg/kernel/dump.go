@@ -88,7 +88,8 @@ func queueQdiscs(qs []object, ifi uint32) ([]model.Qdisc, error) {
 // and Leaf: nil when the class has the kernel's default pfifo (handle 0),
 // else the visible qdisc under it (kind; limit for pfifo/bfifo). Labels are
 // left empty (the daemon knows which minor serves whom). Filters come from
-// the u32 classifier (Damaged where its objects are broken).
+// the device's classifier, u32 or bpf (Damaged where its objects are
+// broken).
 //
 // When device is an IFB device, Redirect is set if some interface's ingress
 // qdisc holds a match-all u32 filter with a mirred egress redirect to it,
@@ -162,7 +163,12 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 	if t.Classes, err = k.dumpClasses(ifi, device, leaves); err != nil {
 		return t, err
 	}
-	cls := k.classifierFor(ifi)
+	if k.clsKind[device] == "" {
+		// Not chosen here: look again at what is installed (another
+		// process may have switched classifiers since the last Dump).
+		k.forgetClassifier(ifi)
+	}
+	cls := k.classifierFor(ifi, device)
 	t.Filters, err = cls.Dump()
 	if err == nil {
 		t.Foreign = append(t.Foreign, cls.Foreign()...)

@@ -1,12 +1,20 @@
 package kernel
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	vnl "github.com/vishvananda/netlink"
+
+	"github.com/shaperd/shaperd/pkg/kernel/bpfcls"
 	"github.com/shaperd/shaperd/pkg/kernel/u32"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
-// classifier is the per-device u32 classifier (pkg/kernel/u32) that holds
-// every user filter under the HTB root qdisc.
+// classifier is a device's filters under the HTB root qdisc: the u32
+// classifier (pkg/kernel/u32) or the eBPF one (pkg/kernel/bpfcls).
 type classifier interface {
 	Ensure() (writes int, err error)
 	Add(f model.Filter) (writes int, err error)
@@ -17,33 +25,160 @@ type classifier interface {
 	Foreign() []string
 	Remove() error
 	// Close forgets the classifier's picture of the kernel (it dumps
-	// again when next needed); it touches neither the kernel nor the socket.
+	// again when needed) and releases what it holds open (the bpf
+	// classifier's map and program descriptors); it touches neither the
+	// kernel nor the socket.
 	Close() error
 }
 
-// classifierKey names the classifier under one HTB qdisc of a device: the
-// root (model.RootQdisc) or a queue's under mq (model.QueueHandle).
+// Classifier kinds (SetClassifier).
+const (
+	ClassifierU32 = "u32"
+	ClassifierBPF = "bpf"
+)
+
+// SetClassifier chooses the classifier of device's HTB root:
+// ClassifierBPF or ClassifierU32. Without a choice, a device whose root
+// has shaperd's cls_bpf filter uses the bpf classifier and any other the
+// u32 one (so that tools and tests that only read see what is there).
+// Switching makes the next
+// Apply that writes a filter on the device remove the other classifier's
+// filters (the bpf classifier deletes the u32 priorities; the u32
+// classifier's Ensure is preceded by the bpf classifier's Remove).
+func (k *Kernel) SetClassifier(device, kind string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.clsKind == nil {
+		k.clsKind = map[string]string{}
+	}
+	if k.clsKind[device] == kind {
+		return
+	}
+	k.clsKind[device] = kind
+	// The cached classifier of that device (by index) is of the old kind.
+	if ifi, err := k.ifindex(device); err == nil {
+		k.forgetClassifier(ifi)
+	}
+}
+
+// classifierKind is device's classifier kind: the one chosen, or the
+// one cached for ifindex (found installed).
+func (k *Kernel) classifierKind(device string) string {
+	if kind := k.clsKind[device]; kind != "" {
+		return kind
+	}
+	if ifi, err := k.ifindex(device); err == nil {
+		if _, ok := k.filters[ifi].(*bpfcls.Classifier); ok {
+			return ClassifierBPF
+		}
+	}
+	return ClassifierU32
+}
+
+// classifierFor returns the device's classifier, creating it on first use
+// on the Kernel's socket (requests stay serialized under k.mu).
+func (k *Kernel) classifierFor(ifindex uint32, device string) classifier {
+	if c, ok := k.filters[ifindex]; ok {
+		return c
+	}
+	var c classifier
+	kind := k.clsKind[device]
+	if kind == "" {
+		kind = ClassifierU32
+		if on, err := bpfcls.Attached(k.conn, ifindex, model.RootQdisc); err == nil && on {
+			kind = ClassifierBPF
+		}
+	}
+	if kind == ClassifierBPF {
+		c = k.bpfClassifier(ifindex)
+	} else {
+		c = &u32Classifier{Classifier: u32.NewConn(k.conn, ifindex, model.RootQdisc), k: k, ifindex: ifindex}
+	}
+	k.filters[ifindex] = c
+	return c
+}
+
+// bpfClassifier is the bpf classifier of device ifindex's HTB root.
+// The first one a Kernel makes also removes the pins of devices that no
+// longer exist in its namespace (pruneBPFPins).
+func (k *Kernel) bpfClassifier(ifindex uint32) *bpfcls.Classifier {
+	if !k.pinsPruned {
+		k.pinsPruned = true
+		k.pruneBPFPins()
+	}
+	return bpfcls.NewConn(k.conn, ifindex, model.RootQdisc, bpfcls.Options{
+		PinRoot:  k.bpfPinRoot,
+		NetNS:    k.netnsInode(),
+		Replaces: []uint16{u32.PrioIPv4Dst, u32.PrioIPv4Src, u32.PrioIPv6Dst, u32.PrioIPv6Src},
+	})
+}
+
+// netnsInode is the inode of k's network namespace (0 if unknown; it
+// only names the bpf classifier's pin directory).
+func (k *Kernel) netnsInode() uint64 {
+	if k.nsIno == 0 {
+		fd := -1
+		if k.ns.IsOpen() {
+			fd = int(k.ns)
+		}
+		k.nsIno, _ = bpfcls.NetNSInode(fd)
+	}
+	return k.nsIno
+}
+
+// u32Classifier is the u32 classifier, whose Ensure first removes a bpf
+// classifier left on the qdisc by classifier = "bpf" (its filter and
+// pins).
+type u32Classifier struct {
+	*u32.Classifier
+	k       *Kernel
+	ifindex uint32
+	cleaned bool
+}
+
+func (c *u32Classifier) Ensure() (int, error) {
+	if !c.cleaned {
+		if err := c.k.bpfClassifier(c.ifindex).Remove(); err != nil {
+			return 0, err
+		}
+		c.cleaned = true
+	}
+	return c.Classifier.Ensure()
+}
+
+// forgetClassifier drops the cached classifier of a device (its root
+// qdisc, and with it every filter, was deleted, or its kind changed).
+func (k *Kernel) forgetClassifier(ifindex uint32) {
+	if c, ok := k.filters[ifindex]; ok {
+		_ = c.Close()
+	}
+	delete(k.filters, ifindex)
+	for key, c := range k.queueFilters {
+		if key.ifindex == ifindex {
+			_ = c.Close()
+			delete(k.queueFilters, key)
+		}
+	}
+}
+
+// classifierKey names the u32 classifier under one per-queue HTB qdisc of
+// a device (model.QueueHandle).
 type classifierKey struct {
 	ifindex uint32
 	qdisc   model.Handle
 }
 
-// classifierFor returns the device's u32 classifier under the single
-// tree's root qdisc, creating it on first use on the Kernel's socket
-// (requests stay serialized under k.mu).
-func (k *Kernel) classifierFor(ifindex uint32) classifier {
-	return k.classifierUnder(ifindex, model.RootQdisc)
-}
-
-// classifierUnder returns the u32 classifier under the HTB qdisc qdisc of
-// the device (the root, or one queue's under mq).
+// classifierUnder returns the u32 classifier under the per-queue HTB
+// qdisc qdisc of the device (an mq root: per-queue trees), creating it on
+// first use. Per-queue trees always use u32 (one classifier per queue's
+// qdisc); the bpf classifier serves the single tree's root.
 func (k *Kernel) classifierUnder(ifindex uint32, qdisc model.Handle) classifier {
 	key := classifierKey{ifindex, qdisc}
-	if c, ok := k.filters[key]; ok {
+	if c, ok := k.queueFilters[key]; ok {
 		return c
 	}
 	c := u32.NewConn(k.conn, ifindex, qdisc)
-	k.filters[key] = c
+	k.queueFilters[key] = c
 	return c
 }
 
@@ -53,12 +188,24 @@ func filterQdisc(f *model.Filter) model.Handle {
 	return model.MakeHandle(f.ClassID.Major(), 0)
 }
 
-// forgetClassifier drops the cached classifiers of a device (its root
-// qdisc, and with it every filter, was deleted).
-func (k *Kernel) forgetClassifier(ifindex uint32) {
-	for key := range k.filters {
-		if key.ifindex == ifindex {
-			delete(k.filters, key)
+// pruneBPFPins removes the pin directories (bpfcls.PinDir) of devices of
+// k's namespace that no longer exist: a device deleted with its qdisc
+// leaves its classifier's maps and program pinned, and a device made
+// again gets another index. Errors are ignored (best effort; nothing
+// depends on it).
+func (k *Kernel) pruneBPFPins() {
+	dir := bpfcls.NetNSPinDir(k.bpfPinRoot, k.netnsInode())
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		var ifi int
+		if _, err := fmt.Sscanf(e.Name(), "ifindex-%d", &ifi); err != nil || ifi <= 0 {
+			continue
+		}
+		if _, err := k.link.LinkByIndex(ifi); err != nil && errors.As(err, new(vnl.LinkNotFoundError)) {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
 		}
 	}
 }

@@ -33,6 +33,9 @@ type Options struct {
 	// with an error wrapping os.ErrDeadlineExceeded instead of hanging.
 	// 0 is DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// BPFPinRoot is where the bpf classifier pins its maps and program
+	// (bpfcls.DefaultPinRoot, /sys/fs/bpf/shaperd, when empty).
+	BPFPinRoot string
 	// Progress, when set, is called after each pipelined run of writes
 	// that the kernel has answered, from the goroutine that called Apply:
 	// a long first apply can tell the service manager it is alive.
@@ -49,9 +52,16 @@ type Kernel struct {
 	conn *netlink.Conn
 	link *vnl.Handle
 	req  tcwire.Attrs // reused request buffer (under mu)
-	// filters holds the u32 classifiers of each device, by ifindex and
-	// HTB qdisc.
-	filters map[classifierKey]classifier
+	// filters holds the classifier of each device, by ifindex; clsKind
+	// the kind chosen per device name (SetClassifier).
+	filters    map[uint32]classifier
+	clsKind    map[string]string
+	bpfPinRoot string
+	nsIno      uint64
+	pinsPruned bool
+	// queueFilters holds the u32 classifiers under the per-queue HTB
+	// qdiscs of devices with an mq root, by ifindex and qdisc.
+	queueFilters map[classifierKey]classifier
 	// steerers holds the queue steering program and maps of each device
 	// with per-queue trees under mq, by ifindex.
 	steerers map[uint32]*steer.Steerer
@@ -82,7 +92,8 @@ func (k *Kernel) SetTakeover(device string, allow bool) {
 
 // Open connects to the kernel in the namespace o names.
 func Open(o Options) (*Kernel, error) {
-	k := &Kernel{ns: netns.None(), filters: map[classifierKey]classifier{}, steerers: map[uint32]*steer.Steerer{}, timeout: o.RequestTimeout, progress: o.Progress}
+	k := &Kernel{ns: netns.None(), filters: map[uint32]classifier{}, timeout: o.RequestTimeout, progress: o.Progress, bpfPinRoot: o.BPFPinRoot,
+		queueFilters: map[classifierKey]classifier{}, steerers: map[uint32]*steer.Steerer{}}
 	if k.timeout <= 0 {
 		k.timeout = DefaultRequestTimeout
 	}
@@ -150,7 +161,10 @@ func (k *Kernel) Close() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var errs []error
-	k.filters = map[classifierKey]classifier{}
+	for ifi := range k.filters {
+		k.forgetClassifier(ifi)
+	}
+	k.queueFilters = map[classifierKey]classifier{}
 	for ifi, s := range k.steerers {
 		errs = append(errs, s.Close()) // the attached program keeps steering
 		delete(k.steerers, ifi)

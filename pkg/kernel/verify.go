@@ -81,6 +81,11 @@ func (k *Kernel) teardownRoot(device string) error {
 			return fmt.Errorf("teardown %s: %w", device, err)
 		}
 	}
+	// The bpf classifier's pins outlive the qdisc: remove them (and its
+	// filter first), whichever classifier the device uses now.
+	if err := k.bpfClassifier(ifi).Remove(); err != nil {
+		return fmt.Errorf("teardown %s: %w", device, err)
+	}
 	if err := k.write(tcwire.RTMDelQdisc, 0, tcwire.Tcmsg{Ifindex: ifi, Handle: root.msg.Handle, Parent: uint32(model.HandleRoot)}, nil); err != nil {
 		return kernelError(err, device, model.OpDelete, "root qdisc "+model.Handle(root.msg.Handle).String()+" "+root.kind, root.kind)
 	}

@@ -1,4 +1,4 @@
-package model
+package model_test
 
 import (
 	"encoding/json"
@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
-func mqSpec(n int) InterfaceSpec {
+func mqSpec(n int) model.InterfaceSpec {
 	s := egressSpec()
 	s.Queues = n
 	return s
@@ -17,36 +18,36 @@ func mqSpec(n int) InterfaceSpec {
 
 func TestBuildMQLayout(t *testing.T) {
 	users := manyUsers(40)
-	tiers := []TierTarget{{Name: "gold", Rate: 300 * tbf.Mbit, Ceil: 600 * tbf.Mbit}}
-	ids := NewAssignment()
-	tree := mustBuild(t, Targets{Interface: mqSpec(4), Users: users, Tiers: tiers}, ids)
-	if tree.Root == nil || tree.Root.Kind != ShaperMQ || tree.Root.Handle != MQHandle {
-		t.Fatalf("root = %+v, want mq %s", tree.Root, MQHandle)
+	tiers := []model.TierTarget{{Name: "gold", Rate: 300 * tbf.Mbit, Ceil: 600 * tbf.Mbit}}
+	ids := model.NewAssignment()
+	tree := mustBuild(t, model.Targets{Interface: mqSpec(4), Users: users, Tiers: tiers}, ids)
+	if tree.Root == nil || tree.Root.Kind != model.ShaperMQ || tree.Root.Handle != model.MQHandle {
+		t.Fatalf("root = %+v, want mq %s", tree.Root, model.MQHandle)
 	}
 	if len(tree.Queues) != 4 {
 		t.Fatalf("%d queue qdiscs, want 4", len(tree.Queues))
 	}
 	load := make([]tbf.Rate, 4)
 	for q, qd := range tree.Queues {
-		if qd.Handle != QueueHandle(q) || qd.Parent != QueueParent(q) || qd.Kind != ShaperHTB || qd.DefaultMinor != 2 {
+		if qd.Handle != model.QueueHandle(q) || qd.Parent != model.QueueParent(q) || qd.Kind != model.ShaperHTB || qd.DefaultMinor != 2 {
 			t.Errorf("queue %d qdisc = %+v", q, qd)
 		}
-		root := findClass(t, tree, MakeHandle(QueueHandle(q).Major(), 1))
-		if root.Parent != QueueHandle(q) || root.Rate != tbf.Gbit/4 || root.Ceil != tbf.Gbit/4 {
-			t.Errorf("queue %d root class %+v, want rate=ceil=%s under %s", q, root, tbf.Gbit/4, QueueHandle(q))
+		root := findClass(t, tree, model.MakeHandle(model.QueueHandle(q).Major(), 1))
+		if root.Parent != model.QueueHandle(q) || root.Rate != tbf.Gbit/4 || root.Ceil != tbf.Gbit/4 {
+			t.Errorf("queue %d root class %+v, want rate=ceil=%s under %s", q, root, tbf.Gbit/4, model.QueueHandle(q))
 		}
-		if def := findClass(t, tree, MakeHandle(QueueHandle(q).Major(), 2)); def.Parent != root.Handle {
+		if def := findClass(t, tree, model.MakeHandle(model.QueueHandle(q).Major(), 2)); def.Parent != root.Handle {
 			t.Errorf("queue %d default class under %s", q, def.Parent)
 		}
 	}
 	for _, u := range users {
 		c := classOfUser(t, tree, u.Name)
 		q, ok := ids.Queue(u.Name)
-		if !ok || QueueOf(c.Handle) != q {
+		if !ok || model.QueueOf(c.Handle) != q {
 			t.Fatalf("user %s: class %s, assigned queue %d (%v)", u.Name, c.Handle, q, ok)
 		}
 		load[q] += u.Rate
-		if u.Tier == "gold" && c.Parent.Minor() < FirstTierMinor {
+		if u.Tier == "gold" && c.Parent.Minor() < model.FirstTierMinor {
 			t.Errorf("gold user %s under %s, want its queue's tier class", u.Name, c.Parent)
 		}
 	}
@@ -74,14 +75,14 @@ func TestBuildMQLayout(t *testing.T) {
 			t.Errorf("filter %v -> %s, not its user's class", f.Prefix, f.ClassID)
 		}
 	}
-	got := applyOK(t, Tree{Device: "lan0"}, tree, Diff(Tree{Device: "lan0"}, tree))
+	got := applyOK(t, model.Tree{Device: "lan0"}, tree, model.Diff(model.Tree{Device: "lan0"}, tree))
 	if len(got.Queues) != 4 {
 		t.Errorf("memory kernel holds %d queue qdiscs", len(got.Queues))
 	}
 }
 
 func TestAssignQueuesStableAndBalanced(t *testing.T) {
-	a := NewAssignment()
+	a := model.NewAssignment()
 	rates := map[string]tbf.Rate{"a": 100, "b": 50, "c": 50, "d": 10}
 	a.AssignQueues(2, rates)
 	before := map[string]int{}
@@ -120,11 +121,11 @@ func TestAssignQueuesStableAndBalanced(t *testing.T) {
 
 func TestBuildMQNewUserMovesNobody(t *testing.T) {
 	users := manyUsers(30)
-	ids := NewAssignment()
-	old := mustBuild(t, Targets{Interface: mqSpec(4), Users: users}, ids)
-	users = append(users, UserTarget{Name: "zz-new", Prefixes: []netipPrefix{pfx(t, "198.19.9.9/32")}, Rate: tbf.Mbit})
-	tree := mustBuild(t, Targets{Interface: mqSpec(4), Users: users}, ids)
-	cs := Diff(old, tree)
+	ids := model.NewAssignment()
+	old := mustBuild(t, model.Targets{Interface: mqSpec(4), Users: users}, ids)
+	users = append(users, model.UserTarget{Name: "zz-new", Prefixes: []netipPrefix{pfx(t, "198.19.9.9/32")}, Rate: tbf.Mbit})
+	tree := mustBuild(t, model.Targets{Interface: mqSpec(4), Users: users}, ids)
+	cs := model.Diff(old, tree)
 	if len(cs) != 2 || cs[0].Class == nil || cs[0].Class.Labels.User != "zz-new" || cs[1].Filter == nil {
 		t.Fatalf("adding one user: changes\n%s", changesText(cs))
 	}
@@ -132,16 +133,16 @@ func TestBuildMQNewUserMovesNobody(t *testing.T) {
 }
 
 func TestBuildMQBeyondOneQdisc(t *testing.T) {
-	n := MaxUsers + 1000
-	users := make([]UserTarget, n)
+	n := model.MaxUsers + 1000
+	users := make([]model.UserTarget, n)
 	for i := range users {
 		a := [4]byte{198, 18 + byte(i>>16&1), byte(i >> 8), byte(i)}
-		users[i] = UserTarget{Name: fmt.Sprintf("u%06d", i), Prefixes: []netipPrefix{prefix4(a)}, Rate: tbf.Mbit}
+		users[i] = model.UserTarget{Name: fmt.Sprintf("u%06d", i), Prefixes: []netipPrefix{prefix4(a)}, Rate: tbf.Mbit}
 	}
-	if _, err := Build(Targets{Interface: egressSpec(), Users: users}, nil); !errors.Is(err, ErrTooManyUsers) {
-		t.Fatalf("single tree with %d users: %v, want ErrTooManyUsers", n, err)
+	if _, err := model.Build(model.Targets{Interface: egressSpec(), Users: users}, nil); !errors.Is(err, model.ErrTooManyUsers) {
+		t.Fatalf("single tree with %d users: %v, want model.ErrTooManyUsers", n, err)
 	}
-	tree := mustBuild(t, Targets{Interface: mqSpec(2), Users: users}, nil)
+	tree := mustBuild(t, model.Targets{Interface: mqSpec(2), Users: users}, nil)
 	if got := len(tree.Classes); got != n+4 {
 		t.Errorf("%d classes, want %d users + 2 root + 2 default", got, n)
 	}
@@ -149,49 +150,49 @@ func TestBuildMQBeyondOneQdisc(t *testing.T) {
 
 func TestBuildMQRefusesLeaves(t *testing.T) {
 	s := mqSpec(2)
-	s.Leaf = &LeafQdisc{Kind: LeafBfifo, Limit: 10000}
-	var fe *FieldError
-	if _, err := Build(Targets{Interface: s, Users: manyUsers(2)}, nil); !errors.As(err, &fe) || fe.Field != "leaf" {
-		t.Fatalf("leaf with queues: %v, want a FieldError on leaf", err)
+	s.Leaf = &model.LeafQdisc{Kind: model.LeafBfifo, Limit: 10000}
+	var fe *model.FieldError
+	if _, err := model.Build(model.Targets{Interface: s, Users: manyUsers(2)}, nil); !errors.As(err, &fe) || fe.Field != "leaf" {
+		t.Fatalf("leaf with queues: %v, want a model.FieldError on leaf", err)
 	}
 }
 
 func TestMQDiffQueueCountRebuilds(t *testing.T) {
 	users := manyUsers(8)
-	ids := NewAssignment()
-	four := mustBuild(t, Targets{Interface: mqSpec(4), Users: users}, ids)
-	two := mustBuild(t, Targets{Interface: mqSpec(2), Users: users}, ids)
-	cs := Diff(four, two)
-	if len(cs) < 3 || cs[0].Op != OpDelete || cs[0].Qdisc == nil || cs[0].Qdisc.Kind != ShaperMQ {
+	ids := model.NewAssignment()
+	four := mustBuild(t, model.Targets{Interface: mqSpec(4), Users: users}, ids)
+	two := mustBuild(t, model.Targets{Interface: mqSpec(2), Users: users}, ids)
+	cs := model.Diff(four, two)
+	if len(cs) < 3 || cs[0].Op != model.OpDelete || cs[0].Qdisc == nil || cs[0].Qdisc.Kind != model.ShaperMQ {
 		t.Fatalf("4 -> 2 queues: changes\n%s", changesText(cs))
 	}
 	applyOK(t, four, two, cs)
 	// From a single tree to queues: the root is replaced.
-	single := mustBuild(t, Targets{Interface: egressSpec(), Users: users}, NewAssignment())
-	applyOK(t, single, four, Diff(single, four))
+	single := mustBuild(t, model.Targets{Interface: egressSpec(), Users: users}, model.NewAssignment())
+	applyOK(t, single, four, model.Diff(single, four))
 }
 
 func TestMQQueueRatesChangeInPlace(t *testing.T) {
 	users := manyUsers(8)
-	ids := NewAssignment()
-	even := mustBuild(t, Targets{Interface: mqSpec(2), Users: users}, ids)
-	skew := mustBuild(t, Targets{Interface: mqSpec(2), Users: users,
-		Queues: []QueueTarget{{Rate: 900 * tbf.Mbit, Ceil: 900 * tbf.Mbit}, {Rate: 100 * tbf.Mbit, Ceil: 100 * tbf.Mbit}}}, ids)
-	cs := Diff(even, skew)
-	if len(cs) != 2 || cs[0].Op != OpChange || cs[1].Op != OpChange {
+	ids := model.NewAssignment()
+	even := mustBuild(t, model.Targets{Interface: mqSpec(2), Users: users}, ids)
+	skew := mustBuild(t, model.Targets{Interface: mqSpec(2), Users: users,
+		Queues: []model.QueueTarget{{Rate: 900 * tbf.Mbit, Ceil: 900 * tbf.Mbit}, {Rate: 100 * tbf.Mbit, Ceil: 100 * tbf.Mbit}}}, ids)
+	cs := model.Diff(even, skew)
+	if len(cs) != 2 || cs[0].Op != model.OpChange || cs[1].Op != model.OpChange {
 		t.Fatalf("queue rates: changes\n%s", changesText(cs))
 	}
 	applyOK(t, even, skew, cs)
 }
 
 func TestAssignmentJSONKeepsQueues(t *testing.T) {
-	ids := NewAssignment()
-	mustBuild(t, Targets{Interface: mqSpec(3), Users: manyUsers(20)}, ids)
+	ids := model.NewAssignment()
+	mustBuild(t, model.Targets{Interface: mqSpec(3), Users: manyUsers(20)}, ids)
 	b, err := json.Marshal(ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back Assignment
+	var back model.Assignment
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -209,21 +210,21 @@ func TestAssignmentJSONKeepsQueues(t *testing.T) {
 // Queue qdisc handles avoid the kernel's qdisc hash bucket 0 (where HTB's
 // default leaves are), start at 1: and map back to their queue.
 func TestQueueHandles(t *testing.T) {
-	if QueueHandle(0) != RootQdisc {
-		t.Errorf("queue 0's qdisc %s, want 1: like the single tree", QueueHandle(0))
+	if model.QueueHandle(0) != model.RootQdisc {
+		t.Errorf("queue 0's qdisc %s, want 1: like the single tree", model.QueueHandle(0))
 	}
-	seen := map[Handle]bool{}
-	for q := 0; q < MaxQueues; q++ {
-		h := QueueHandle(q)
-		if qdiscHashBucket(uint32(h)) == 0 || h == MQHandle || h.Minor() != 0 || seen[h] {
-			t.Fatalf("queue %d: handle %s (bucket %d, seen %v)", q, h, qdiscHashBucket(uint32(h)), seen[h])
+	seen := map[model.Handle]bool{}
+	for q := 0; q < model.MaxQueues; q++ {
+		h := model.QueueHandle(q)
+		if model.QdiscHashBucket(uint32(h)) == 0 || h == model.MQHandle || h.Minor() != 0 || seen[h] {
+			t.Fatalf("queue %d: handle %s (bucket %d, seen %v)", q, h, model.QdiscHashBucket(uint32(h)), seen[h])
 		}
 		seen[h] = true
-		if QueueOf(MakeHandle(h.Major(), 0x123)) != q {
-			t.Fatalf("QueueOf(%x:123) = %d, want %d", h.Major(), QueueOf(MakeHandle(h.Major(), 0x123)), q)
+		if model.QueueOf(model.MakeHandle(h.Major(), 0x123)) != q {
+			t.Fatalf("model.QueueOf(%x:123) = %d, want %d", h.Major(), model.QueueOf(model.MakeHandle(h.Major(), 0x123)), q)
 		}
 	}
-	if qdiscHashBucket(2<<16) != 0 || QueueOf(MakeHandle(2, 1)) != -1 {
-		t.Errorf("2: is in bucket %d and queue %d; the kernel puts it with handle 0", qdiscHashBucket(2<<16), QueueOf(MakeHandle(2, 1)))
+	if model.QdiscHashBucket(2<<16) != 0 || model.QueueOf(model.MakeHandle(2, 1)) != -1 {
+		t.Errorf("2: is in bucket %d and queue %d; the kernel puts it with handle 0", model.QdiscHashBucket(2<<16), model.QueueOf(model.MakeHandle(2, 1)))
 	}
 }

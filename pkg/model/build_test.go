@@ -1,4 +1,4 @@
-package model
+package model_test
 
 import (
 	"errors"
@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 func TestBuildHTBWithoutTiers(t *testing.T) {
-	tg := Targets{
+	tg := model.Targets{
 		Interface: egressSpec(),
-		Users: []UserTarget{
+		Users: []model.UserTarget{
 			{Name: "bob", Tier: "gold", Prefixes: []netip.Prefix{pfx(t, "2001:db8::20/128"), pfx(t, "198.18.1.20/32")}, Rate: 20 * tbf.Mbit},
 			{Name: "alice", Tier: "gold", Prefixes: []netip.Prefix{pfx(t, "198.18.1.10/32")}, Rate: 10 * tbf.Mbit, Ceil: 50 * tbf.Mbit},
 		},
@@ -25,28 +26,28 @@ func TestBuildHTBWithoutTiers(t *testing.T) {
 	if tree.Device != "lan0" || tree.Redirect != nil {
 		t.Fatalf("device %q redirect %v, want lan0 and none", tree.Device, tree.Redirect)
 	}
-	if r := tree.Root; r == nil || r.Kind != ShaperHTB || r.Handle != RootQdisc || r.DefaultMinor != 2 || r.TBF != nil {
+	if r := tree.Root; r == nil || r.Kind != model.ShaperHTB || r.Handle != model.RootQdisc || r.DefaultMinor != 2 || r.TBF != nil {
 		t.Fatalf("root qdisc %+v, want htb 1: default 2", tree.Root)
 	}
-	handles := []Handle{}
+	handles := []model.Handle{}
 	for _, c := range tree.Classes {
 		handles = append(handles, c.Handle)
 	}
 	// A fresh assignment follows sorted names: alice 1:100, bob 1:101.
-	want := []Handle{RootClass, DefaultClass, MakeHandle(1, 0x100), MakeHandle(1, 0x101)}
+	want := []model.Handle{model.RootClass, model.DefaultClass, model.MakeHandle(1, 0x100), model.MakeHandle(1, 0x101)}
 	if !slices.Equal(handles, want) {
 		t.Fatalf("classes %v, want %v", handles, want)
 	}
-	root := findClass(t, tree, RootClass)
-	if root.Parent != RootQdisc || root.Rate != tbf.Gbit || root.Ceil != tbf.Gbit || root.Labels.Kind != "root" || root.Leaf != nil {
+	root := findClass(t, tree, model.RootClass)
+	if root.Parent != model.RootQdisc || root.Rate != tbf.Gbit || root.Ceil != tbf.Gbit || root.Labels.Kind != "root" || root.Leaf != nil {
 		t.Errorf("root class %+v", root)
 	}
-	def := findClass(t, tree, DefaultClass)
-	if def.Parent != RootClass || def.Rate != 10*tbf.Mbit || def.Ceil != tbf.Gbit || def.Labels.Kind != "default" {
+	def := findClass(t, tree, model.DefaultClass)
+	if def.Parent != model.RootClass || def.Rate != 10*tbf.Mbit || def.Ceil != tbf.Gbit || def.Labels.Kind != "default" {
 		t.Errorf("default class %+v, want rate 10mbit (1%% of 1gbit) ceil 1gbit under 1:1", def)
 	}
 	alice := classOfUser(t, tree, "alice")
-	if alice.Handle != MakeHandle(1, 0x100) || alice.Parent != RootClass {
+	if alice.Handle != model.MakeHandle(1, 0x100) || alice.Parent != model.RootClass {
 		t.Errorf("alice at %s under %s, want 1:100 under 1:1 (gold has no aggregate)", alice.Handle, alice.Parent)
 	}
 	// 10mbit: burst max(1.25e6 B/s * 5ms, 15140) = 15140 B = 189250 ticks; quantum 1.25e6/10.
@@ -59,7 +60,7 @@ func TestBuildHTBWithoutTiers(t *testing.T) {
 	if cb, _ := tbf.BufferTicks(50*tbf.Mbit, alice.CBurst); alice.CBuffer != cb {
 		t.Errorf("alice cbuffer %d, want %d", alice.CBuffer, cb)
 	}
-	if alice.Labels != (Labels{Kind: "user", Tier: "gold", User: "alice"}) {
+	if alice.Labels != (model.Labels{Kind: "user", Tier: "gold", User: "alice"}) {
 		t.Errorf("alice labels %+v", alice.Labels)
 	}
 	bob := classOfUser(t, tree, "bob")
@@ -69,7 +70,7 @@ func TestBuildHTBWithoutTiers(t *testing.T) {
 	// Filters: sorted, IPv4 before IPv6, each pointing to its user's class.
 	var got []string
 	for _, f := range tree.Filters {
-		if f.Match != MatchDst {
+		if f.Match != model.MatchDst {
 			t.Errorf("filter %s match %s, want dst", f.Prefix, f.Match)
 		}
 		got = append(got, f.Prefix.String()+"->"+f.ClassID.String()+"/"+f.Labels.User)
@@ -81,17 +82,17 @@ func TestBuildHTBWithoutTiers(t *testing.T) {
 }
 
 func TestBuildHTBWithTierAggregates(t *testing.T) {
-	tg := Targets{
+	tg := model.Targets{
 		Interface: egressSpec(),
-		Tiers:     []TierTarget{{Name: "gold", Rate: 300 * tbf.Mbit, Ceil: 500 * tbf.Mbit, Burst: 1 << 20}},
-		Users: []UserTarget{
+		Tiers:     []model.TierTarget{{Name: "gold", Rate: 300 * tbf.Mbit, Ceil: 500 * tbf.Mbit, Burst: 1 << 20}},
+		Users: []model.UserTarget{
 			{Name: "alice", Tier: "gold", Prefixes: []netip.Prefix{pfx(t, "198.18.1.10/32")}, Rate: 10 * tbf.Mbit},
 			{Name: "carol", Tier: "silver", Prefixes: []netip.Prefix{pfx(t, "198.18.1.30/32")}, Rate: 5 * tbf.Mbit},
 		},
 	}
 	tree := mustBuild(t, tg, nil)
-	gold := findClass(t, tree, MakeHandle(1, FirstTierMinor))
-	if gold.Parent != RootClass || gold.Labels != (Labels{Kind: "tier", Tier: "gold"}) || gold.Leaf != nil {
+	gold := findClass(t, tree, model.MakeHandle(1, model.FirstTierMinor))
+	if gold.Parent != model.RootClass || gold.Labels != (model.Labels{Kind: "tier", Tier: "gold"}) || gold.Leaf != nil {
 		t.Errorf("gold class %+v", gold)
 	}
 	if gold.Burst != 1<<20 || gold.CBurst != 1<<20 || gold.Rate != 300*tbf.Mbit || gold.Ceil != 500*tbf.Mbit {
@@ -103,7 +104,7 @@ func TestBuildHTBWithTierAggregates(t *testing.T) {
 	if a := classOfUser(t, tree, "alice"); a.Parent != gold.Handle {
 		t.Errorf("alice under %s, want gold's %s", a.Parent, gold.Handle)
 	}
-	if c := classOfUser(t, tree, "carol"); c.Parent != RootClass {
+	if c := classOfUser(t, tree, "carol"); c.Parent != model.RootClass {
 		t.Errorf("carol (tier without aggregate) under %s, want 1:1", c.Parent)
 	}
 	if len(tree.Classes) != 5 {
@@ -113,15 +114,15 @@ func TestBuildHTBWithTierAggregates(t *testing.T) {
 
 func TestBuildIngressLeafPrioBursts(t *testing.T) {
 	spec := egressSpec()
-	spec.Direction, spec.IFB, spec.Match = Ingress, "ifb-lan0", ""
-	spec.Leaf = &LeafQdisc{Kind: "fq_codel"}
+	spec.Direction, spec.IFB, spec.Match = model.Ingress, "ifb-lan0", ""
+	spec.Leaf = &model.LeafQdisc{Kind: "fq_codel"}
 	spec.DefaultRate, spec.DefaultCeil = 2*tbf.Mbit, 100*tbf.Mbit
-	tg := Targets{Interface: spec, Users: []UserTarget{{
+	tg := model.Targets{Interface: spec, Users: []model.UserTarget{{
 		Name: "alice", Prefixes: []netip.Prefix{pfx(t, "198.18.2.5/28"), pfx(t, "2001:db8:1::/48")},
 		Rate: 10 * tbf.Mbit, Ceil: 20 * tbf.Mbit, Burst: 64 << 10, CBurst: 128 << 10, Prio: 3,
 	}}}
 	tree := mustBuild(t, tg, nil)
-	if tree.Device != "ifb-lan0" || tree.Redirect == nil || *tree.Redirect != (Redirect{Interface: "lan0", IFB: "ifb-lan0"}) {
+	if tree.Device != "ifb-lan0" || tree.Redirect == nil || *tree.Redirect != (model.Redirect{Interface: "lan0", IFB: "ifb-lan0"}) {
 		t.Fatalf("device %q redirect %+v, want ifb-lan0 with a redirect from lan0", tree.Device, tree.Redirect)
 	}
 	a := classOfUser(t, tree, "alice")
@@ -134,38 +135,38 @@ func TestBuildIngressLeafPrioBursts(t *testing.T) {
 	if a.Leaf == nil || a.Leaf.Kind != "fq_codel" {
 		t.Errorf("alice leaf %+v, want fq_codel", a.Leaf)
 	}
-	def := findClass(t, tree, DefaultClass)
+	def := findClass(t, tree, model.DefaultClass)
 	if def.Rate != 2*tbf.Mbit || def.Ceil != 100*tbf.Mbit || def.Leaf == nil || def.Leaf.Kind != "fq_codel" {
 		t.Errorf("default class %+v", def)
 	}
-	if findClass(t, tree, RootClass).Leaf != nil {
+	if findClass(t, tree, model.RootClass).Leaf != nil {
 		t.Error("root class has a leaf qdisc")
 	}
 	if len(tree.Filters) != 2 || tree.Filters[0].Prefix != pfx(t, "198.18.2.0/28") || tree.Filters[1].Prefix != pfx(t, "2001:db8:1::/48") {
 		t.Fatalf("filters %+v, want the masked 198.18.2.0/28 then 2001:db8:1::/48", tree.Filters)
 	}
 	for _, f := range tree.Filters {
-		if f.Match != MatchSrc {
+		if f.Match != model.MatchSrc {
 			t.Errorf("ingress filter %s matches %s, want src by default", f.Prefix, f.Match)
 		}
 	}
 	// A pfifo leaf without a limit is the kernel's default: nil.
-	tg.Interface.Leaf = &LeafQdisc{Kind: "pfifo"}
+	tg.Interface.Leaf = &model.LeafQdisc{Kind: "pfifo"}
 	if l := classOfUser(t, mustBuild(t, tg, nil), "alice").Leaf; l != nil {
 		t.Errorf("pfifo without limit gave leaf %+v, want nil", l)
 	}
 }
 
 func TestBuildTBF(t *testing.T) {
-	spec := InterfaceSpec{Name: "wan0", Shaper: ShaperTBF, Bandwidth: 100 * tbf.Mbit}
-	tg := Targets{Interface: spec, Users: manyUsers(3)}
-	ids := NewAssignment()
+	spec := model.InterfaceSpec{Name: "wan0", Shaper: model.ShaperTBF, Bandwidth: 100 * tbf.Mbit}
+	tg := model.Targets{Interface: spec, Users: manyUsers(3)}
+	ids := model.NewAssignment()
 	tree := mustBuild(t, tg, ids)
-	if tree.Root == nil || tree.Root.Kind != ShaperTBF || tree.Root.TBF == nil {
+	if tree.Root == nil || tree.Root.Kind != model.ShaperTBF || tree.Root.TBF == nil {
 		t.Fatalf("root %+v, want tbf", tree.Root)
 	}
 	// 100mbit = 12.5e6 B/s: burst 5 ms = 62500 B; limit 50 ms * rate + burst.
-	want := TBFParams{Rate: 100 * tbf.Mbit, Burst: 62500, Limit: 625000 + 62500}
+	want := model.TBFParams{Rate: 100 * tbf.Mbit, Burst: 62500, Limit: 625000 + 62500}
 	if *tree.Root.TBF != want {
 		t.Errorf("tbf %+v, want %+v", *tree.Root.TBF, want)
 	}
@@ -173,56 +174,56 @@ func TestBuildTBF(t *testing.T) {
 		t.Errorf("tbf tree has %d classes, %d filters, %d assigned users; users are ignored", len(tree.Classes), len(tree.Filters), len(ids.Users()))
 	}
 	spec.Burst, spec.Latency, spec.PeakRate = 32<<10, 10*time.Millisecond, 200*tbf.Mbit
-	tree = mustBuild(t, Targets{Interface: spec}, nil)
-	want = TBFParams{Rate: 100 * tbf.Mbit, Burst: 32 << 10, Limit: 125000 + 32<<10, PeakRate: 200 * tbf.Mbit, MTU: MaxFrame}
+	tree = mustBuild(t, model.Targets{Interface: spec}, nil)
+	want = model.TBFParams{Rate: 100 * tbf.Mbit, Burst: 32 << 10, Limit: 125000 + 32<<10, PeakRate: 200 * tbf.Mbit, MTU: model.MaxFrame}
 	if *tree.Root.TBF != want {
 		t.Errorf("tbf %+v, want %+v", *tree.Root.TBF, want)
 	}
 	// A slow link still gets a burst of at least ten frames.
-	spec = InterfaceSpec{Name: "wan0", Shaper: ShaperTBF, Bandwidth: 64 * tbf.Kbit}
-	if b := mustBuild(t, Targets{Interface: spec}, nil).Root.TBF.Burst; b != tbf.RecommendedBurstMin {
+	spec = model.InterfaceSpec{Name: "wan0", Shaper: model.ShaperTBF, Bandwidth: 64 * tbf.Kbit}
+	if b := mustBuild(t, model.Targets{Interface: spec}, nil).Root.TBF.Burst; b != tbf.RecommendedBurstMin {
 		t.Errorf("64kbit tbf burst %d, want %d", b, tbf.RecommendedBurstMin)
 	}
 }
 
 func TestBuildErrors(t *testing.T) {
-	user := func(mod func(*UserTarget)) Targets {
-		u := UserTarget{Name: "alice", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.1.10/32")}, Rate: 10 * tbf.Mbit}
+	user := func(mod func(*model.UserTarget)) model.Targets {
+		u := model.UserTarget{Name: "alice", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.1.10/32")}, Rate: 10 * tbf.Mbit}
 		mod(&u)
-		return Targets{Interface: egressSpec(), Users: []UserTarget{u}}
+		return model.Targets{Interface: egressSpec(), Users: []model.UserTarget{u}}
 	}
-	spec := func(mod func(*InterfaceSpec)) Targets {
+	spec := func(mod func(*model.InterfaceSpec)) model.Targets {
 		s := egressSpec()
 		mod(&s)
-		return Targets{Interface: s}
+		return model.Targets{Interface: s}
 	}
 	tests := []struct {
 		name string
-		tg   Targets
+		tg   model.Targets
 		want []string // substrings of the error
 	}{
-		{"ceil below rate", user(func(u *UserTarget) { u.Ceil = 5 * tbf.Mbit }), []string{"lan0", "user alice", "ceil 5mbit is below rate 10mbit"}},
-		{"zero byte rate", user(func(u *UserTarget) { u.Rate = 7 }), []string{"user alice", "0 bytes/s"}},
-		{"invalid prefix", user(func(u *UserTarget) { u.Prefixes = []netip.Prefix{{}} }), []string{"user alice", "invalid prefix"}},
-		{"prio", user(func(u *UserTarget) { u.Prio = 8 }), []string{"user alice", "prio 8"}},
-		{"buffer overflow", user(func(u *UserTarget) { u.Rate, u.Burst = 8, 1<<30 }), []string{"user alice", "burst 1gb", "32-bit tick"}},
-		{"unnamed user", user(func(u *UserTarget) { u.Name = "" }), []string{"user without a name"}},
-		{"bandwidth", spec(func(s *InterfaceSpec) { s.Bandwidth = 0 }), []string{"lan0", "bandwidth"}},
-		{"ingress without ifb", spec(func(s *InterfaceSpec) { s.Direction = Ingress }), []string{"lan0", "IFB"}},
-		{"shaper", spec(func(s *InterfaceSpec) { s.Shaper = "cake" }), []string{"lan0", `"cake"`}},
-		{"match", spec(func(s *InterfaceSpec) { s.Match = "both" }), []string{"lan0", `"both"`}},
-		{"default ceil", spec(func(s *InterfaceSpec) { s.DefaultRate, s.DefaultCeil = 5*tbf.Mbit, tbf.Mbit }), []string{"default class", "ceil 1mbit"}},
-		{"leaf kind", spec(func(s *InterfaceSpec) { s.Leaf = &LeafQdisc{} }), []string{"leaf qdisc without a kind"}},
-		{"tbf burst", spec(func(s *InterfaceSpec) { s.Shaper, s.Burst = ShaperTBF, 1000 }), []string{"lan0", "burst 1000b", "1514b"}},
-		{"tbf peak", spec(func(s *InterfaceSpec) { s.Shaper, s.PeakRate = ShaperTBF, tbf.Gbit }), []string{"peak rate 1gbit must be above"}},
-		{"tbf bucket too long", spec(func(s *InterfaceSpec) { s.Shaper, s.Bandwidth, s.Burst = ShaperTBF, tbf.Mbit, 1<<20 }), []string{"4.29s"}},
-		{"tbf limit", spec(func(s *InterfaceSpec) { s.Shaper, s.Latency = ShaperTBF, time.Minute }), []string{"limit", "32-bit"}},
-		{"tier ceil", Targets{Interface: egressSpec(), Tiers: []TierTarget{{Name: "gold", Rate: 2 * tbf.Mbit, Ceil: tbf.Mbit}}}, []string{"tier gold", "ceil 1mbit"}},
-		{"duplicate tier", Targets{Interface: egressSpec(), Tiers: []TierTarget{{Name: "gold", Rate: tbf.Mbit}, {Name: "gold", Rate: tbf.Mbit}}}, []string{"tier gold", "twice"}},
+		{"ceil below rate", user(func(u *model.UserTarget) { u.Ceil = 5 * tbf.Mbit }), []string{"lan0", "user alice", "ceil 5mbit is below rate 10mbit"}},
+		{"zero byte rate", user(func(u *model.UserTarget) { u.Rate = 7 }), []string{"user alice", "0 bytes/s"}},
+		{"invalid prefix", user(func(u *model.UserTarget) { u.Prefixes = []netip.Prefix{{}} }), []string{"user alice", "invalid prefix"}},
+		{"prio", user(func(u *model.UserTarget) { u.Prio = 8 }), []string{"user alice", "prio 8"}},
+		{"buffer overflow", user(func(u *model.UserTarget) { u.Rate, u.Burst = 8, 1<<30 }), []string{"user alice", "burst 1gb", "32-bit tick"}},
+		{"unnamed user", user(func(u *model.UserTarget) { u.Name = "" }), []string{"user without a name"}},
+		{"bandwidth", spec(func(s *model.InterfaceSpec) { s.Bandwidth = 0 }), []string{"lan0", "bandwidth"}},
+		{"ingress without ifb", spec(func(s *model.InterfaceSpec) { s.Direction = model.Ingress }), []string{"lan0", "IFB"}},
+		{"shaper", spec(func(s *model.InterfaceSpec) { s.Shaper = "cake" }), []string{"lan0", `"cake"`}},
+		{"match", spec(func(s *model.InterfaceSpec) { s.Match = "both" }), []string{"lan0", `"both"`}},
+		{"default ceil", spec(func(s *model.InterfaceSpec) { s.DefaultRate, s.DefaultCeil = 5*tbf.Mbit, tbf.Mbit }), []string{"default class", "ceil 1mbit"}},
+		{"leaf kind", spec(func(s *model.InterfaceSpec) { s.Leaf = &model.LeafQdisc{} }), []string{"leaf qdisc without a kind"}},
+		{"tbf burst", spec(func(s *model.InterfaceSpec) { s.Shaper, s.Burst = model.ShaperTBF, 1000 }), []string{"lan0", "burst 1000b", "1514b"}},
+		{"tbf peak", spec(func(s *model.InterfaceSpec) { s.Shaper, s.PeakRate = model.ShaperTBF, tbf.Gbit }), []string{"peak rate 1gbit must be above"}},
+		{"tbf bucket too long", spec(func(s *model.InterfaceSpec) { s.Shaper, s.Bandwidth, s.Burst = model.ShaperTBF, tbf.Mbit, 1<<20 }), []string{"4.29s"}},
+		{"tbf limit", spec(func(s *model.InterfaceSpec) { s.Shaper, s.Latency = model.ShaperTBF, time.Minute }), []string{"limit", "32-bit"}},
+		{"tier ceil", model.Targets{Interface: egressSpec(), Tiers: []model.TierTarget{{Name: "gold", Rate: 2 * tbf.Mbit, Ceil: tbf.Mbit}}}, []string{"tier gold", "ceil 1mbit"}},
+		{"duplicate tier", model.Targets{Interface: egressSpec(), Tiers: []model.TierTarget{{Name: "gold", Rate: tbf.Mbit}, {Name: "gold", Rate: tbf.Mbit}}}, []string{"tier gold", "twice"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Build(tt.tg, NewAssignment())
+			_, err := model.Build(tt.tg, model.NewAssignment())
 			if err == nil {
 				t.Fatalf("Build succeeded, want an error containing %q", tt.want)
 			}
@@ -238,24 +239,24 @@ func TestBuildErrors(t *testing.T) {
 func TestBuildDuplicatesNameBothUsers(t *testing.T) {
 	us := manyUsers(2)
 	us[1].Prefixes = append(us[1].Prefixes, us[0].Prefixes[0])
-	_, err := Build(Targets{Interface: egressSpec(), Users: us}, nil)
+	_, err := model.Build(model.Targets{Interface: egressSpec(), Users: us}, nil)
 	if err == nil || !strings.Contains(err.Error(), "user u00001") || !strings.Contains(err.Error(), "user u00000") {
 		t.Fatalf("error %v, want one naming u00001 and u00000", err)
 	}
 	us = manyUsers(2)
 	us[1].Name = us[0].Name
-	if _, err := Build(Targets{Interface: egressSpec(), Users: us}, nil); err == nil || !strings.Contains(err.Error(), "twice") {
+	if _, err := model.Build(model.Targets{Interface: egressSpec(), Users: us}, nil); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Fatalf("duplicate user: error %v", err)
 	}
 }
 
 func TestBuildErrorLeavesAssignment(t *testing.T) {
-	ids := NewAssignment()
-	mustBuild(t, Targets{Interface: egressSpec(), Users: manyUsers(5)}, ids)
+	ids := model.NewAssignment()
+	mustBuild(t, model.Targets{Interface: egressSpec(), Users: manyUsers(5)}, ids)
 	before := ids.Users()
 	us := manyUsers(7)[2:]
 	us[3].Ceil = 1 // invalid
-	if _, err := Build(Targets{Interface: egressSpec(), Users: us}, ids); err == nil {
+	if _, err := model.Build(model.Targets{Interface: egressSpec(), Users: us}, ids); err == nil {
 		t.Fatal("Build with an invalid user succeeded")
 	}
 	if !maps.Equal(before, ids.Users()) {
@@ -264,31 +265,31 @@ func TestBuildErrorLeavesAssignment(t *testing.T) {
 }
 
 func TestBuildTooManyUsers(t *testing.T) {
-	us := manyUsers(MaxUsers + 1)
-	_, err := Build(Targets{Interface: egressSpec(), Users: us}, nil)
-	if !errors.Is(err, ErrTooManyUsers) || !strings.Contains(err.Error(), "65279") {
+	us := manyUsers(model.MaxUsers + 1)
+	_, err := model.Build(model.Targets{Interface: egressSpec(), Users: us}, nil)
+	if !errors.Is(err, model.ErrTooManyUsers) || !strings.Contains(err.Error(), "65279") {
 		t.Fatalf("error %v, want ErrTooManyUsers stating the limit 65279", err)
 	}
-	tiers := make([]TierTarget, MaxTiers+1)
+	tiers := make([]model.TierTarget, model.MaxTiers+1)
 	for i := range tiers {
-		tiers[i] = TierTarget{Name: fmt.Sprintf("t%03d", i), Rate: tbf.Mbit}
+		tiers[i] = model.TierTarget{Name: fmt.Sprintf("t%03d", i), Rate: tbf.Mbit}
 	}
-	_, err = Build(Targets{Interface: egressSpec(), Tiers: tiers}, nil)
-	if !errors.Is(err, ErrTooManyTiers) {
+	_, err = model.Build(model.Targets{Interface: egressSpec(), Tiers: tiers}, nil)
+	if !errors.Is(err, model.ErrTooManyTiers) {
 		t.Fatalf("error %v, want ErrTooManyTiers", err)
 	}
 }
 
 func TestBuildStableAcrossRebuilds(t *testing.T) {
-	ids := NewAssignment()
+	ids := model.NewAssignment()
 	us := manyUsers(20)
-	first := mustBuild(t, Targets{Interface: egressSpec(), Users: us}, ids)
+	first := mustBuild(t, model.Targets{Interface: egressSpec(), Users: us}, ids)
 	// Reverse the order, drop two users and add one: the others keep their classes.
 	rev := slices.Clone(us)
 	slices.Reverse(rev)
 	rev = append(rev[:3], rev[5:]...)
-	rev = append(rev, UserTarget{Name: "zed", Prefixes: []netip.Prefix{pfx(t, "198.18.9.9/32")}, Rate: tbf.Mbit})
-	second := mustBuild(t, Targets{Interface: egressSpec(), Users: rev}, ids)
+	rev = append(rev, model.UserTarget{Name: "zed", Prefixes: []netip.Prefix{pfx(t, "198.18.9.9/32")}, Rate: tbf.Mbit})
+	second := mustBuild(t, model.Targets{Interface: egressSpec(), Users: rev}, ids)
 	for _, u := range rev[:len(rev)-1] {
 		if a, b := classOfUser(t, first, u.Name).Handle, classOfUser(t, second, u.Name).Handle; a != b {
 			t.Errorf("user %s moved from %s to %s", u.Name, a, b)
@@ -305,26 +306,26 @@ func TestBuildStableAcrossRebuilds(t *testing.T) {
 // at least two frames; a user's own leaf replaces the interface's; other
 // leaves are shared as given.
 func TestBuildLeafSizing(t *testing.T) {
-	tg := Targets{
-		Interface: InterfaceSpec{Name: "lan0", Bandwidth: 100 * tbf.Mbit,
-			Leaf: &LeafQdisc{Kind: LeafBfifo, Latency: 50 * time.Millisecond}},
-		Users: []UserTarget{
+	tg := model.Targets{
+		Interface: model.InterfaceSpec{Name: "lan0", Bandwidth: 100 * tbf.Mbit,
+			Leaf: &model.LeafQdisc{Kind: model.LeafBfifo, Latency: 50 * time.Millisecond}},
+		Users: []model.UserTarget{
 			{Name: "a", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.10/32")}, Rate: 5 * tbf.Mbit},
 			{Name: "b", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.11/32")}, Rate: 1 * tbf.Mbit, Ceil: 20 * tbf.Mbit},
 			{Name: "c", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.12/32")}, Rate: 100 * tbf.Kbit},
 			{Name: "d", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.13/32")}, Rate: 5 * tbf.Mbit,
-				Leaf: &LeafQdisc{Kind: LeafFQCodel, Target: 5 * time.Millisecond}},
+				Leaf: &model.LeafQdisc{Kind: model.LeafFQCodel, Target: 5 * time.Millisecond}},
 		},
 	}
-	tree, err := Build(tg, nil)
+	tree, err := model.Build(tg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]*LeafQdisc{
-		"a": {Kind: LeafBfifo, Limit: 31250, Latency: 50 * time.Millisecond},         // 625000 B/s * 50ms
-		"b": {Kind: LeafBfifo, Limit: 125000, Latency: 50 * time.Millisecond},        // at the ceil
-		"c": {Kind: LeafBfifo, Limit: MinBfifoLimit, Latency: 50 * time.Millisecond}, // 625 B: two frames
-		"d": {Kind: LeafFQCodel, Target: 5 * time.Millisecond},
+	want := map[string]*model.LeafQdisc{
+		"a": {Kind: model.LeafBfifo, Limit: 31250, Latency: 50 * time.Millisecond},               // 625000 B/s * 50ms
+		"b": {Kind: model.LeafBfifo, Limit: 125000, Latency: 50 * time.Millisecond},              // at the ceil
+		"c": {Kind: model.LeafBfifo, Limit: model.MinBfifoLimit, Latency: 50 * time.Millisecond}, // 625 B: two frames
+		"d": {Kind: model.LeafFQCodel, Target: 5 * time.Millisecond},
 	}
 	for _, c := range tree.Classes {
 		if w, ok := want[c.Labels.User]; ok {
@@ -339,22 +340,22 @@ func TestBuildLeafSizing(t *testing.T) {
 }
 
 func TestLeafEqualParameters(t *testing.T) {
-	fq := &LeafQdisc{Kind: LeafFQCodel, Limit: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond}
-	dumped := &LeafQdisc{Kind: LeafFQCodel, Limit: 1000, Target: 4999 * time.Microsecond, Interval: 99999 * time.Microsecond, Flows: 1024, Quantum: 1514}
-	if !LeafEqual(fq, dumped) {
+	fq := &model.LeafQdisc{Kind: model.LeafFQCodel, Limit: 1000, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond}
+	dumped := &model.LeafQdisc{Kind: model.LeafFQCodel, Limit: 1000, Target: 4999 * time.Microsecond, Interval: 99999 * time.Microsecond, Flows: 1024, Quantum: 1514}
+	if !model.LeafEqual(fq, dumped) {
 		t.Error("fq_codel with the kernel's rounding and defaults is not equal")
 	}
-	for _, other := range []*LeafQdisc{
-		{Kind: LeafFQCodel, Limit: 2000},
-		{Kind: LeafFQCodel, Target: 10 * time.Millisecond},
-		{Kind: LeafFQCodel, Flows: 64},
-		{Kind: LeafSFQ, Limit: 1000},
+	for _, other := range []*model.LeafQdisc{
+		{Kind: model.LeafFQCodel, Limit: 2000},
+		{Kind: model.LeafFQCodel, Target: 10 * time.Millisecond},
+		{Kind: model.LeafFQCodel, Flows: 64},
+		{Kind: model.LeafSFQ, Limit: 1000},
 	} {
-		if LeafEqual(dumped, other) {
+		if model.LeafEqual(dumped, other) {
 			t.Errorf("%+v equals %+v", other, dumped)
 		}
 	}
-	if LeafEqual(&LeafQdisc{Kind: LeafCake, Diffserv: "besteffort"}, &LeafQdisc{Kind: LeafCake, Diffserv: "diffserv4"}) {
+	if model.LeafEqual(&model.LeafQdisc{Kind: model.LeafCake, Diffserv: "besteffort"}, &model.LeafQdisc{Kind: model.LeafCake, Diffserv: "diffserv4"}) {
 		t.Error("cake modes compare equal")
 	}
 }
@@ -362,17 +363,17 @@ func TestLeafEqualParameters(t *testing.T) {
 // A latency-sized bfifo is not resized for a small change of the ceil
 // (a ramp step), but is for a large one; a fixed limit must match exactly.
 func TestLeafEqualBfifoResize(t *testing.T) {
-	sized := func(limit uint32) *LeafQdisc {
-		return &LeafQdisc{Kind: LeafBfifo, Limit: limit, Latency: 50 * time.Millisecond}
+	sized := func(limit uint32) *model.LeafQdisc {
+		return &model.LeafQdisc{Kind: model.LeafBfifo, Limit: limit, Latency: 50 * time.Millisecond}
 	}
-	dumped := &LeafQdisc{Kind: LeafBfifo, Limit: 31250}
-	if !LeafEqual(dumped, sized(36000)) || !LeafEqual(dumped, sized(25000)) {
+	dumped := &model.LeafQdisc{Kind: model.LeafBfifo, Limit: 31250}
+	if !model.LeafEqual(dumped, sized(36000)) || !model.LeafEqual(dumped, sized(25000)) {
 		t.Error("a bfifo within 25% of its size is resized")
 	}
-	if LeafEqual(dumped, sized(40000)) || LeafEqual(dumped, sized(24000)) {
+	if model.LeafEqual(dumped, sized(40000)) || model.LeafEqual(dumped, sized(24000)) {
 		t.Error("a bfifo more than 25% off is not resized")
 	}
-	if LeafEqual(dumped, &LeafQdisc{Kind: LeafBfifo, Limit: 31251}) {
+	if model.LeafEqual(dumped, &model.LeafQdisc{Kind: model.LeafBfifo, Limit: 31251}) {
 		t.Error("a configured bfifo limit matched a different one")
 	}
 }

@@ -1,10 +1,12 @@
-package model
+package model_test
 
 import (
 	"fmt"
 	"net/netip"
 	"testing"
 
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/model/modeltest"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -18,14 +20,14 @@ func pfx(t testing.TB, s string) netip.Prefix {
 }
 
 // egressSpec is an HTB egress interface of 1gbit.
-func egressSpec() InterfaceSpec {
-	return InterfaceSpec{Name: "lan0", Shaper: ShaperHTB, Direction: Egress, Bandwidth: tbf.Gbit, Match: MatchDst}
+func egressSpec() model.InterfaceSpec {
+	return model.InterfaceSpec{Name: "lan0", Shaper: model.ShaperHTB, Direction: model.Egress, Bandwidth: tbf.Gbit, Match: model.MatchDst}
 }
 
 // manyUsers returns n users u00000.. with one IPv4 /32 each in 198.18.0.0/15
 // and, for every tenth, an IPv6 /64 in 2001:db8::/32; rates vary.
-func manyUsers(n int) []UserTarget {
-	us := make([]UserTarget, n)
+func manyUsers(n int) []model.UserTarget {
+	us := make([]model.UserTarget, n)
 	for i := range us {
 		a := netip.AddrFrom4([4]byte{198, 18 + byte(i>>16&1), byte(i >> 8), byte(i)})
 		ps := []netip.Prefix{netip.PrefixFrom(a, 32)}
@@ -33,22 +35,22 @@ func manyUsers(n int) []UserTarget {
 			ps = append(ps, netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 1, byte(i >> 8), byte(i)}), 64))
 		}
 		rate := tbf.Rate(1+i%50) * tbf.Mbit
-		us[i] = UserTarget{Name: fmt.Sprintf("u%05d", i), Tier: []string{"gold", "silver", "bronze"}[i%3],
+		us[i] = model.UserTarget{Name: fmt.Sprintf("u%05d", i), Tier: []string{"gold", "silver", "bronze"}[i%3],
 			Prefixes: ps, Rate: rate, Ceil: 2 * rate}
 	}
 	return us
 }
 
-func mustBuild(t testing.TB, tg Targets, ids *Assignment) Tree {
+func mustBuild(t testing.TB, tg model.Targets, ids *model.Assignment) model.Tree {
 	t.Helper()
-	tree, err := Build(tg, ids)
+	tree, err := model.Build(tg, ids)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
 	return tree
 }
 
-func findClass(t testing.TB, tree Tree, h Handle) Class {
+func findClass(t testing.TB, tree model.Tree, h model.Handle) model.Class {
 	t.Helper()
 	for _, c := range tree.Classes {
 		if c.Handle == h {
@@ -56,10 +58,10 @@ func findClass(t testing.TB, tree Tree, h Handle) Class {
 		}
 	}
 	t.Fatalf("class %s not in tree", h)
-	return Class{}
+	return model.Class{}
 }
 
-func classOfUser(t testing.TB, tree Tree, user string) Class {
+func classOfUser(t testing.TB, tree model.Tree, user string) model.Class {
 	t.Helper()
 	for _, c := range tree.Classes {
 		if c.Labels.User == user {
@@ -67,29 +69,29 @@ func classOfUser(t testing.TB, tree Tree, user string) Class {
 		}
 	}
 	t.Fatalf("no class for user %s", user)
-	return Class{}
+	return model.Class{}
 }
 
 // applyOK applies cs to actual in a MemKernel and fails the test if the
 // kernel refuses a change or the result differs from desired.
-func applyOK(t testing.TB, actual, desired Tree, cs []Change) Tree {
+func applyOK(t testing.TB, actual, desired model.Tree, cs []model.Change) model.Tree {
 	t.Helper()
-	k := NewMemKernel()
+	k := modeltest.NewMemKernel()
 	k.Load(actual)
 	if err := k.Apply(cs); err != nil {
 		t.Fatalf("applying diff: %v\nchanges:\n%s", err, changesText(cs))
 	}
 	got := k.Tree(desired.Device)
-	if m := Mismatches(got, desired); len(m) > 0 {
+	if m := model.Mismatches(got, desired); len(m) > 0 {
 		t.Fatalf("after applying the diff, tree differs from desired: %q\nchanges:\n%s", m, changesText(cs))
 	}
-	if again := Diff(got, desired); len(again) > 0 {
+	if again := model.Diff(got, desired); len(again) > 0 {
 		t.Fatalf("diff after applying is not empty:\n%s", changesText(again))
 	}
 	return got
 }
 
-func changesText(cs []Change) string {
+func changesText(cs []model.Change) string {
 	s := ""
 	for i, c := range cs {
 		s += fmt.Sprintf("  %d: %s\n", i, c)
@@ -98,7 +100,7 @@ func changesText(cs []Change) string {
 }
 
 // opsOf is the changes as short strings, e.g. "add class 1:100".
-func opsOf(cs []Change) []string {
+func opsOf(cs []model.Change) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
 		switch {

@@ -1,4 +1,4 @@
-package model
+package model_test
 
 import (
 	"encoding/json"
@@ -10,10 +10,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/shaperd/shaperd/pkg/model"
 )
 
 func TestAssignFreshFollowsSortedNames(t *testing.T) {
-	a := NewAssignment()
+	a := model.NewAssignment()
 	if err := a.Assign([]string{"carol", "alice", "bob", "alice"}); err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +29,7 @@ func TestAssignFreshFollowsSortedNames(t *testing.T) {
 }
 
 func TestAssignKeepsReleasesAndDoesNotReuseAtOnce(t *testing.T) {
-	a := NewAssignment()
+	a := model.NewAssignment()
 	if err := a.Assign([]string{"alice", "bob", "carol"}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,32 +51,13 @@ func TestAssignKeepsReleasesAndDoesNotReuseAtOnce(t *testing.T) {
 	}
 }
 
-func TestPoolWrapsToFreedMinors(t *testing.T) {
-	p := newPool(10, 13)
-	if err := p.assign([]string{"a", "b", "c", "d"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.assign([]string{"a", "c", "d", "e"}); err != nil { // b (11) freed; cursor wrapped to 10
-		t.Fatal(err)
-	}
-	if p.byName["e"] != 11 {
-		t.Errorf("e got %d, want the freed 11 after wrapping", p.byName["e"])
-	}
-	if err := p.assign([]string{"a", "c", "d", "e", "f"}); err == nil {
-		t.Error("a full pool accepted a fifth name")
-	}
-	if len(p.byName) != 4 || p.byName["e"] != 11 {
-		t.Errorf("a failed assign changed the pool: %v", p.byName)
-	}
-}
-
 // TestAssignRandomSequences checks, for random add/remove sequences in any
 // order, that a user keeps its minor for as long as it is present and that
 // minors are unique and in range.
 func TestAssignRandomSequences(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 50; round++ {
-		a := NewAssignment()
+		a := model.NewAssignment()
 		present := map[string]uint16{}
 		for step := 0; step < 30; step++ {
 			names := slices.Collect(maps.Keys(present))
@@ -90,7 +73,7 @@ func TestAssignRandomSequences(t *testing.T) {
 			got := a.Users()
 			seen := map[uint16]string{}
 			for n, m := range got {
-				if m < FirstUserMinor || m > LastUserMinor {
+				if m < model.FirstUserMinor || m > model.LastUserMinor {
 					t.Fatalf("user %s got minor %x out of range", n, m)
 				}
 				if o, dup := seen[m]; dup {
@@ -101,8 +84,8 @@ func TestAssignRandomSequences(t *testing.T) {
 					t.Fatalf("round %d step %d: user %s moved from %x to %x", round, step, n, old, m)
 				}
 			}
-			if len(got) != countUnique(keep) {
-				t.Fatalf("%d users assigned, want %d", len(got), countUnique(keep))
+			if len(got) != model.CountUnique(keep) {
+				t.Fatalf("%d users assigned, want %d", len(got), model.CountUnique(keep))
 			}
 			present = got
 		}
@@ -110,25 +93,25 @@ func TestAssignRandomSequences(t *testing.T) {
 }
 
 func TestAssignExhaustion(t *testing.T) {
-	names := make([]string, MaxUsers+1)
+	names := make([]string, model.MaxUsers+1)
 	for i := range names {
 		names[i] = fmt.Sprintf("u%d", i)
 	}
-	a := NewAssignment()
-	if err := a.Assign(names[:MaxUsers]); err != nil {
-		t.Fatalf("assigning exactly %d users: %v", MaxUsers, err)
+	a := model.NewAssignment()
+	if err := a.Assign(names[:model.MaxUsers]); err != nil {
+		t.Fatalf("assigning exactly %d users: %v", model.MaxUsers, err)
 	}
 	err := a.Assign(names)
-	if !errors.Is(err, ErrTooManyUsers) || !strings.Contains(err.Error(), "65279") || !strings.Contains(err.Error(), "65280 users") {
+	if !errors.Is(err, model.ErrTooManyUsers) || !strings.Contains(err.Error(), "65279") || !strings.Contains(err.Error(), "65280 users") {
 		t.Fatalf("error %v, want ErrTooManyUsers naming 65280 users and the limit 65279", err)
 	}
-	if len(a.Users()) != MaxUsers {
+	if len(a.Users()) != model.MaxUsers {
 		t.Errorf("failed Assign changed the assignment to %d users", len(a.Users()))
 	}
 }
 
 func TestAssignmentJSONRoundTrip(t *testing.T) {
-	a := NewAssignment()
+	a := model.NewAssignment()
 	if err := a.Assign([]string{"alice", "bob", "carol"}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +125,7 @@ func TestAssignmentJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back Assignment
+	var back model.Assignment
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatalf("unmarshal %s: %v", b, err)
 	}
@@ -162,7 +145,7 @@ func TestAssignmentJSONRoundTrip(t *testing.T) {
 		`{"tiers":{"gold":4096}}`,
 		`[1]`,
 	} {
-		var x Assignment
+		var x model.Assignment
 		if err := json.Unmarshal([]byte(bad), &x); err == nil {
 			t.Errorf("unmarshal %s succeeded", bad)
 		}
@@ -170,12 +153,12 @@ func TestAssignmentJSONRoundTrip(t *testing.T) {
 }
 
 func TestAssignmentFromTree(t *testing.T) {
-	ids := NewAssignment()
+	ids := model.NewAssignment()
 	us := manyUsers(30)
-	tg := Targets{Interface: egressSpec(), Tiers: []TierTarget{{Name: "gold", Rate: 100e6}}, Users: us}
+	tg := model.Targets{Interface: egressSpec(), Tiers: []model.TierTarget{{Name: "gold", Rate: 100e6}}, Users: us}
 	mustBuild(t, tg, ids)
 	// Churn so that minors are not simply sorted order.
-	mustBuild(t, Targets{Interface: egressSpec(), Tiers: tg.Tiers, Users: us[5:]}, ids)
+	mustBuild(t, model.Targets{Interface: egressSpec(), Tiers: tg.Tiers, Users: us[5:]}, ids)
 	tree := mustBuild(t, tg, ids)
 
 	users := map[string][]netip.Prefix{}
@@ -184,7 +167,7 @@ func TestAssignmentFromTree(t *testing.T) {
 		users[u.Name] = u.Prefixes
 		tiers[u.Name] = u.Tier
 	}
-	got := AssignmentFromTree(tree, users)
+	got := model.AssignmentFromTree(tree, users)
 	got.RecoverTiers(tree, tiers)
 	if !maps.Equal(got.Users(), ids.Users()) {
 		t.Fatalf("recovered users %v, want %v", got.Users(), ids.Users())
@@ -193,15 +176,15 @@ func TestAssignmentFromTree(t *testing.T) {
 		t.Fatalf("recovered tiers %v, want %v", got.Tiers(), ids.Tiers())
 	}
 	// Rebuilding with the recovered assignment changes nothing.
-	if cs := Diff(tree, mustBuild(t, tg, got)); len(cs) != 0 {
+	if cs := model.Diff(tree, mustBuild(t, tg, got)); len(cs) != 0 {
 		t.Fatalf("rebuild after recovery needs changes:\n%s", changesText(cs))
 	}
 }
 
 func TestAssignmentFromTreeConflictsAndNewUsers(t *testing.T) {
-	ids := NewAssignment()
+	ids := model.NewAssignment()
 	us := manyUsers(3) // u00000 has two prefixes
-	tree := mustBuild(t, Targets{Interface: egressSpec(), Users: us}, ids)
+	tree := mustBuild(t, model.Targets{Interface: egressSpec(), Users: us}, ids)
 	// u00000's v4 address now also claimed by "thief" (one prefix), while
 	// u00000 keeps two: the stronger claim wins; "new" has no evidence.
 	users := map[string][]netip.Prefix{
@@ -210,7 +193,7 @@ func TestAssignmentFromTreeConflictsAndNewUsers(t *testing.T) {
 		"u00001": us[1].Prefixes,
 		"new":    {pfx(t, "198.18.200.1/32")},
 	}
-	got := AssignmentFromTree(tree, users)
+	got := model.AssignmentFromTree(tree, users)
 	want := map[string]uint16{"u00000": 0x100, "u00001": 0x101}
 	if !maps.Equal(got.Users(), want) {
 		t.Fatalf("recovered %v, want %v", got.Users(), want)
@@ -227,14 +210,14 @@ func TestAssignmentFromTreeConflictsAndNewUsers(t *testing.T) {
 }
 
 func TestAssignmentZeroValue(t *testing.T) {
-	var a Assignment
+	var a model.Assignment
 	if _, ok := a.User("alice"); ok {
 		t.Fatal("zero Assignment has alice")
 	}
 	if err := a.Assign([]string{"alice"}); err != nil {
 		t.Fatal(err)
 	}
-	if m, ok := a.User("alice"); !ok || m != FirstUserMinor {
+	if m, ok := a.User("alice"); !ok || m != model.FirstUserMinor {
 		t.Errorf("alice got %x, %v", m, ok)
 	}
 }

@@ -1,16 +1,17 @@
-package model
+package model_test
 
 import (
 	"testing"
 
+	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 func TestRebalanceOneBusyQueueGetsNearlyAll(t *testing.T) {
 	bw := 100 * tbf.Mbit
-	prev := EvenQueueTargets(bw, 4) // 25mbit each
+	prev := model.EvenQueueTargets(bw, 4) // 25mbit each
 	// Queue 2 sends at its ceil, the others nothing.
-	got := RebalanceQueues(bw, prev, []tbf.Rate{0, 0, 25 * tbf.Mbit, 0})
+	got := model.RebalanceQueues(bw, prev, []tbf.Rate{0, 0, 25 * tbf.Mbit, 0})
 	if s := sumCeil(got); s != bw {
 		t.Fatalf("ceils add up to %s, want %s", s, bw)
 	}
@@ -24,9 +25,9 @@ func TestRebalanceOneBusyQueueGetsNearlyAll(t *testing.T) {
 
 func TestRebalanceAllBusyShareEqually(t *testing.T) {
 	bw := 100 * tbf.Mbit
-	prev := []QueueTarget{{Rate: 97 * tbf.Mbit, Ceil: 97 * tbf.Mbit}, {Rate: tbf.Mbit, Ceil: tbf.Mbit}, {Rate: tbf.Mbit, Ceil: tbf.Mbit}, {Rate: tbf.Mbit, Ceil: tbf.Mbit}}
+	prev := []model.QueueTarget{{Rate: 97 * tbf.Mbit, Ceil: 97 * tbf.Mbit}, {Rate: tbf.Mbit, Ceil: tbf.Mbit}, {Rate: tbf.Mbit, Ceil: tbf.Mbit}, {Rate: tbf.Mbit, Ceil: tbf.Mbit}}
 	// Every queue sends at its ceil: all saturated.
-	got := RebalanceQueues(bw, prev, []tbf.Rate{97 * tbf.Mbit, tbf.Mbit, tbf.Mbit, tbf.Mbit})
+	got := model.RebalanceQueues(bw, prev, []tbf.Rate{97 * tbf.Mbit, tbf.Mbit, tbf.Mbit, tbf.Mbit})
 	for q, g := range got {
 		if g.Ceil < bw/4-4 || g.Ceil > bw/4+4 {
 			t.Errorf("queue %d: ceil %s, want %s", q, g.Ceil, bw/4)
@@ -39,13 +40,13 @@ func TestRebalanceAllBusyShareEqually(t *testing.T) {
 
 func TestRebalanceIdleSplitsEvenlyAndLightQueueKeepsHeadroom(t *testing.T) {
 	bw := 100 * tbf.Mbit
-	got := RebalanceQueues(bw, nil, []tbf.Rate{0, 0})
+	got := model.RebalanceQueues(bw, nil, []tbf.Rate{0, 0})
 	if got[0].Ceil != bw/2 || got[1].Ceil != bw/2 {
 		t.Errorf("idle: %v, want an even split", got)
 	}
 	// Queue 0 is saturated, queue 1 uses 10mbit of its 50: it keeps
 	// 12.5mbit (headroom), queue 0 gets the rest.
-	got = RebalanceQueues(bw, got, []tbf.Rate{50 * tbf.Mbit, 10 * tbf.Mbit})
+	got = model.RebalanceQueues(bw, got, []tbf.Rate{50 * tbf.Mbit, 10 * tbf.Mbit})
 	if got[1].Ceil != 12500*tbf.Kbit || got[0].Ceil != bw-12500*tbf.Kbit {
 		t.Errorf("saturated + light: %v, want 87.5mbit and 12.5mbit", got)
 	}
@@ -53,8 +54,8 @@ func TestRebalanceIdleSplitsEvenlyAndLightQueueKeepsHeadroom(t *testing.T) {
 
 func TestRebalanceHysteresisKeepsPrev(t *testing.T) {
 	bw := 100 * tbf.Mbit
-	prev := RebalanceQueues(bw, nil, []tbf.Rate{100 * tbf.Mbit, 0})
-	again := RebalanceQueues(bw, prev, []tbf.Rate{prev[0].Ceil, 0})
+	prev := model.RebalanceQueues(bw, nil, []tbf.Rate{100 * tbf.Mbit, 0})
+	again := model.RebalanceQueues(bw, prev, []tbf.Rate{prev[0].Ceil, 0})
 	if &again[0] != &prev[0] {
 		t.Errorf("a steady state produced a new split %v (prev %v)", again, prev)
 	}
@@ -64,10 +65,10 @@ func TestRebalanceHysteresisKeepsPrev(t *testing.T) {
 // within two ticks both have half, and the sum never exceeds the bandwidth.
 func TestRebalanceConverges(t *testing.T) {
 	bw := 100 * tbf.Mbit
-	qs := RebalanceQueues(bw, nil, []tbf.Rate{50 * tbf.Mbit, 0})
+	qs := model.RebalanceQueues(bw, nil, []tbf.Rate{50 * tbf.Mbit, 0})
 	for tick := 0; tick < 3; tick++ {
 		// Both queues send all they are allowed.
-		qs = RebalanceQueues(bw, qs, []tbf.Rate{qs[0].Ceil, qs[1].Ceil})
+		qs = model.RebalanceQueues(bw, qs, []tbf.Rate{qs[0].Ceil, qs[1].Ceil})
 		if s := sumCeil(qs); s > bw {
 			t.Fatalf("tick %d: sum %s above %s", tick, s, bw)
 		}
@@ -75,4 +76,13 @@ func TestRebalanceConverges(t *testing.T) {
 	if qs[0].Ceil != bw/2 || qs[1].Ceil != bw/2 {
 		t.Errorf("after 3 ticks: %v, want halves", qs)
 	}
+}
+
+// sumCeil adds the queues' ceils.
+func sumCeil(qs []model.QueueTarget) tbf.Rate {
+	var s tbf.Rate
+	for _, q := range qs {
+		s += q.Ceil
+	}
+	return s
 }

@@ -51,10 +51,11 @@ func (r *Result) AddUser(plan *config.Plan, ov Overrides, usage *Usage, now time
 		leaves := leafCache{in: in, kinds: plan.LeafKinds}
 		ut := model.UserTarget{Name: u.Name, Tier: u.Tier, Prefixes: u.Prefixes, Prio: t.Prio, Leaf: leaves.user(t, u)}
 		done = append(done, saved{ir, ir.Targets.Users, ir.Users})
-		// Clipped: the appends never write into a backing array shared
-		// with an earlier copy of the slices.
-		ir.Targets.Users = append(slices.Clip(ir.Targets.Users), ut)
-		ir.Users = append(slices.Clip(ir.Users), Explanation{User: u.Name, Tier: u.Tier, Interface: in.Name, Direction: model.Direction(in.Direction)})
+		// Appended in place (amortised O(1)): r owns its slices (the
+		// Ramper's targets are copies), and the saved headers, shorter,
+		// still see what they saw.
+		ir.Targets.Users = append(ir.Targets.Users, ut)
+		ir.Users = append(ir.Users, Explanation{User: u.Name, Tier: u.Tier, Interface: in.Name, Direction: model.Direction(in.Direction)})
 	}
 	if len(done) == 0 || !r.UpdateUser(plan, ov, usage, now, user) {
 		undo()
@@ -98,10 +99,12 @@ func (r *Result) RemoveUser(user string) bool {
 	if len(found) == 0 {
 		return false
 	}
+	// In place, the last user taking the removed one's place (r owns its
+	// slices; the order of users in a result carries no meaning).
 	for _, f := range found {
 		ir := &r.Interfaces[f.i]
-		ir.Targets.Users = slices.Delete(slices.Clone(ir.Targets.Users), f.j, f.j+1)
-		ir.Users = slices.Delete(slices.Clone(ir.Users), f.j, f.j+1)
+		ir.Targets.Users = swapRemove(ir.Targets.Users, f.j)
+		ir.Users = swapRemove(ir.Users, f.j)
 	}
 	return true
 }
@@ -111,4 +114,13 @@ func (r *Result) RemoveUser(user string) bool {
 func (r *Ramper) Forget(k RampKey) {
 	delete(r.classes, k)
 	delete(r.active, k)
+}
+
+// swapRemove removes s[j], moving the last element into its place.
+func swapRemove[T any](s []T, j int) []T {
+	last := len(s) - 1
+	s[j] = s[last]
+	var zero T
+	s[last] = zero
+	return s[:last]
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // fastTestClock is a hand-driven Clock for the white-box tests.
@@ -183,5 +184,26 @@ func bucketFastNear(t *testing.T, what string, got, want float64) {
 	t.Helper()
 	if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
 		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// TestBucketFastZAlone pins bucketFast's layout: z, which every take
+// writes, shares no 64-byte cache line with the fields every Allow reads,
+// nor with the next object, wherever the allocation starts.
+func TestBucketFastZAlone(t *testing.T) {
+	var p bucketFast
+	readEnd := unsafe.Offsetof(p.capN) + unsafe.Sizeof(p.capN) // the read-only fields end here
+	for name, off := range map[string]uintptr{"base": unsafe.Offsetof(p.base), "span": unsafe.Offsetof(p.span),
+		"rateInt": unsafe.Offsetof(p.rateInt), "rate": unsafe.Offsetof(p.rate), "tau": unsafe.Offsetof(p.tau), "cost1": unsafe.Offsetof(p.cost1)} {
+		if off >= readEnd {
+			t.Errorf("%s at %d is after capN: the layout check assumes capN is the last read-only field", name, off)
+		}
+	}
+	z := unsafe.Offsetof(p.z)
+	if z < readEnd+64 {
+		t.Errorf("z at byte %d, read-only fields end at %d: less than a cache line apart", z, readEnd)
+	}
+	if after := unsafe.Sizeof(p) - (z + unsafe.Sizeof(p.z)); after < 56 {
+		t.Errorf("%d bytes after z: the next object may share its line", after)
 	}
 }

@@ -91,7 +91,11 @@ func writeStatus(out io.Writer, st *control.Status) error {
 		for k, t := range i.Tiers {
 			tiers[k] = tierText(t, i.DefaultTier)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", i.Name, i.Device, i.Shaper, i.Direction,
+		shaper := i.Shaper
+		if i.Classifier != "" {
+			shaper += "+" + i.Classifier // htb+bpf, htb+u32
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", i.Name, i.Device, shaper, i.Direction,
 			bandwidthText(i), dash(i.State), len(i.Users), dash(strings.Join(tiers, ", ")))
 	}
 	if err := tw.Flush(); err != nil {

@@ -42,7 +42,7 @@ func planDiff(old, new *config.Plan) []string {
 
 func samePolicy(a, b config.Policy) bool {
 	return a.Interval == b.Interval && a.Ramp == b.Ramp && a.SmoothWindow == b.SmoothWindow &&
-		a.Location.String() == b.Location.String()
+		a.QuotaInterval == b.QuotaInterval && a.Location.String() == b.Location.String()
 }
 
 // diffNamed compares two sets of named values.

@@ -8,10 +8,11 @@
 // (10,000 users: 3.6x slower TCP on veth, see docs/kernel.md). u32 can instead
 // follow a "link" from a node into a hash table, picking the bucket from a
 // masked byte of the packet (divisor <= 256, a power of two), and the kernel
-// walks only that bucket. cls_bpf with a map would be O(1) too, but needs an
-// eBPF program (a compiler, or hand-assembled bytecode and a new dependency
-// to load it); u32 tables are plain kernel objects that `tc filter show`
-// prints and any operator can inspect.
+// walks only that bucket. cls_bpf with LPM-trie maps is O(1) too and is
+// shaperd's default where the kernel allows eBPF (pkg/kernel/bpfcls); u32
+// is the fallback, and the choice of interfaces with classifier = "u32":
+// its tables are plain kernel objects that `tc filter show` prints and any
+// operator can inspect, and it needs nothing but CAP_NET_ADMIN.
 //
 // # How the kernel walks them (net/sched/cls_u32.c, u32_classify)
 //

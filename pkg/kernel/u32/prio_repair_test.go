@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shaperd/shaperd/pkg/kernel/internal/clstest"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -20,28 +21,28 @@ func TestRepairDeletedPriority(t *testing.T) {
 	l := newLab(t)
 	l.addClasses(6)
 	s6 := addr(labSrc6)
-	var u users
-	h128 := u.add(pfx("2001:db8:1::7/128"), model.MatchDst)   // host hierarchy, level 2
-	h120 := u.add(pfx("2001:db8:1::100/120"), model.MatchDst) // host hierarchy, level 1
-	n64 := u.add(pfx("2001:db8:2:5::/64"), model.MatchDst)    // network hierarchy, level 2
-	n48 := u.add(pfx("2001:db8:3::/48"), model.MatchDst)      // root list
+	var u clstest.Cases
+	h128 := u.Add(pfx("2001:db8:1::7/128"), model.MatchDst)   // host hierarchy, level 2
+	h120 := u.Add(pfx("2001:db8:1::100/120"), model.MatchDst) // host hierarchy, level 1
+	n64 := u.Add(pfx("2001:db8:2:5::/64"), model.MatchDst)    // network hierarchy, level 2
+	n48 := u.Add(pfx("2001:db8:3::/48"), model.MatchDst)      // root list
 	// An upload source that the peer never answers (no route back), so no
 	// neighbour advertisement of the shaper's is counted by its class.
 	srcAddr := addr("2001:db8:ff00::1")
-	src := u.add(netip.PrefixFrom(srcAddr, 128), model.MatchSrc) // prio 103, host level 2
-	v4 := u.add(pfx("198.18.9.9/32"), model.MatchDst)            // prio 100
+	src := u.Add(netip.PrefixFrom(srcAddr, 128), model.MatchSrc) // prio 103, host level 2
+	v4 := u.Add(pfx("198.18.9.9/32"), model.MatchDst)            // prio 100
 	l.shaper.MustRun("ip", "addr", "add", srcAddr.String()+"/128", "dev", l.dev, "nodad")
 	if _, err := l.c.Ensure(); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range u.filters {
+	for _, f := range u.Filters {
 		if _, err := l.c.Add(f); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l.expectDump(u.filters, nil)
+	l.expectDump(u.Filters, nil)
 	without := func(fs ...model.Filter) []model.Filter {
-		return slices.DeleteFunc(slices.Clone(u.filters), func(f model.Filter) bool { return slices.Contains(fs, f) })
+		return slices.DeleteFunc(slices.Clone(u.Filters), func(f model.Filter) bool { return slices.Contains(fs, f) })
 	}
 
 	// Priority 102 (IPv6 dst) deleted by hand: its filters are gone from
@@ -59,7 +60,7 @@ func TestRepairDeletedPriority(t *testing.T) {
 	if w, err := l.c.Ensure(); w != 0 || err != nil {
 		t.Errorf("second Ensure: %d writes, %v; want 0", w, err)
 	}
-	for _, f := range u.filters {
+	for _, f := range u.Filters {
 		want := 0
 		if f == n48 {
 			want = 1 // the root list went with the priority
@@ -68,7 +69,7 @@ func TestRepairDeletedPriority(t *testing.T) {
 			t.Errorf("Add(%v) after the repair: %d writes, %v; want %d", f.Prefix, w, err, want)
 		}
 	}
-	l.expectDump(u.filters, nil)
+	l.expectDump(u.Filters, nil)
 	l.expectClass(s6, h128.Prefix.Addr(), h128.ClassID)
 	l.expectClass(s6, addr("2001:db8:1::1ab"), h120.ClassID)
 	l.expectClass(s6, addr("2001:db8:2:5::99"), n64.ClassID)
@@ -80,7 +81,7 @@ func TestRepairDeletedPriority(t *testing.T) {
 	if w, err := l.c.Add(src); w != 3 || err != nil {
 		t.Fatalf("Add of the src filter after deleting prio 103: %d writes, %v; want 3 (priority, 2 root links; the node was kept)", w, err)
 	}
-	l.expectDump(u.filters, nil)
+	l.expectDump(u.Filters, nil)
 	l.expectClass(srcAddr, addr("2001:db8:9::1"), src.ClassID)
 
 	// Remove while a foreign u32 priority (50) holds the qdisc's tables:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/pkg/kernel/internal/clstest"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -100,7 +101,7 @@ func TestThroughputIndependentOfUsers(t *testing.T) {
 			a()
 			b()
 		}
-		return median(crowded) / median(alone)
+		return clstest.Median(crowded) / clstest.Median(alone)
 	}
 	ratio := run(rounds)
 	if ratio < minRatio {
@@ -108,10 +109,10 @@ func TestThroughputIndependentOfUsers(t *testing.T) {
 		ratio = run(2)
 	}
 	t.Logf("throughput ratio last-of-%d/1-user: %.3f (1 user %.2f Gbit/s, %d users %.2f Gbit/s)",
-		users, ratio, median(alone)/1e9, users, median(crowded)/1e9)
+		users, ratio, clstest.Median(alone)/1e9, users, clstest.Median(crowded)/1e9)
 	if ratio < minRatio {
 		t.Errorf("median throughput with %d users is %.1f%% of that with 1 (%.2f vs %.2f Gbit/s, %d runs each), want >= %.0f%%",
-			users, 100*ratio, median(crowded)/1e9, median(alone)/1e9, len(alone), 100*minRatio)
+			users, 100*ratio, clstest.Median(crowded)/1e9, clstest.Median(alone)/1e9, len(alone), 100*minRatio)
 	}
 
 	// Control, logged only: the 10,000 filters also as a linear u32 list
@@ -130,7 +131,7 @@ func TestThroughputIndependentOfUsers(t *testing.T) {
 	f.Close()
 	many.shaper.MustRun("tc", "-batch", f.Name())
 	lin := measure(many, fmt.Sprintf("control: %d linear u32 filters before the target", users-1))
-	t.Logf("control ratio linear/1-user: %.3f", lin/median(alone))
+	t.Logf("control ratio linear/1-user: %.3f", lin/clstest.Median(alone))
 }
 
 // throughputLab is a lab whose peer also has address target, with the
@@ -145,36 +146,4 @@ func throughputLab(t *testing.T, target netip.Addr) *lab {
 		t.Fatal(err)
 	}
 	return l
-}
-
-// median is the middle value of xs (the mean of the two middle ones for
-// an even count); xs must not be empty.
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-func TestMedian(t *testing.T) {
-	for _, c := range []struct {
-		xs   []float64
-		want float64
-	}{
-		{[]float64{5}, 5},
-		{[]float64{3, 1, 2}, 2},
-		{[]float64{9, 1, 4, 2}, 3},
-		{[]float64{7, 7, 1, 100, 8}, 7},
-	} {
-		in := slices.Clone(c.xs)
-		if got := median(c.xs); got != c.want {
-			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
-		}
-		if !slices.Equal(in, c.xs) {
-			t.Errorf("median reordered its argument: %v", c.xs)
-		}
-	}
 }

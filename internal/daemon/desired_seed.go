@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/model"
+)
+
+// seedRamper tells the Ramper what the kernel holds now (a restart adopts
+// the shaping in place), so that the first policy step ramps from the
+// kernel's rates to the plan's instead of jumping. Interfaces that are
+// missing or not shaped by shaperd are skipped (their classes start at
+// their targets).
+func (d *Daemon) seedRamper() {
+	var seeds []model.Targets
+	for _, st := range d.ifaces {
+		actual, err := d.safeDump(st)
+		if err != nil || actual.Root == nil {
+			continue
+		}
+		if tg, ok := seedTargets(st, actual); ok {
+			seeds = append(seeds, tg)
+		}
+	}
+	if len(seeds) > 0 {
+		d.ramper.Seed(seeds)
+		d.log.Info("ramps start from the rates in the kernel", "interfaces", len(seeds))
+	}
+}
+
+// seedTargets turns an adopted kernel tree of st into the Targets that
+// would have built it: the link's, default class's, tiers' and users'
+// rates (and user bursts) as the kernel has them, named by st.ids.
+func seedTargets(st *reconciler, actual model.Tree) (model.Targets, bool) {
+	spec := model.InterfaceSpec{Name: st.cfg.Name, Direction: model.Direction(st.cfg.Direction),
+		Shaper: model.ShaperKind(st.cfg.Shaper)}
+	tg := model.Targets{Interface: spec}
+	if st.cfg.Shaper == config.ShaperTBF {
+		if actual.Root.Kind != model.ShaperTBF || actual.Root.TBF == nil {
+			return tg, false
+		}
+		tg.Interface.Bandwidth, tg.Interface.Burst = actual.Root.TBF.Rate, actual.Root.TBF.Burst
+		return tg, true
+	}
+	if actual.Root.Kind != model.ShaperHTB {
+		return tg, false
+	}
+	haveRoot := false
+	for _, c := range actual.Classes {
+		switch m := c.Handle.Minor(); {
+		case c.Handle == model.RootClass:
+			tg.Interface.Bandwidth, haveRoot = c.Rate, true
+		case c.Handle == model.DefaultClass:
+			tg.Interface.DefaultRate, tg.Interface.DefaultCeil = c.Rate, c.Ceil
+		case m >= model.FirstUserMinor:
+			if u, ok := st.ids.UserByMinor(m); ok {
+				tg.Users = append(tg.Users, model.UserTarget{Name: u, Rate: c.Rate, Ceil: c.Ceil, Burst: c.Burst, CBurst: c.CBurst})
+			}
+		default:
+			if t, ok := st.ids.TierByMinor(m); ok {
+				tg.Tiers = append(tg.Tiers, model.TierTarget{Name: t, Rate: c.Rate, Ceil: c.Ceil})
+			}
+		}
+	}
+	return tg, haveRoot
+}

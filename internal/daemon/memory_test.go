@@ -1,0 +1,81 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMemoryReturnedAfterAScrape: with Options.ReturnMemory a /metrics
+// scrape (its series and the counter read before it are the idle daemon's
+// biggest allocations) returns memory at once; without it nothing does.
+func TestMemoryReturnedAfterAScrape(t *testing.T) {
+	returned := countReturns(t)
+	k := newFakeKernel("lan0")
+	d, _ := newTestDaemon(t, k, newFakeClock(), "")
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	scrape := func() {
+		d.MetricsHandler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	}
+	scrape()
+	if returned(false) {
+		t.Fatal("without ReturnMemory a scrape returned memory")
+	}
+	d.opts.ReturnMemory = true
+	scrape()
+	if !returned(true) {
+		t.Error("a scrape returned no memory")
+	}
+}
+
+// countReturns replaces freeOSMemory for the test; returned(wait) reports
+// whether it was called (since the last call), waiting up to 10 s for the
+// collection that returnMemory starts beside the loop when wait is set.
+func countReturns(t *testing.T) (returned func(wait bool) bool) {
+	calls := make(chan struct{}, 100)
+	freeOSMemory = func() { calls <- struct{}{} }
+	t.Cleanup(func() { freeOSMemory = realFreeOSMemory })
+	return func(wait bool) bool {
+		if !wait {
+			select {
+			case <-calls:
+				return true
+			default:
+				return false
+			}
+		}
+		select {
+		case <-calls:
+			return true
+		case <-time.After(10 * time.Second):
+			return false
+		}
+	}
+}
+
+// TestMemoryReturnedAfterEachBigApply: with Options.ReturnMemory an
+// interface's apply of freeAfterChanges changes or more returns memory,
+// the first apply's too (its verify dump would pile onto the next
+// interface's apply).
+func TestMemoryReturnedAfterEachBigApply(t *testing.T) {
+	returned := countReturns(t)
+	var u strings.Builder
+	for i := 0; i < 600; i++ { // a class and a filter each: 1,200 changes an interface
+		fmt.Fprintf(&u, "[[user]]\nname = \"user%05d\"\ntier = \"gold\"\naddresses = [\"198.18.%d.%d\"]\n", i, i/250, i%250+1)
+	}
+	dir := t.TempDir()
+	writeConfig(t, dir, testConfig, u.String())
+	d, _ := newTestDaemon(t, newFakeKernel("lan0"), newFakeClock(), dir)
+	d.opts.ReturnMemory = true
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !returned(true) { // one at a time: a second may find the first running
+		t.Error("the first apply (before READY=1) returned no memory")
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/shaperd/shaperd/internal/netnslab"
 	"github.com/shaperd/shaperd/pkg/kernel/bpfcls"
 	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // bpfLab is a router lab with a Kernel whose LAN device uses the bpf
@@ -133,6 +134,9 @@ func TestBPFClassifierApply(t *testing.T) {
 		t.Errorf("program id %q -> %q: the filter was rewritten", before, after)
 	}
 
+	// A TBF root in place of A's HTB (a qdisc that takes no filters): the
+	// bpf pins outlive the HTB, and Teardown still removes them.
+	reconcile(t, kA, model.Targets{Interface: model.InterfaceSpec{Name: netnslab.RouterLANDev, Shaper: model.ShaperTBF, Bandwidth: 20 * tbf.Mbit}}, nil)
 	for _, k := range []*Kernel{kA, kB} {
 		if err := k.Teardown(netnslab.RouterLANDev, ""); err != nil {
 			t.Fatal(err)

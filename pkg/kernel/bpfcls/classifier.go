@@ -172,7 +172,8 @@ func (c *Classifier) Delete(f model.Filter) (writes int, err error) {
 }
 
 // Remove deletes shaperd's tc filter under the qdisc (a missing one is
-// not an error), closes the maps and program and removes their pins (and
+// not an error, nor a qdisc that takes no filters, such as a TBF root
+// that replaced the HTB: the kernel answers EOPNOTSUPP), closes the maps and program and removes their pins (and
 // the pin directories left empty): with the filter and the pins gone the
 // kernel frees them.
 func (c *Classifier) Remove() error {
@@ -180,7 +181,7 @@ func (c *Classifier) Remove() error {
 	if c.connErr != nil {
 		errs = append(errs, c.errorf(c.connErr, "no netlink connection"))
 	} else if err := c.execute(deleteRequest(c.ifindex, uint32(c.parent), Prio, 0)); err != nil &&
-		!errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EINVAL) {
+		!errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.EOPNOTSUPP) {
 		errs = append(errs, c.errorf(err, "delete filter priority %d", Prio))
 	}
 	c.Close()

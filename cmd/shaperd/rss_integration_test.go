@@ -272,14 +272,6 @@ func reconcileStats(t *testing.T, ns *netnslab.NS, port int) (sum, count float64
 	return sum, count
 }
 
-// cpuSeconds returns the user+system CPU time of pid from /proc/PID/stat
-// (in clock ticks of 1/100 s, as on Linux).
-func cpuSeconds(t *testing.T, pid int) float64 {
-	t.Helper()
-	user, sys := cpuSplit(t, pid)
-	return user + sys
-}
-
 // cpuSplit returns the user and system CPU seconds of pid.
 func cpuSplit(t *testing.T, pid int) (user, sys float64) {
 	t.Helper()

@@ -22,11 +22,6 @@ func bench10k(b *testing.B, n int) (*Daemon, *fakeClock) {
 	return benchDaemonClock(b, n, testConfig, clk), clk
 }
 
-// benchDaemon is bench10k with the configuration cfg.
-func benchDaemon(b *testing.B, n int, cfg string) *Daemon {
-	return benchDaemonClock(b, n, cfg, newFakeClock())
-}
-
 func benchDaemonClock(b *testing.B, n int, cfg string, clk Clock) *Daemon {
 	b.Helper()
 	var u strings.Builder

@@ -76,16 +76,6 @@ func (d *Daemon) markDirty(name string, wait time.Duration) bool {
 	return found
 }
 
-// managed reports whether name is a managed interface or its IFB.
-func (d *Daemon) managed(name string) bool {
-	for _, st := range d.ifaces {
-		if st.cfg.Name == name || st.device == name {
-			return true
-		}
-	}
-	return false
-}
-
 // settled reconciles the reconcilers events marked. Events taken
 // meanwhile (drainEvents) mark the next settle's.
 func (d *Daemon) settled() error {

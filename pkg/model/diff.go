@@ -216,12 +216,6 @@ func copyQdisc(q *Qdisc) *Qdisc {
 	return &c
 }
 
-// copyClass returns a copy without stats.
-func copyClass(c Class) *Class {
-	c.Stats = nil
-	return &c
-}
-
 // reparented finds desired classes whose actual parent differs, deletes
 // them with their actual subtrees (filters pointing into them first) and
 // returns the set of actual classes so deleted.

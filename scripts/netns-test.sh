@@ -147,7 +147,7 @@ demo() {
 		-e 's#^name = "lan0"#name = "r-lan"#' \
 		-e 's#^ifb = "ifb-lan0"#ifb = "r-ifb"#' \
 		-e 's#^bandwidth = "100mbit"#bandwidth = "1gbit"#' \
-		-e 's#^leaf_qdisc = .*##' -e 's#^leaf_limit = .*##' \
+		-e 's#^leaf_[a-z]* = .*##' \
 		configs/shaperd.toml >"$tmp/shaperd.toml"
 	cat >"$tmp/users.toml" <<-EOF
 		[[user]]

@@ -143,9 +143,7 @@ type policyState struct {
 	// userIdx is each user's index in plan.Users.
 	userIdx map[string]int
 	// quotas: some tier has a quota, so new usage can change the policy.
-	// lastQuotaRead is when readQuotaCounters last read the counters.
-	quotas        bool
-	lastQuotaRead time.Time
+	quotas bool
 	// counterReads counts the counter reads (dumps) since the last
 	// reconcile tick, which then returns their garbage (returnMemory).
 	counterReads int

@@ -196,26 +196,6 @@ func queueBig(o options) error {
 	return nil
 }
 
-// reapplyWith is reapply with the assignment the tree was built with.
-func reapplyWith(k *kernel.Kernel, tg model.Targets, ids *model.Assignment) (unchanged, error) {
-	var u unchanged
-	desired, err := model.Build(tg, ids)
-	if err != nil {
-		return u, err
-	}
-	t1 := time.Now()
-	actual, err := k.Dump(tg.Interface.Name)
-	if err != nil {
-		return u, err
-	}
-	t2 := time.Now()
-	changes := model.Diff(actual, desired)
-	t3 := time.Now()
-	res, err := k.Apply(changes)
-	u = unchanged{dump: t2.Sub(t1), diff: t3.Sub(t2), apply: time.Since(t3), changes: len(changes), writes: res.Writes}
-	return u, err
-}
-
 // Addresses of (g): two users behind the peer.
 var qtpUsers = []netip.Addr{netip.MustParseAddr("198.18.0.10"), netip.MustParseAddr("198.18.0.11")}
 

@@ -188,9 +188,15 @@ type unchanged struct {
 func (u unchanged) total() time.Duration { return u.dump + u.diff + u.apply }
 
 func reapply(k *kernel.Kernel, tg model.Targets) (unchanged, error) {
+	return reapplyWith(k, tg, nil)
+}
+
+// reapplyWith is reapply with the assignment the tree was built with (nil:
+// a fresh one).
+func reapplyWith(k *kernel.Kernel, tg model.Targets, ids *model.Assignment) (unchanged, error) {
 	var u unchanged
 	start := time.Now()
-	desired, err := model.Build(tg, nil)
+	desired, err := model.Build(tg, ids)
 	if err != nil {
 		return u, err
 	}

@@ -163,18 +163,7 @@ func TestDaemonBPFClassifier(t *testing.T) {
 
 	// Restart: adopted with zero writes (under `ip netns exec` the bpffs
 	// mount dies with the daemon; the program is found through the filter).
-	if err := u.Stop(); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
-	u.Start()
-	u.WaitReady(60 * time.Second)
-	time.Sleep(1200 * time.Millisecond) // a reconcile tick
-	if w := u.metric("shaperd_kernel_writes_total"); w != 0 {
-		t.Errorf("restart: %v kernel writes, want 0\n%s", w, u.Logs.String())
-	}
-	if out2 := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan"); !strings.Contains(out2, "id "+m[1]+" ") {
-		t.Errorf("the restart replaced program %s:\n%s", m[1], out2)
-	}
+	restartAdopts(t, u, m[1], "restart")
 
 	// Switching by reload: u32 replaces the bpf filter, and back.
 	for _, c := range []struct{ cfg, has, hasNot string }{
@@ -236,18 +225,7 @@ func TestDaemonUnitCapabilities(t *testing.T) {
 		t.Errorf("u0's class counted %d bytes of a 1 s download", got)
 	}
 
-	if err := u.Stop(); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
-	u.Start()
-	u.WaitReady(60 * time.Second)
-	time.Sleep(1200 * time.Millisecond) // a reconcile tick
-	if w := u.metric("shaperd_kernel_writes_total"); w != 0 {
-		t.Errorf("restart with the unit's capabilities: %v kernel writes, want 0\n%s", w, u.Logs.String())
-	}
-	if out := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan"); !strings.Contains(out, "id "+id[1]+" ") {
-		t.Errorf("the restart replaced program %s:\n%s", id[1], out)
-	}
+	restartAdopts(t, u, id[1], "restart with the unit's capabilities")
 }
 
 // TestDaemonClassifierFallback: a daemon the kernel refuses bpf(2)
@@ -294,4 +272,22 @@ func TestDaemonClassifierFallback(t *testing.T) {
 			}
 		}
 	})
+}
+
+// restartAdopts restarts the daemon and checks that it adopted the tree
+// with zero kernel writes and kept r-lan's bpf program prog (its id).
+func restartAdopts(t *testing.T, u *unitLab, prog, what string) {
+	t.Helper()
+	if err := u.Stop(); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	u.Start()
+	u.WaitReady(60 * time.Second)
+	time.Sleep(1200 * time.Millisecond) // a reconcile tick
+	if w := u.metric("shaperd_kernel_writes_total"); w != 0 {
+		t.Errorf("%s: %v kernel writes, want 0\n%s", what, w, u.Logs.String())
+	}
+	if out := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan"); !strings.Contains(out, "id "+prog+" ") {
+		t.Errorf("%s replaced program %s:\n%s", what, prog, out)
+	}
 }

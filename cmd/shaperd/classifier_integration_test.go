@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/binary"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -19,10 +18,7 @@ import (
 // withoutBPFCaps runs ExecStart under setpriv without CAP_BPF,
 // CAP_SYS_ADMIN and CAP_PERFMON: a kernel that refuses bpf(2) to shaperd.
 func withoutBPFCaps(t *testing.T) unitEdit {
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv not found")
-	}
+	setpriv := netnslab.RequireTool(t, "setpriv")
 	return unitEdit{unit: func(u *netnslab.Unit) {
 		u.ExecStart[0] = append([]string{setpriv, "--bounding-set=-bpf,-sys_admin,-perfmon", "--inh-caps=-bpf,-sys_admin,-perfmon"}, u.ExecStart[0]...)
 	}}
@@ -41,10 +37,7 @@ func u32Config(cfg string) string {
 // boot: "" nothing, "new" a new bpffs (gone with the daemon), else the
 // path of a bpffs of the test's, bind-mounted (kept across restarts).
 func asUnitCaps(t *testing.T, bpffs string) unitEdit {
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv not found")
-	}
+	setpriv := netnslab.RequireTool(t, "setpriv")
 	mount := ""
 	switch bpffs {
 	case "":

@@ -40,3 +40,18 @@ func unavailable() string {
 	_ = exec.Command("ip", "netns", "del", name).Run()
 	return ""
 }
+
+// RequireTool returns the path of the program name, as Require treats
+// namespaces: a missing one skips the test, or fails it with
+// SHAPERD_REQUIRE_NETNS=1 (CI must not pass by skipping).
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("%s required (%s=1) but not found in PATH", name, RequireEnv)
+		}
+		t.Skipf("skipping: %s not found in PATH (set %s=1 to fail instead)", name, RequireEnv)
+	}
+	return p
+}

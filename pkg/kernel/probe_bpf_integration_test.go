@@ -29,10 +29,7 @@ func TestProbeBPF(t *testing.T) {
 	if err := ProbeBPF(); err != nil {
 		t.Fatalf("ProbeBPF as root: %v", err)
 	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv not found")
-	}
+	setpriv := netnslab.RequireTool(t, "setpriv")
 	cmd := exec.Command(setpriv, "--bounding-set=-bpf,-sys_admin,-perfmon", "--inh-caps=-bpf,-sys_admin,-perfmon",
 		os.Args[0], "-test.run=^TestProbeBPF$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), "SHAPERD_PROBE_BPF_CHILD=1")

@@ -106,9 +106,16 @@ type unitEdit struct {
 // lab before shaperd starts, and each edit with the unit as read.
 func newUnitLabBefore(t *testing.T, users int, config string, usersTOML func(*netnslab.RouterLab) string, before func(*netnslab.RouterLab), edits ...unitEdit) *unitLab {
 	t.Helper()
+	return newUnitLabWith(t, netnslab.RouterLabOptions{Users: users}, config, usersTOML, before, edits...)
+}
+
+// newUnitLabWith is newUnitLabBefore with the lab's options (e.g. the lan
+// device's queue count).
+func newUnitLabWith(t *testing.T, opts netnslab.RouterLabOptions, config string, usersTOML func(*netnslab.RouterLab) string, before func(*netnslab.RouterLab), edits ...unitEdit) *unitLab {
+	t.Helper()
 	netnslab.Require(t)
 	bin, ctl := binaries(t)
-	lab := netnslab.NewRouterLab(t, netnslab.RouterLabOptions{Users: users})
+	lab := netnslab.NewRouterLab(t, opts)
 	if before != nil {
 		before(lab)
 	}

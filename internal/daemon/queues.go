@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -21,12 +22,16 @@ import (
 type queueKernel interface {
 	TxQueues(device string) (int, error)
 	QueueCounters(device string) ([]model.Qdisc, error)
+	ClassCounters(device string, handles []model.Handle) ([]model.Class, error)
 }
 
-// queueMeter is what the last policy tick saw of an interface's queues.
+// queueMeter is what the last policy tick saw of an interface's queues:
+// each queue's bytes sent, and each tier's (with an aggregate class) in
+// each queue.
 type queueMeter struct {
 	at    time.Time
 	bytes []uint64
+	tiers map[string][]uint64
 }
 
 // CheckQueues is the part of `shaperd --check` that needs the devices: an
@@ -99,8 +104,9 @@ func (d *Daemon) resolveQueues(plan *config.Plan) {
 }
 
 // rebalanceQueues gives every interface with per-queue trees its queues'
-// shares for the next tick from what each queue sent since the last one,
-// and brings a changed split to the kernel.
+// shares and its tiers' shares in each queue for the next tick
+// (model.RebalanceMQ), from what each queue and each tier's class in it
+// sent since the last one, and brings a changed split to the kernel.
 func (d *Daemon) rebalanceQueues(now time.Time) error {
 	qk, ok := d.k.(queueKernel)
 	if !ok {
@@ -112,39 +118,109 @@ func (d *Daemon) rebalanceQueues(now time.Time) error {
 		if n <= 1 || !st.built() || st.buildErr != nil {
 			continue
 		}
-		qs, err := qk.QueueCounters(st.desired.Device)
-		if err != nil || len(qs) != n {
+		m, err := readQueueMeter(qk, st, now)
+		if err != nil {
 			continue // the next reconcile repairs (or reports) the trees
 		}
-		bytes := make([]uint64, n)
-		for q, qd := range qs {
-			if qd.Stats != nil {
-				bytes[q] = qd.Stats.Bytes
-			}
-		}
-		m := st.queues
-		st.queues = &queueMeter{at: now, bytes: bytes}
-		dt := now.Sub(m.atOr(now))
-		if m == nil || len(m.bytes) != n || dt <= 0 {
-			continue
-		}
-		used := make([]tbf.Rate, n)
-		for q := range used {
-			if bytes[q] >= m.bytes[q] {
-				used[q] = tbf.Rate(float64(bytes[q]-m.bytes[q]) * 8 / dt.Seconds())
-			}
-		}
-		next := model.RebalanceQueues(st.targets.Interface.Bandwidth, st.targets.Queues, used)
-		if slices.Equal(next, st.targets.Queues) {
+		prev := st.queues
+		st.queues = m
+		dt := now.Sub(prev.atOr(now)).Seconds()
+		if prev == nil || len(prev.bytes) != n || dt <= 0 {
 			continue
 		}
 		tg := st.targets
-		tg.Queues = next
+		used := model.MQRates{Queues: usedSince(prev.bytes, m.bytes, dt), Tiers: map[string][]tbf.Rate{}}
+		for name, b := range m.tiers {
+			if was, ok := prev.tiers[name]; ok && len(was) == n {
+				used.Tiers[name] = usedSince(was, b, dt)
+			}
+		}
+		next := model.RebalanceMQ(tg.Interface.Bandwidth, tg.Tiers, model.MQSplit{Queues: tg.Queues, Tiers: tg.TierQueues}, used, model.QueueFloors(&st.desired))
+		if slices.Equal(next.Queues, tg.Queues) && maps.EqualFunc(next.Tiers, tg.TierQueues, slices.Equal) {
+			continue
+		}
+		tg.Queues, tg.TierQueues = next.Queues, next.Tiers
 		if err := d.retarget(st, tg, "queues"); err != nil {
 			errs = append(errs, fmt.Errorf("interface %s: queues: %w", st.key, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// readQueueMeter reads the byte counters of st's queues (their qdiscs) and
+// of each tier's class in each queue's tree. A tier whose class is missing
+// in some queue is left out (it is not rebalanced this tick).
+func readQueueMeter(qk queueKernel, st *reconciler, now time.Time) (*queueMeter, error) {
+	n := st.targets.Interface.Queues
+	qs, err := qk.QueueCounters(st.desired.Device)
+	if err != nil || len(qs) != n {
+		return nil, fmt.Errorf("queue counters: %d of %d queues: %w", len(qs), n, err)
+	}
+	m := &queueMeter{at: now, bytes: make([]uint64, n), tiers: map[string][]uint64{}}
+	for q, qd := range qs {
+		if qd.Stats != nil {
+			m.bytes[q] = qd.Stats.Bytes
+		}
+	}
+	if len(st.targets.Tiers) == 0 {
+		return m, nil
+	}
+	handles := make([]model.Handle, 0, n*len(st.targets.Tiers))
+	where := map[model.Handle]struct {
+		tier string
+		q    int
+	}{}
+	for _, tier := range st.targets.Tiers {
+		for q := 0; q < n; q++ {
+			minor, ok := st.ids.QueueIDs(q).Tier(tier.Name)
+			if !ok {
+				continue
+			}
+			h := model.MakeHandle(model.QueueHandle(q).Major(), minor)
+			handles = append(handles, h)
+			where[h] = struct {
+				tier string
+				q    int
+			}{tier.Name, q}
+		}
+	}
+	cs, err := qk.ClassCounters(st.desired.Device, handles)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]int{}
+	for _, c := range cs {
+		w, ok := where[c.Handle]
+		if !ok || c.Stats == nil {
+			continue
+		}
+		b := m.tiers[w.tier]
+		if b == nil {
+			b = make([]uint64, n)
+			m.tiers[w.tier] = b
+		}
+		b[w.q] = c.Stats.Bytes
+		seen[w.tier]++
+	}
+	for tier, k := range seen {
+		if k != n {
+			delete(m.tiers, tier)
+		}
+	}
+	return m, nil
+}
+
+// usedSince is what each queue sent between two byte counter readings dt
+// seconds apart, in bit/s (0 where a counter went backwards: a class or
+// qdisc made again).
+func usedSince(was, now []uint64, dt float64) []tbf.Rate {
+	used := make([]tbf.Rate, len(now))
+	for q := range used {
+		if q < len(was) && now[q] >= was[q] {
+			used[q] = tbf.Rate(float64(now[q]-was[q]) * 8 / dt)
+		}
+	}
+	return used
 }
 
 // atOr is the meter's time, or t for none.
@@ -155,12 +231,27 @@ func (m *queueMeter) atOr(t time.Time) time.Time {
 	return m.at
 }
 
-// keepQueues carries the queue split of st's current targets into tg, whose
-// policy evaluation does not know it.
+// keepQueues carries the queue and tier splits of st's current targets into
+// tg, whose policy evaluation does not know them, fitted to tg's bandwidth
+// and tier rates (model.FitQueues, model.FitTier) when those changed.
 func keepQueues(st *reconciler, tg *model.Targets) {
-	if tg.Interface.Queues > 1 && len(tg.Queues) == 0 && st.targets.Interface.Queues == tg.Interface.Queues {
-		tg.Queues = st.targets.Queues
+	n := tg.Interface.Queues
+	if n <= 1 || st.targets.Interface.Queues != n {
+		return
 	}
+	if len(tg.Queues) == 0 && len(st.targets.Queues) == n {
+		tg.Queues = model.FitQueues(tg.Interface.Bandwidth, st.targets.Queues, n)
+	}
+	if tg.TierQueues != nil || len(st.targets.TierQueues) == 0 {
+		return
+	}
+	tiers := make(map[string][]model.QueueTarget, len(tg.Tiers))
+	for _, tier := range tg.Tiers {
+		if split, ok := st.targets.TierQueues[tier.Name]; ok {
+			tiers[tier.Name] = model.FitTier(tier, split, n)
+		}
+	}
+	tg.TierQueues = tiers
 }
 
 // patchQueued is patchUser and patchUsers for per-queue trees, whose users

@@ -12,11 +12,26 @@ import (
 )
 
 // queueFake is the fake kernel with transmit queues and per-queue byte
-// counters (QueueCounters) that the test sets.
+// counters (QueueCounters) and class byte counters (ClassCounters) that
+// the test sets.
 type queueFake struct {
 	*fakeKernel
-	tx    int
-	bytes []uint64
+	tx      int
+	bytes   []uint64
+	classes map[model.Handle]uint64
+}
+
+func (k *queueFake) ClassCounters(device string, handles []model.Handle) ([]model.Class, error) {
+	var out []model.Class
+	for _, h := range handles {
+		for _, c := range k.tree(device).Classes {
+			if c.Handle == h {
+				c.Stats = &model.Stats{Bytes: k.classes[h]}
+				out = append(out, c)
+			}
+		}
+	}
+	return out, nil
 }
 
 func (k *queueFake) TxQueues(string) (int, error) { return k.tx, nil }
@@ -47,7 +62,7 @@ bandwidth = "100mbit"
 queues = "auto"
 
 [tiers.gold]
-rate = "5mbit"
+rate = "1mbit"
 ceil = "100mbit"
 `
 
@@ -178,5 +193,83 @@ func TestQueuesUserCounters(t *testing.T) {
 	}
 	if !found {
 		t.Error("ub not in status")
+	}
+}
+
+// Every policy tick also moves each tier's share between the queues' trees
+// (model.RebalanceTier): the tier's users busy on one queue get its whole
+// aggregate ceil, busy on all queues they share it, and the tier's classes
+// together never exceed its aggregate ceil.
+func TestQueuesRebalanceTiers(t *testing.T) {
+	k := &queueFake{fakeKernel: newFakeKernel("lan0"), tx: 2, bytes: make([]uint64, 2), classes: map[model.Handle]uint64{}}
+	clk := newFakeClock()
+	dir := t.TempDir()
+	writeConfig(t, dir, queuesConfig+"aggregate_rate = \"10mbit\"\naggregate_ceil = \"40mbit\"\n",
+		"[[user]]\nname = \"ua\"\ntier = \"gold\"\naddresses = [\"198.18.1.1\"]\n"+
+			"[[user]]\nname = \"ub\"\ntier = \"gold\"\naddresses = [\"198.18.1.2\"]\n")
+	d, err := New(Options{ConfigPath: filepath.Join(dir, "shaperd.toml"), Kernel: k, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tierCeils := func() []tbf.Rate {
+		out := make([]tbf.Rate, 2)
+		var rate tbf.Rate
+		for _, c := range k.tree("lan0").Classes {
+			if c.Labels.Kind == "tier" {
+				out[model.QueueOf(c.Handle)] = c.Ceil
+				rate += c.Rate
+			}
+		}
+		if s := out[0] + out[1]; s != 40*tbf.Mbit {
+			t.Fatalf("gold's classes' ceils %v add up to %s, want its aggregate ceil 40mbit", out, s)
+		}
+		// Each class's rate is at least its floor (the user's 1mbit).
+		if rate < 10*tbf.Mbit-16 || rate > 11*tbf.Mbit {
+			t.Fatalf("gold's classes' rates add up to %s, want its aggregate rate 10mbit (+ up to a 1mbit floor)", rate)
+		}
+		return out
+	}
+	if c := tierCeils(); c[0] != 20*tbf.Mbit {
+		t.Fatalf("first split of gold %v, want 20mbit each", c)
+	}
+	ha, _ := userHandle(d.ifaces[0], "ua")
+	qa := model.QueueOf(ha)
+	gold := func(q int) model.Handle {
+		m, _ := d.ifaces[0].ids.QueueIDs(q).Tier("gold")
+		return model.MakeHandle(model.QueueHandle(q).Major(), m)
+	}
+	now := clk.Now()
+	tick := func() {
+		t.Helper()
+		now = now.Add(time.Second)
+		if err := d.policyTick(now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(q int, rate tbf.Rate) {
+		k.classes[gold(q)] += uint64(rate / 8)
+		k.send(q, rate, time.Second)
+	}
+	tick() // the first reading
+	for i := 0; i < 2; i++ {
+		send(qa, tierCeils()[qa]) // only ua is busy
+		tick()
+	}
+	if c := tierCeils(); c[qa] < 40*tbf.Mbit*95/100 {
+		t.Errorf("only ua busy: gold's ceils %v, want ua's queue %d at >= 95%% of 40mbit", c, qa)
+	}
+	for i := 0; i < 3; i++ {
+		c := tierCeils()
+		send(0, c[0])
+		send(1, c[1])
+		tick()
+	}
+	for q, c := range tierCeils() {
+		if c < 20*tbf.Mbit*97/100 || c > 20*tbf.Mbit*103/100 {
+			t.Errorf("both busy: gold's class in queue %d ceil %s, want 20mbit +-3%%", q, c)
+		}
 	}
 }

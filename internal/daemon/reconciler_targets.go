@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/shaperd/shaperd/pkg/model"
@@ -12,7 +13,7 @@ import (
 // prefixes usually share the plan's backing arrays.
 func targetsEqual(a, b *model.Targets) bool {
 	if !specEqual(&a.Interface, &b.Interface) || !slices.Equal(a.Tiers, b.Tiers) || len(a.Users) != len(b.Users) ||
-		!slices.Equal(a.Queues, b.Queues) {
+		!slices.Equal(a.Queues, b.Queues) || !maps.EqualFunc(a.TierQueues, b.TierQueues, slices.Equal) {
 		return false
 	}
 	for i := range a.Users {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
@@ -112,6 +113,50 @@ func (k *Kernel) QueueCounters(device string) ([]model.Qdisc, error) {
 	out, err := queueQdiscs(qs, ifi)
 	if err != nil {
 		return nil, fmt.Errorf("queue counters of %s: %w", device, err)
+	}
+	return out, nil
+}
+
+// ClassCounters returns the HTB classes handles of device with their
+// counters, in the order asked, one get per class (not a dump: under a tree
+// of many users the policy loop reads a few aggregate classes every tick,
+// e.g. each tier's class in each queue's tree). A class the kernel does not
+// have is left out; leaf qdiscs are not read (Leaf is nil).
+func (k *Kernel) ClassCounters(device string, handles []model.Handle) ([]model.Class, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ifi, err := k.ifindex(device)
+	if err != nil {
+		return nil, fmt.Errorf("class counters: %w", err)
+	}
+	out := make([]model.Class, 0, len(handles))
+	for _, h := range handles {
+		k.req.B = tcwire.Tcmsg{Ifindex: ifi, Handle: uint32(h)}.AppendTo(k.req.B[:0])
+		msgs, err := k.execute(tcwire.RTMGetTClass, netlink.Echo, k.req.B)
+		if isErrno(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("class counters of %s: class %s: %w", device, h, err)
+		}
+		for _, m := range msgs {
+			if m.Header.Type != tcwire.RTMNewTClass {
+				continue
+			}
+			o, err := parseObject(m.Data)
+			if err != nil {
+				return nil, fmt.Errorf("class counters of %s: class %s: %w", device, h, err)
+			}
+			if o.msg.Ifindex != ifi || o.msg.Handle != uint32(h) || o.kind != "htb" {
+				continue
+			}
+			c, err := decodeHTBClass(o)
+			if err != nil {
+				return nil, fmt.Errorf("class counters of %s: %w", device, err)
+			}
+			c.Leaf = nil
+			out = append(out, c)
+		}
 	}
 	return out, nil
 }

@@ -11,11 +11,16 @@ import (
 // queue, an HTB qdisc with the single tree's layout. Users are placed on
 // queues by ids.AssignQueues (stable, balanced by guaranteed rate) and
 // get minors from their queue's own Assignment, so an interface holds up to
-// Queues*MaxUsers users. Tier classes exist in the queues the tier has
-// users in, each with the tier's rate split by the guaranteed rates of its
-// users there and the tier's ceil. The queues' root classes take
-// t.Queues (default EvenQueueTargets); the default class of each queue
-// gets DefaultRate/Queues and DefaultCeil.
+// Queues*MaxUsers users. The queues' root classes take t.Queues; the
+// default class of each queue gets DefaultRate/Queues and DefaultCeil.
+// Every tier with an aggregate class has one in every queue's tree (so a
+// user's change never adds or removes one), with the queue's share of the
+// tier's rate and ceil from t.TierQueues: the policy loop moves the shares
+// to where the tier's users are busy (RebalanceTier), so the tier's
+// aggregate holds across queues. Without t.Queues (of length Queues) or a
+// tier's t.TierQueues, each queue gets its floor (QueueFloors) and an even
+// share of the rest (RebalanceQueues and RebalanceTier of an idle
+// interface).
 //
 // Leaf qdiscs are refused: their handles (the class minor as major) would
 // collide between queue trees.
@@ -69,28 +74,11 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 		q, _ := work.Queue(u)
 		perQueue[q] = append(perQueue[q], u)
 	}
-	// The tier's guaranteed rate per queue, split by its users' rates.
-	tierIn := make([]map[string]tbf.Rate, n)
-	tierAll := map[string]tbf.Rate{}
-	for q := range tierIn {
-		tierIn[q] = map[string]tbf.Rate{}
-	}
-	for _, c := range users {
-		q, _ := work.Queue(c.Labels.User)
-		tierIn[q][c.Labels.Tier] += c.Rate
-		tierAll[c.Labels.Tier] += c.Rate
-	}
 	for q := 0; q < n; q++ {
 		if len(perQueue[q]) > MaxUsers {
 			return fmt.Errorf("queue %d: %d users: %w: a queue holds at most %d", q, len(perQueue[q]), ErrTooManyUsers, MaxUsers)
 		}
-		var ts []string
-		for _, name := range tierNames {
-			if _, ok := tierIn[q][name]; ok {
-				ts = append(ts, name)
-			}
-		}
-		if err := work.QueueIDs(q).AssignTiers(ts); err != nil {
+		if err := work.QueueIDs(q).AssignTiers(tierNames); err != nil {
 			return fmt.Errorf("queue %d: %w", q, err)
 		}
 		if err := work.QueueIDs(q).Assign(perQueue[q]); err != nil {
@@ -98,16 +86,42 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 		}
 	}
 
-	qt := t.Queues
-	if len(qt) != n {
-		qt = EvenQueueTargets(spec.Bandwidth, n)
-	}
 	defRate, defCeil := spec.DefaultRate, spec.DefaultCeil
 	if defRate == 0 {
 		defRate = DefaultClassRate(spec.Bandwidth)
 	}
 	if defCeil == 0 {
 		defCeil = spec.Bandwidth
+	}
+	defShare := max(defRate/tbf.Rate(n), 8)
+	// Without a split from the policy loop, each queue and each tier's
+	// class in it gets its floor (QueueFloors) and an even share of the
+	// rest (RebalanceQueues and RebalanceTier with nothing sent yet).
+	idle := make([]tbf.Rate, n)
+	qt := t.Queues
+	if len(qt) != n {
+		floors := slices.Repeat([]tbf.Rate{defShare}, n)
+		for _, c := range users {
+			q, _ := work.Queue(c.Labels.User)
+			floors[q] = max(floors[q], c.Rate)
+		}
+		qt = RebalanceQueues(spec.Bandwidth, nil, idle, floors)
+	}
+	tierSplit := make(map[string][]QueueTarget, len(tiers))
+	for _, c := range tiers {
+		name := c.Labels.Tier
+		split := t.TierQueues[name]
+		if len(split) != n {
+			floors := make([]tbf.Rate, n)
+			for _, u := range users {
+				if u.Labels.Tier == name {
+					q, _ := work.Queue(u.Labels.User)
+					floors[q] = max(floors[q], u.Rate)
+				}
+			}
+			split = RebalanceTier(TierTarget{Name: name, Rate: c.Rate, Ceil: c.Ceil}, nil, idle, floors)
+		}
+		tierSplit[name] = split
 	}
 	rs := spec.Framing.RateSpec()
 	classes := make([]Class, 0, n*2+len(users)+len(tiers))
@@ -122,7 +136,7 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 			return fmt.Errorf("queue %d: root class: %w", q, err)
 		}
 		root.Handle, root.Parent, root.Framing = MakeHandle(major, RootClass.Minor()), QueueHandle(q), rs
-		def, err := makeClass(classSpec{rate: max(defRate/tbf.Rate(n), 8), ceil: defCeil}, nil, Labels{Kind: "default"})
+		def, err := makeClass(classSpec{rate: defShare, ceil: defCeil}, nil, Labels{Kind: "default"})
 		if err != nil {
 			return fmt.Errorf("queue %d: default class: %w", q, err)
 		}
@@ -131,15 +145,8 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 		tierHandle[q] = map[string]Handle{}
 		for _, c := range tiers {
 			name := c.Labels.Tier
-			in, ok := tierIn[q][name]
-			if !ok {
-				continue
-			}
-			share := 1 / float64(n)
-			if all := tierAll[name]; all > 0 {
-				share = float64(in) / float64(all)
-			}
-			tc, err := makeClass(classSpec{rate: max(tbf.Rate(float64(c.Rate)*share), 8), ceil: c.Ceil, burst: c.Burst, cburst: c.CBurst}, nil, c.Labels)
+			share := tierSplit[name][q]
+			tc, err := makeClass(classSpec{rate: share.Rate, ceil: share.Ceil, burst: c.Burst, cburst: c.CBurst}, nil, c.Labels)
 			if err != nil {
 				return fmt.Errorf("queue %d: tier %s: %w", q, name, err)
 			}

@@ -28,17 +28,26 @@ func TestBuildMQLayout(t *testing.T) {
 		t.Fatalf("%d queue qdiscs, want 4", len(tree.Queues))
 	}
 	load := make([]tbf.Rate, 4)
+	fl := model.QueueFloors(&tree)
+	floors, tierFloors := fl.Queues, fl.Tiers
+	var rootSum tbf.Rate
 	for q, qd := range tree.Queues {
 		if qd.Handle != model.QueueHandle(q) || qd.Parent != model.QueueParent(q) || qd.Kind != model.ShaperHTB || qd.DefaultMinor != 2 {
 			t.Errorf("queue %d qdisc = %+v", q, qd)
 		}
 		root := findClass(t, tree, model.MakeHandle(model.QueueHandle(q).Major(), 1))
-		if root.Parent != model.QueueHandle(q) || root.Rate != tbf.Gbit/4 || root.Ceil != tbf.Gbit/4 {
-			t.Errorf("queue %d root class %+v, want rate=ceil=%s under %s", q, root, tbf.Gbit/4, model.QueueHandle(q))
+		// An idle interface: each queue its floor (its largest user's
+		// rate) and a quarter of the rest.
+		rootSum += root.Ceil
+		if root.Parent != model.QueueHandle(q) || root.Rate != root.Ceil || root.Ceil < floors[q] || root.Ceil > tbf.Gbit/4+floors[q] {
+			t.Errorf("queue %d root class %+v, want rate=ceil about %s (floor %s) under %s", q, root, tbf.Gbit/4, floors[q], model.QueueHandle(q))
 		}
 		if def := findClass(t, tree, model.MakeHandle(model.QueueHandle(q).Major(), 2)); def.Parent != root.Handle {
 			t.Errorf("queue %d default class under %s", q, def.Parent)
 		}
+	}
+	if rootSum != tbf.Gbit {
+		t.Errorf("queue root ceils add up to %s, want the bandwidth", rootSum)
 	}
 	for _, u := range users {
 		c := classOfUser(t, tree, u.Name)
@@ -51,17 +60,25 @@ func TestBuildMQLayout(t *testing.T) {
 			t.Errorf("gold user %s under %s, want its queue's tier class", u.Name, c.Parent)
 		}
 	}
-	var goldRate tbf.Rate
+	// Gold has a class in every queue (even before it has users there),
+	// each with its floor and a quarter of the rest of its rate and ceil
+	// until the policy loop rebalances them: together they never exceed
+	// the tier's.
+	var goldRate, goldCeil tbf.Rate
+	goldIn := 0
 	for _, c := range tree.Classes {
 		if c.Labels.Kind == "tier" {
+			goldIn++
 			goldRate += c.Rate
-			if c.Ceil != 600*tbf.Mbit {
-				t.Errorf("tier class %s ceil %s, want the tier's 600mbit", c.Handle, c.Ceil)
+			goldCeil += c.Ceil
+			fl := tierFloors["gold"][model.QueueOf(c.Handle)]
+			if c.Ceil < fl || c.Ceil > 150*tbf.Mbit+fl || c.Rate*2 != c.Ceil {
+				t.Errorf("tier class %s rate %s ceil %s, want about a quarter of gold's (75mbit, 150mbit)", c.Handle, c.Rate, c.Ceil)
 			}
 		}
 	}
-	if d := float64(goldRate) - float64(300*tbf.Mbit); d > 4 || d < -4*8 {
-		t.Errorf("gold's per-queue rates add up to %s, want 300mbit", goldRate)
+	if goldIn != 4 || goldRate < 300*tbf.Mbit-4 || goldRate > 300*tbf.Mbit+4 || goldCeil != 600*tbf.Mbit {
+		t.Errorf("gold: %d classes, rates add up to %s, ceils to %s; want 4, 300mbit, 600mbit", goldIn, goldRate, goldCeil)
 	}
 	lo, hi := load[0], load[0]
 	for _, l := range load {
@@ -226,5 +243,32 @@ func TestQueueHandles(t *testing.T) {
 	}
 	if model.QdiscHashBucket(2<<16) != 0 || model.QueueOf(model.MakeHandle(2, 1)) != -1 {
 		t.Errorf("2: is in bucket %d and queue %d; the kernel puts it with handle 0", model.QdiscHashBucket(2<<16), model.QueueOf(model.MakeHandle(2, 1)))
+	}
+}
+
+// Targets.TierQueues gives each queue's tier class its share; a split of
+// another length is ignored (the idle split: floors and even shares).
+func TestBuildMQTierQueues(t *testing.T) {
+	users := manyUsers(8)
+	tiers := []model.TierTarget{{Name: "gold", Rate: 40 * tbf.Mbit, Ceil: 100 * tbf.Mbit}}
+	split := model.RebalanceTier(tiers[0], nil, []tbf.Rate{100 * tbf.Mbit, 0}, nil)
+	tree := mustBuild(t, model.Targets{Interface: mqSpec(2), Users: users, Tiers: tiers,
+		TierQueues: map[string][]model.QueueTarget{"gold": split}}, nil)
+	for _, c := range tree.Classes {
+		if c.Labels.Kind != "tier" {
+			continue
+		}
+		q := model.QueueOf(c.Handle)
+		if c.Rate != split[q].Rate || c.Ceil != split[q].Ceil {
+			t.Errorf("queue %d tier class rate %s ceil %s, want %s %s", q, c.Rate, c.Ceil, split[q].Rate, split[q].Ceil)
+		}
+	}
+	tree = mustBuild(t, model.Targets{Interface: mqSpec(2), Users: users, Tiers: tiers,
+		TierQueues: map[string][]model.QueueTarget{"gold": split[:1]}}, nil)
+	idle := model.RebalanceTier(tiers[0], nil, []tbf.Rate{0, 0}, model.QueueFloors(&tree).Tiers["gold"])
+	for _, c := range tree.Classes {
+		if q := model.QueueOf(c.Handle); c.Labels.Kind == "tier" && c.Ceil != idle[q].Ceil {
+			t.Errorf("split of 1 for 2 queues: tier class %s ceil %s, want the idle split's %s", c.Handle, c.Ceil, idle[q].Ceil)
+		}
 	}
 }

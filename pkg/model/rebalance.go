@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -45,46 +46,201 @@ const (
 // queue gets an equal share, and an all-idle interface splits evenly. A
 // result within bandwidth/QueueHysteresis of prev for every queue returns
 // prev unchanged.
-func RebalanceQueues(bandwidth tbf.Rate, prev []QueueTarget, used []tbf.Rate) []QueueTarget {
+//
+// floors (nil: none) are the least each queue gets, whatever it sent
+// (QueueFloors: the largest guaranteed rate in its tree, so that a user who
+// starts sending does not drive the queue's root class into an HTB debt).
+// The floors are met first (scaled down when they add up to more than
+// bandwidth) and only the rest is shared by demand as above.
+func RebalanceQueues(bandwidth tbf.Rate, prev []QueueTarget, used, floors []tbf.Rate) []QueueTarget {
+	if len(prev) != len(used) {
+		prev = EvenQueueTargets(bandwidth, len(used))
+	}
+	give, moved := shareOut(bandwidth, prev, used, floors)
+	if give == nil || !moved && sumCeil(prev) <= bandwidth {
+		return prev
+	}
+	out := make([]QueueTarget, len(give))
+	for q, g := range give {
+		out[q] = QueueTarget{Rate: g, Ceil: g}
+	}
+	return out
+}
+
+// RebalanceTier returns the tier's aggregate class in every queue's tree for
+// the next tick, as RebalanceQueues does for the queues' root classes: the
+// tier's ceil is shared out over the queues by what the tier's class in
+// each queue sent since the previous tick (used, bit/s), the ceils adding
+// up to exactly tier.Ceil, and each queue's rate is tier.Rate in the same
+// proportion (ceil_q * Rate / Ceil, at least 8 bit/s, at most ceil_q), so
+// the rates add up to tier.Rate (give or take rounding). prev of another
+// length is an even split (EvenTierTargets). So the tier's users together
+// never get more than its ceil, however they are spread over queues, and
+// its users on one queue get all of it while those elsewhere are idle.
+// floors (nil: none) are the largest guaranteed rate of the tier's users in
+// each queue (QueueFloors), met first as in RebalanceQueues; a queue's rate
+// is at least its floor (within its ceil), so the rates may add up to a
+// little more than tier.Rate.
+func RebalanceTier(tier TierTarget, prev []QueueTarget, used, floors []tbf.Rate) []QueueTarget {
+	ceil := max(tier.Ceil, tier.Rate)
+	if len(prev) != len(used) {
+		prev = EvenTierTargets(tier, len(used))
+	}
+	give, moved := shareOut(ceil, prev, used, floors)
+	if give == nil || !moved && sumCeil(prev) <= ceil {
+		return prev
+	}
+	out := make([]QueueTarget, len(give))
+	for q, g := range give {
+		r := tierRateShare(tier.Rate, ceil, g)
+		if q < len(floors) {
+			r = max(r, min(floors[q], g))
+		}
+		out[q] = QueueTarget{Rate: r, Ceil: g}
+	}
+	return out
+}
+
+// EvenTierTargets splits the tier's rate and ceil evenly over n queues
+// (at least 8 bit/s each, rate at most ceil): its class in each queue's
+// tree before the first rebalancing.
+func EvenTierTargets(tier TierTarget, n int) []QueueTarget {
+	ceil := max(tier.Ceil, tier.Rate)
+	share := max(ceil/tbf.Rate(n), 8)
+	out := make([]QueueTarget, n)
+	for q := range out {
+		out[q] = QueueTarget{Rate: tierRateShare(tier.Rate, ceil, share), Ceil: share}
+	}
+	return out
+}
+
+// FitQueues returns split with its ceils scaled to add up to exactly
+// bandwidth (each queue keeps its proportion; rate = ceil), or split itself
+// when they already do: the queues' split after the interface bandwidth
+// changed, until the next rebalancing. Another length: an even split.
+func FitQueues(bandwidth tbf.Rate, split []QueueTarget, n int) []QueueTarget {
+	if len(split) != n {
+		return EvenQueueTargets(bandwidth, n)
+	}
+	if sumCeil(split) == bandwidth {
+		return split
+	}
+	out := make([]QueueTarget, n)
+	for q, c := range scaleCeils(bandwidth, split) {
+		out[q] = QueueTarget{Rate: c, Ceil: c}
+	}
+	return out
+}
+
+// FitTier is FitQueues for a tier's classes: the ceils scaled to add up to
+// the tier's ceil and the rates its rate in the same proportion
+// (RebalanceTier), or split itself when it already has them.
+func FitTier(tier TierTarget, split []QueueTarget, n int) []QueueTarget {
+	if len(split) != n {
+		return EvenTierTargets(tier, n)
+	}
+	ceil := max(tier.Ceil, tier.Rate)
+	fits := sumCeil(split) == ceil
+	for _, s := range split {
+		fits = fits && s.Rate == tierRateShare(tier.Rate, ceil, s.Ceil)
+	}
+	if fits {
+		return split
+	}
+	out := make([]QueueTarget, n)
+	for q, c := range scaleCeils(ceil, split) {
+		out[q] = QueueTarget{Rate: tierRateShare(tier.Rate, ceil, c), Ceil: c}
+	}
+	return out
+}
+
+// scaleCeils scales split's ceils to add up to total (the rounding
+// remainder to the first queues), at least 8 bit/s each.
+func scaleCeils(total tbf.Rate, split []QueueTarget) []tbf.Rate {
+	n := len(split)
+	sum := float64(sumCeil(split))
+	out := make([]tbf.Rate, n)
+	var given tbf.Rate
+	for q, s := range split {
+		if sum > 0 {
+			out[q] = tbf.Rate(float64(s.Ceil) / sum * float64(total))
+		} else {
+			out[q] = total / tbf.Rate(n)
+		}
+		given += out[q]
+	}
+	for q := 0; given < total; q = (q + 1) % n {
+		out[q]++
+		given++
+	}
+	for q := range out {
+		out[q] = max(out[q], 8)
+	}
+	return out
+}
+
+// tierRateShare is the part of rate that goes with the part ceilShare of
+// ceil: rate * ceilShare / ceil, at least 8 bit/s and at most ceilShare.
+func tierRateShare(rate, ceil, ceilShare tbf.Rate) tbf.Rate {
+	r := ceilShare
+	if ceil > 0 {
+		r = tbf.Rate(float64(rate) * float64(ceilShare) / float64(ceil))
+	}
+	return max(min(r, ceilShare), 8)
+}
+
+// shareOut is the water-filling of RebalanceQueues: total shared out over
+// len(used) queues, each first getting its floor (the larger of
+// floors[q] and total/(QueueFloorShare*n); scaled down to fit total), the
+// rest by what each used against its previous ceil (prev, of the same
+// length). moved reports whether some queue's share moved by more than
+// total/QueueHysteresis from its previous ceil, or its previous ceil was
+// below its floor. No queues: nil.
+func shareOut(total tbf.Rate, prev []QueueTarget, used, floors []tbf.Rate) (give []tbf.Rate, moved bool) {
 	n := len(used)
 	if n == 0 {
-		return nil
+		return nil, false
 	}
-	if len(prev) != n {
-		prev = EvenQueueTargets(bandwidth, n)
-	}
-	floor := max(bandwidth/tbf.Rate(QueueFloorShare*n), 8)
-	want := make([]tbf.Rate, n)
-	for q, u := range used {
-		switch {
-		case float64(u) >= QueueSaturated*float64(prev[q].Ceil):
-			want[q] = bandwidth
-		default:
-			want[q] = min(bandwidth, max(floor, tbf.Rate(float64(u)*QueueHeadroom)))
+	floor := make([]tbf.Rate, n)
+	least := max(total/tbf.Rate(QueueFloorShare*n), 8)
+	var sum tbf.Rate
+	for q := range floor {
+		floor[q] = least
+		if q < len(floors) {
+			floor[q] = max(least, floors[q])
 		}
+		sum += floor[q]
+	}
+	if sum > total {
+		for q := range floor {
+			floor[q] = max(tbf.Rate(float64(floor[q])*float64(total)/float64(sum)), 8)
+		}
+	}
+	// What each queue wants beyond its floor.
+	extra := make([]tbf.Rate, n)
+	left := total
+	for q, u := range used {
+		want := total
+		if float64(u) < QueueSaturated*float64(prev[q].Ceil) {
+			want = min(total, tbf.Rate(float64(u)*QueueHeadroom))
+		}
+		extra[q] = max(want, floor[q]) - floor[q]
+		left -= min(left, floor[q])
 	}
 	order := make([]int, n)
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case want[a] < want[b]:
-			return -1
-		case want[a] > want[b]:
-			return 1
-		}
-		return 0
-	})
-	give := make([]tbf.Rate, n)
-	left := bandwidth
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(extra[a], extra[b]) })
+	give = slices.Clone(floor)
 	for i, q := range order {
 		share := left / tbf.Rate(n-i)
-		give[q] = min(want[q], share)
-		left -= give[q]
+		g := min(extra[q], share)
+		give[q] += g
+		left -= g
 	}
 	// Spread what nobody wants; the remainder of the division goes to the
-	// first queues so the sum is exactly bandwidth.
+	// first queues so the sum is exactly total.
 	each, rest := left/tbf.Rate(n), left%tbf.Rate(n)
 	for q := range give {
 		give[q] += each
@@ -92,19 +248,53 @@ func RebalanceQueues(bandwidth tbf.Rate, prev []QueueTarget, used []tbf.Rate) []
 			give[q]++
 		}
 		give[q] = max(give[q], 8)
-	}
-	out := make([]QueueTarget, n)
-	moved := false
-	for q := range out {
-		out[q] = QueueTarget{Rate: give[q], Ceil: give[q]}
-		if d := give[q] - prev[q].Ceil; d > bandwidth/QueueHysteresis || -d > bandwidth/QueueHysteresis {
+		if d := give[q] - prev[q].Ceil; d > total/QueueHysteresis || -d > total/QueueHysteresis || prev[q].Ceil < floor[q] {
 			moved = true
 		}
 	}
-	if !moved && sumCeil(prev) <= bandwidth {
-		return prev
+	return give, moved
+}
+
+// QueueFloors returns, by queue, the largest guaranteed rate of a leaf
+// class (a user or the default class) in each queue's tree of per-queue
+// tree t, and the largest of each tier's users in each queue by tier name:
+// RebalanceQueues' and RebalanceTier's floors.
+//
+// Why the largest: HTB lets a class send at its own rate whatever its
+// parents' ceils, charging them, and a parent driven below zero this way
+// lends nothing until the debt (up to a minute) is paid back. A queue kept
+// at the largest guaranteed rate in it never goes into debt when one of its
+// users starts sending, in the tick before the policy loop sees the demand
+// and moves the shares (a busy queue's share follows what it sends). The
+// sum of the guaranteed rates would never go into debt at all, but would
+// keep every idle user's guarantee away from the busy queues.
+func QueueFloors(t *Tree) MQRates {
+	n := len(t.Queues)
+	if n == 0 {
+		return MQRates{}
 	}
-	return out
+	queues := make([]tbf.Rate, n)
+	tiers := map[string][]tbf.Rate{}
+	tierOf := map[Handle]string{}
+	for _, c := range t.Classes {
+		if c.Labels.Kind == "tier" {
+			tierOf[c.Handle] = c.Labels.Tier
+		}
+	}
+	for _, c := range t.Classes {
+		q := QueueOf(c.Handle)
+		if q < 0 || q >= n || c.Labels.Kind != "user" && c.Labels.Kind != "default" {
+			continue
+		}
+		queues[q] = max(queues[q], c.Rate)
+		if name, ok := tierOf[c.Parent]; ok {
+			if tiers[name] == nil {
+				tiers[name] = make([]tbf.Rate, n)
+			}
+			tiers[name][q] = max(tiers[name][q], c.Rate)
+		}
+	}
+	return MQRates{Queues: queues, Tiers: tiers}
 }
 
 // sumCeil adds the queues' ceils.
@@ -114,4 +304,77 @@ func sumCeil(qs []QueueTarget) tbf.Rate {
 		s += q.Ceil
 	}
 	return s
+}
+
+// MQSplit is how per-queue trees share the interface bandwidth and each
+// tier's aggregate: the queues' root classes and, by tier name, the tier's
+// class in each queue (Targets.Queues and Targets.TierQueues).
+type MQSplit struct {
+	Queues []QueueTarget
+	Tiers  map[string][]QueueTarget
+}
+
+// MQRates are rates of per-queue trees by queue: of the queues' roots and,
+// by tier name, of each tier's class in each queue. RebalanceMQ takes what
+// they sent in the last tick and their floors (QueueFloors) in this form.
+type MQRates struct {
+	Queues []tbf.Rate
+	Tiers  map[string][]tbf.Rate
+}
+
+// RebalanceMQ is one policy tick of per-queue trees: it rebalances each
+// tier in tiers (RebalanceTier) and then the queues (RebalanceQueues) from
+// what they sent (used, len(used.Queues) queues), coupling the two levels
+// so that neither holds the other back:
+//
+//   - a tier's class that sent something in a queue whose root was
+//     saturated keeps at least its share (what it sent says nothing of
+//     what it wants: the root held it back);
+//   - a queue counts as having sent, besides what it did, what its
+//     saturated tier classes are given beyond what they sent, so the
+//     queue's share grows with them in the same tick.
+//
+// Without the coupling each level would see the other as the limit and
+// shares would grow by only QueueHeadroom per tick. A tier without usage
+// (or of another queue count) keeps its split from prev.
+func RebalanceMQ(bandwidth tbf.Rate, tiers []TierTarget, prev MQSplit, used, floors MQRates) MQSplit {
+	n := len(used.Queues)
+	prevQ := prev.Queues
+	if len(prevQ) != n {
+		prevQ = EvenQueueTargets(bandwidth, n)
+	}
+	rootSat := make([]bool, n)
+	for q, u := range used.Queues {
+		rootSat[q] = float64(u) >= QueueSaturated*float64(prevQ[q].Ceil)
+	}
+	next := MQSplit{Tiers: make(map[string][]QueueTarget, len(tiers))}
+	sent := slices.Clone(used.Queues)
+	for _, tier := range tiers {
+		p, u := prev.Tiers[tier.Name], used.Tiers[tier.Name]
+		if len(u) != n {
+			if p != nil {
+				next.Tiers[tier.Name] = p
+			}
+			continue
+		}
+		if len(p) != n {
+			p = EvenTierTargets(tier, n)
+		}
+		eff := slices.Clone(u)
+		for q := range eff {
+			if rootSat[q] && u[q] > 0 {
+				// Wants at least what it had: QueueHeadroom times this.
+				eff[q] = max(eff[q], tbf.Rate(float64(p[q].Ceil)/QueueHeadroom))
+			}
+		}
+		nt := RebalanceTier(tier, p, eff, floors.Tiers[tier.Name])
+		next.Tiers[tier.Name] = nt
+		for q := range nt {
+			if float64(u[q]) >= QueueSaturated*float64(p[q].Ceil) && nt[q].Ceil > u[q] {
+				sent[q] += nt[q].Ceil - u[q]
+			}
+		}
+	}
+	next.Queues = RebalanceQueues(bandwidth, prev.Queues, sent, floors.Queues)
+	return next
 }

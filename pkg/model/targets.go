@@ -19,6 +19,12 @@ type Targets struct {
 	// > 1), by queue; a length other than Interface.Queues splits the
 	// bandwidth evenly (EvenQueueTargets).
 	Queues []QueueTarget
+	// TierQueues are, by tier name, the tier's aggregate class in each
+	// queue's tree (Interface.Queues > 1), by queue: the share of the
+	// tier's rate and ceil the queue may use now (RebalanceTier). A tier
+	// without an entry of length Interface.Queues is split evenly
+	// (EvenTierTargets). The map is replaced, never changed in place.
+	TierQueues map[string][]QueueTarget
 }
 
 // InterfaceSpec is one managed interface.

@@ -69,3 +69,48 @@ func TestSolveMQRebalances(t *testing.T) {
 		t.Errorf("all busy: ceils %.0f, total %.0f, above %d", ceils, res.Total, bw)
 	}
 }
+
+// A tier's aggregate holds across queues in the prediction as in the
+// daemon: two gold users on different queues, both busy, share gold's 30mbit
+// ceil (not 30mbit each); one of them alone gets all of it.
+func TestSolveMQTierAggregate(t *testing.T) {
+	bw := 100 * tbf.Mbit
+	tg := model.Targets{Interface: model.InterfaceSpec{Name: "lan0", Bandwidth: bw, Queues: 2},
+		Tiers: []model.TierTarget{{Name: "gold", Rate: 10 * tbf.Mbit, Ceil: 30 * tbf.Mbit}}}
+	for i := 0; i < 2; i++ {
+		tg.Users = append(tg.Users, model.UserTarget{Name: fmt.Sprintf("g%d", i), Tier: "gold", Rate: tbf.Mbit, Ceil: bw,
+			Prefixes: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, 0, byte(10 + i)}), 32)}})
+	}
+	ids := model.NewAssignment()
+	tree, err := model.Build(tg, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q0, _ := ids.Queue("g0"); q0 == func() int { q, _ := ids.Queue("g1"); return q }() {
+		t.Fatal("g0 and g1 on one queue: the test needs them apart")
+	}
+	busy := func(names ...string) DemandFunc {
+		return func(c *model.Class) Demand {
+			for _, n := range names {
+				if c.Labels.User == n {
+					return Max
+				}
+			}
+			return 0
+		}
+	}
+	ceil := float64(30 * tbf.Mbit)
+	res, err := Solve(&tree, busy("g0", "g1"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Total > ceil*1.0001 || res.Total < ceil*0.97 {
+		t.Errorf("both gold users busy on different queues: %.0f, want gold's ceil %.0f", res.Total, ceil)
+	}
+	if res, err = Solve(&tree, busy("g1"), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if res.Total > ceil*1.0001 || res.Total < ceil*0.95 {
+		t.Errorf("one gold user busy: %.0f, want gold's ceil %.0f", res.Total, ceil)
+	}
+}

@@ -202,8 +202,13 @@ func (k *Kernel) dumpQueues(t *model.Tree, ifi uint32, qs []object, leaves map[u
 	if t.Classes, err = k.dumpClassesOf(ifi, t.Device, leaves, 0, func(m uint16) bool { return majors[m] }); err != nil {
 		return err
 	}
+	if k.clsKind[t.Device] == "" {
+		// Not chosen here: look again at what is installed (another
+		// process may have switched classifiers since the last Dump).
+		k.forgetQueueClassifiers(ifi)
+	}
 	for _, q := range t.Queues {
-		cls := k.classifierUnder(ifi, q.Handle)
+		cls := k.classifierUnder(ifi, t.Device, q.Handle)
 		fs, err := cls.Dump()
 		if err == nil {
 			t.Foreign = append(t.Foreign, cls.Foreign()...)

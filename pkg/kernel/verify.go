@@ -81,9 +81,10 @@ func (k *Kernel) teardownRoot(device string) error {
 			return fmt.Errorf("teardown %s: %w", device, err)
 		}
 	}
-	// The bpf classifier's pins outlive the qdisc: remove them (and its
-	// filter first), whichever classifier the device uses now.
-	if err := k.bpfClassifier(ifi).Remove(); err != nil {
+	// The bpf classifiers' pins outlive the qdiscs: remove them (and
+	// their filters first), whichever classifier the device uses now: the
+	// root's and every per-queue qdisc's.
+	if err := k.removeBPFClassifiers(ifi); err != nil {
 		return fmt.Errorf("teardown %s: %w", device, err)
 	}
 	if err := k.write(tcwire.RTMDelQdisc, 0, tcwire.Tcmsg{Ifindex: ifi, Handle: root.msg.Handle, Parent: uint32(model.HandleRoot)}, nil); err != nil {

@@ -453,7 +453,9 @@ func (a *applier) qdisc(c *model.Change) error {
 			}
 		}
 		a.k.forgetClassifier(ifi)
-		a.k.forgetSteerer(ifi)
+		// A new root drops the old one's steering (best effort: a
+		// steering filter left behind only sets queue_mapping).
+		_ = a.k.forgetSteerer(ifi)
 		a.mq[ifi] = q.Kind == model.ShaperMQ
 		if q.Kind == model.ShaperHTB {
 			return a.ensureFilters(ifi, c.Device)
@@ -463,7 +465,7 @@ func (a *applier) qdisc(c *model.Change) error {
 		return a.write(tcwire.RTMNewQdisc, 0, m, encode, c.Device, c.Op, object, string(q.Kind))
 	case model.OpDelete:
 		a.k.forgetClassifier(ifi)
-		a.k.forgetSteerer(ifi)
+		_ = a.k.forgetSteerer(ifi)
 		delete(a.mq, ifi)
 		return a.ignoreGone(a.write(tcwire.RTMDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind)))
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
-	"github.com/shaperd/shaperd/pkg/kernel/steer"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -76,8 +75,7 @@ func (k *Kernel) teardownRoot(device string) error {
 	if isMQRoot(*root) {
 		// The steering program of per-queue trees, also when another
 		// process attached it.
-		k.forgetSteerer(ifi)
-		if err := steer.Remove(k.link, int(ifi)); err != nil {
+		if err := k.forgetSteerer(ifi); err != nil {
 			return fmt.Errorf("teardown %s: %w", device, err)
 		}
 	}

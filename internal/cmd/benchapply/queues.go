@@ -28,6 +28,9 @@ import (
 //	    Build+Diff+Apply p50), re-apply of the unchanged tree (0 writes);
 //	(g) with -queue-tp-runs R: two saturating users on different queues vs
 //	    the same two users in one tree (total throughput ratio).
+//
+// shaperd's trees classify with -queue-classifier (default bpf: a cls_bpf
+// classifier with its own maps per queue's HTB, as the daemon's default).
 
 // newQueueLab is newLab with an N-queue veth pair.
 func newQueueLab(name string, queues int, dev string) (*lab, error) {
@@ -47,6 +50,23 @@ func newQueueLab(name string, queues int, dev string) (*lab, error) {
 		}
 	}
 	return l, nil
+}
+
+// openQueueKernel opens a Kernel in network namespace netns whose device
+// dev classifies with kind (kernel.ClassifierBPF: one cls_bpf classifier
+// per queue's HTB, pinned under /sys/fs/bpf/shaperd; kernel.ClassifierU32).
+// done tears dev down (which removes the pins) and closes the Kernel.
+func openQueueKernel(netns, dev, kind string) (k *kernel.Kernel, done func(), err error) {
+	if k, err = kernel.Open(kernel.Options{NetNS: netns}); err != nil {
+		return nil, nil, err
+	}
+	k.SetClassifier(dev, kind)
+	return k, func() {
+		if err := k.Teardown(dev, ""); err != nil {
+			fmt.Fprintf(os.Stderr, "teardown %s in %s: %v\n", dev, netns, err)
+		}
+		_ = k.Close()
+	}, nil
 }
 
 // queuePlan is plan with per-queue trees.
@@ -98,19 +118,19 @@ func runQueues(o options) error {
 					return err
 				}
 				defer l.close()
-				k, err := kernel.Open(kernel.Options{NetNS: l.name})
+				k, done, err := openQueueKernel(l.name, bigDev, o.queueClassifier)
 				if err != nil {
 					return err
 				}
-				defer k.Close()
+				defer done()
 				ctx := situation(o.prefix)
 				b, _, err := applyPlan(k, queuePlan(bigDev, o.users, o.queues), nil)
 				if err != nil {
 					return fmt.Errorf("(e) round %d: %w", round, err)
 				}
 				mq = append(mq, secs(b.total.wall))
-				fmt.Printf("round %d  (e) shaperd %d queues %6.2f s  (%d writes; apply %.2f s, cpu user %.2f sys %.2f)  [%s]\n",
-					round, o.queues, secs(b.total.wall), b.writes, secs(b.apply.wall), secs(b.total.user), secs(b.total.sys), ctx)
+				fmt.Printf("round %d  (e) shaperd %d queues (%s) %6.2f s  (%d writes; apply %.2f s, cpu user %.2f sys %.2f)  [%s]\n",
+					round, o.queues, o.queueClassifier, secs(b.total.wall), b.writes, secs(b.apply.wall), secs(b.total.user), secs(b.total.sys), ctx)
 				return nil
 			},
 			func() error {
@@ -127,8 +147,8 @@ func runQueues(o options) error {
 		ratios = append(ratios, mq[len(mq)-1]/flat[len(flat)-1])
 	}
 	ratio := median(ratios)
-	fmt.Printf("TARGET (e) cold apply of %d users on %d queues / tc -batch single tree: median %.2f s / %.2f s = %.2f <= 0.5: %s\n",
-		o.users, o.queues, median(mq), median(flat), ratio, verdict(ratio <= 0.5))
+	fmt.Printf("TARGET (e) cold apply of %d users on %d queues (classifier %s) / tc -batch single tree: median %.2f s / %.2f s = %.2f <= 0.5: %s\n",
+		o.users, o.queues, o.queueClassifier, median(mq), median(flat), ratio, verdict(ratio <= 0.5))
 	if o.queueBig > 0 {
 		if err := queueBig(o); err != nil {
 			return err
@@ -149,11 +169,11 @@ func queueBig(o options) error {
 		return err
 	}
 	defer l.close()
-	k, err := kernel.Open(kernel.Options{NetNS: l.name})
+	k, done, err := openQueueKernel(l.name, bigDev, o.queueClassifier)
 	if err != nil {
 		return err
 	}
-	defer k.Close()
+	defer done()
 	tg := queuePlan(bigDev, o.queueBig, o.queues)
 	runtime.GC()
 	_, base := peakRSS()
@@ -166,8 +186,8 @@ func queueBig(o options) error {
 	peak, _ := peakRSS()
 	runtime.GC()
 	_, after := peakRSS()
-	fmt.Printf("(f) %d users on %d queues: cold apply %.2f s; RSS before %.0f MiB, peak %.0f MiB, after GC %.0f MiB  [%s]\n",
-		o.queueBig, o.queues, cold.Seconds(), base, peak, after, situation(o.prefix))
+	fmt.Printf("(f) %d users on %d queues (%s): cold apply %.2f s; RSS before %.0f MiB, peak %.0f MiB, after GC %.0f MiB  [%s]\n",
+		o.queueBig, o.queues, o.queueClassifier, cold.Seconds(), base, peak, after, situation(o.prefix))
 	var applies, fulls []float64
 	for i := 0; i < 400; i++ {
 		d, err := rc.applyOnly(i%2 == 0)
@@ -204,9 +224,10 @@ var qtpUsers = []netip.Addr{netip.MustParseAddr("198.18.0.10"), netip.MustParseA
 type queueTPLab struct {
 	shaper, peer *lab
 	k            *kernel.Kernel
+	done         func()
 }
 
-func newQueueTPLab(name string, queues, trees int) (*queueTPLab, error) {
+func newQueueTPLab(name string, queues, trees int, kind string) (*queueTPLab, error) {
 	s, err := newLab(name + "-s")
 	if err != nil {
 		return nil, err
@@ -237,7 +258,7 @@ func newQueueTPLab(name string, queues, trees int) (*queueTPLab, error) {
 		}
 	}
 	s.devs = []string{bigDev}
-	if l.k, err = kernel.Open(kernel.Options{NetNS: s.name}); err != nil {
+	if l.k, l.done, err = openQueueKernel(s.name, bigDev, kind); err != nil {
 		return fail(err)
 	}
 	// 40 gbit per queue: the even split leaves every queue (and the one
@@ -263,8 +284,8 @@ func newQueueTPLab(name string, queues, trees int) (*queueTPLab, error) {
 }
 
 func (l *queueTPLab) close() {
-	if l.k != nil {
-		_ = l.k.Close()
+	if l.done != nil {
+		l.done()
 	}
 	_ = l.shaper.close()
 	_ = l.peer.close()
@@ -321,12 +342,12 @@ func (l *queueTPLab) iperf(seconds, port int) (float64, error) {
 
 // queueThroughput is (g).
 func queueThroughput(o options) error {
-	one, err := newQueueTPLab(o.prefix+"-g1", o.queues, 1)
+	one, err := newQueueTPLab(o.prefix+"-g1", o.queues, 1, o.queueClassifier)
 	if err != nil {
 		return err
 	}
 	defer one.close()
-	mq, err := newQueueTPLab(o.prefix+"-gq", o.queues, o.queues)
+	mq, err := newQueueTPLab(o.prefix+"-gq", o.queues, o.queues, o.queueClassifier)
 	if err != nil {
 		return err
 	}

@@ -100,6 +100,8 @@ func newUnitLab(t *testing.T, users int, config string, usersTOML func(*netnslab
 type unitEdit struct {
 	unit   func(*netnslab.Unit)
 	noWait bool
+	// lanQueues, when above 1, gives the lab's r-lan that many queues.
+	lanQueues int
 }
 
 // newUnitLabBefore is newUnitLab that calls before (when not nil) with the
@@ -108,7 +110,11 @@ func newUnitLabBefore(t *testing.T, users int, config string, usersTOML func(*ne
 	t.Helper()
 	netnslab.Require(t)
 	bin, ctl := binaries(t)
-	lab := netnslab.NewRouterLab(t, netnslab.RouterLabOptions{Users: users})
+	o := netnslab.RouterLabOptions{Users: users}
+	for _, e := range edits {
+		o.LANQueues = max(o.LANQueues, e.lanQueues)
+	}
+	lab := netnslab.NewRouterLab(t, o)
 	if before != nil {
 		before(lab)
 	}

@@ -108,6 +108,9 @@ func (k *Kernel) Apply(changes []model.Change) (Result, error) {
 			for ifi := range k.filters {
 				k.forgetClassifier(ifi)
 			}
+			for key := range k.queueFilters {
+				k.forgetClassifier(key.ifindex)
+			}
 			k.mu.Unlock()
 			panic(r)
 		}

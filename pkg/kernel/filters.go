@@ -37,14 +37,15 @@ const (
 	ClassifierBPF = "bpf"
 )
 
-// SetClassifier chooses the classifier of device's HTB root:
-// ClassifierBPF or ClassifierU32. Without a choice, a device whose root
-// has shaperd's cls_bpf filter uses the bpf classifier and any other the
-// u32 one (so that tools and tests that only read see what is there).
-// Switching makes the next
-// Apply that writes a filter on the device remove the other classifier's
-// filters (the bpf classifier deletes the u32 priorities; the u32
-// classifier's Ensure is preceded by the bpf classifier's Remove).
+// SetClassifier chooses the classifier of device's HTB root, or of each
+// per-queue HTB under an mq root (each has its own): ClassifierBPF or
+// ClassifierU32. Without a choice, an HTB qdisc that has shaperd's cls_bpf
+// filter uses the bpf classifier and any other the u32 one (so that tools
+// and tests that only read see what is there). Switching makes the next
+// Apply that writes a filter under a qdisc of the device remove the other
+// classifier's filters there (the bpf classifier deletes the u32
+// priorities; the u32 classifier's Ensure is preceded by the bpf
+// classifier's Remove).
 func (k *Kernel) SetClassifier(device, kind string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()

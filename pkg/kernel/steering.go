@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 
 	"github.com/shaperd/shaperd/pkg/kernel/bpfcls"
@@ -60,6 +61,14 @@ func (k *Kernel) steerPinDir(ifi uint32) string {
 	return filepath.Join(bpfcls.NetNSPinDir(k.bpfPinRoot, k.netnsInode()), fmt.Sprintf("ifindex-%d", ifi), "steer")
 }
 
+// pinRoot is the root of k's bpf pins.
+func (k *Kernel) pinRoot() string {
+	if k.bpfPinRoot == "" {
+		return bpfcls.DefaultPinRoot
+	}
+	return k.bpfPinRoot
+}
+
 // forgetSteerer drops the steering of a device whose mq root was added,
 // replaced or deleted: it detaches the steering filter (whichever process
 // attached it) and removes the pins, so that the next use starts with
@@ -70,7 +79,15 @@ func (k *Kernel) forgetSteerer(ifi uint32) error {
 		errs = append(errs, s.Close())
 		delete(k.steerers, ifi)
 	}
-	errs = append(errs, steer.Remove(k.link, int(ifi)), steer.RemovePins(k.steerPinDir(ifi)))
+	dir := k.steerPinDir(ifi)
+	errs = append(errs, steer.Remove(k.link, int(ifi)), steer.RemovePins(dir))
+	// The device's and the namespace's pin directories, when that left
+	// them empty (a u32 device has no other pins).
+	for d := filepath.Dir(dir); len(d) > len(k.pinRoot()); d = filepath.Dir(d) {
+		if os.Remove(d) != nil {
+			break
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -37,7 +37,8 @@
 #       / tc -batch building the single tree (flat u32): goal <= 0.5
 #   (f) with -B: BIGUSERS users on one interface (beyond one qdisc's 65,535
 #       class ids): cold apply, peak RSS, one user's change p99 < 5 ms,
-#       re-apply of the unchanged tree 0 writes
+#       re-apply of the unchanged tree 0 writes; also one user's address
+#       added/removed (kernel Apply p50/p99: map updates with bpf)
 #   (g) with -G: 2 concurrent saturating users on different queues / in one
 #       tree (total iperf3 throughput; > 1 means shaping is not one lock)
 #
@@ -78,7 +79,7 @@ while getopts "r:n:c:HTUPkQ:B:G:C:qh" opt; do
 	G) QTP=$OPTARG ;;
 	C) QCLS=$OPTARG ;;
 	q) QONLY=true ;;
-	h) sed -n '2,52p' "$0"; exit 0 ;;
+	h) sed -n '2,51p' "$0"; exit 0 ;;
 	*) exit 2 ;;
 	esac
 done

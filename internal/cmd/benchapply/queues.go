@@ -25,7 +25,8 @@ import (
 //	    interleaved: goal <= 0.5;
 //	(f) with -queue-big M: M users on one N-queue interface: cold apply,
 //	    peak RSS, one user's rate change (kernel Apply p99, goal < 5 ms;
-//	    Build+Diff+Apply p50), re-apply of the unchanged tree (0 writes);
+//	    Build+Diff+Apply p50), one user's address added and removed (kernel
+//	    Apply p50/p99), re-apply of the unchanged tree (0 writes);
 //	(g) with -queue-tp-runs R: two saturating users on different queues vs
 //	    the same two users in one tree (total throughput ratio).
 //
@@ -206,6 +207,13 @@ func queueBig(o options) error {
 	p99 := quantile(applies, 0.99)
 	fmt.Printf("(f) one user's rate change: kernel Apply p50 %.3f ms p99 %.3f ms (400); Build+Diff+Apply p50 %.0f ms (10)\n",
 		median(applies), p99, median(fulls))
+	addr, err := addressChanges(k, rc.tg, rc.ids, rc.actual, rc.user, 400, o.queueClassifier == kernel.ClassifierBPF)
+	if err != nil {
+		return fmt.Errorf("(f) address change: %w", err)
+	}
+	fmt.Printf("(f) one user's address added/removed (%s: %s): kernel Apply p50 %.3f ms p99 %.3f ms (400)\n",
+		o.queueClassifier, map[bool]string{true: "map updates", false: "u32 filter writes"}[o.queueClassifier == kernel.ClassifierBPF],
+		median(addr), quantile(addr, 0.99))
 	tg.Users[rc.user].Rate = rc.tg.Users[rc.user].Rate // the tree as the kernel holds it now
 	u, err := reapplyWith(k, tg, rc.ids)
 	if err != nil {
@@ -377,4 +385,41 @@ func queueThroughput(o options) error {
 	fmt.Printf("TARGET (g) 2 saturating users on different queues / in one tree: median %.2f / %.2f Gbit/s = %.2f (goal: > 1, shaping no longer one lock)\n",
 		median(mqs)/1e9, median(ones)/1e9, r)
 	return nil
+}
+
+// addressChanges gives user i of tg (applied as tree) an extra /32 and
+// takes it away again, n times in all, and returns each kernel Apply's
+// time in ms. Each must write (u32 filter nodes), with mapUpdate exactly
+// once (the bpf classifier's map update; the steering map update is not
+// counted).
+func addressChanges(k *kernel.Kernel, tg model.Targets, ids *model.Assignment, tree model.Tree, i, n int, mapUpdate bool) ([]float64, error) {
+	tg.Users = append([]model.UserTarget(nil), tg.Users...)
+	u := tg.Users[i]
+	u.Prefixes = append(append([]netip.Prefix(nil), u.Prefixes...), netip.MustParsePrefix("198.19.255.254/32"))
+	tg.Users[i] = u
+	more, err := model.Build(tg, ids)
+	if err != nil {
+		return nil, err
+	}
+	add, del := model.Diff(tree, more), model.Diff(more, tree)
+	if len(add) != 1 || add[0].Filter == nil || len(del) != 1 || del[0].Filter == nil {
+		return nil, fmt.Errorf("an extra address of user %d gave %d and %d changes, want one filter each", i, len(add), len(del))
+	}
+	out := make([]float64, 0, n)
+	for j := range n {
+		cs := add
+		if j%2 == 1 {
+			cs = del
+		}
+		start := time.Now()
+		res, err := k.Apply(cs)
+		out = append(out, ms(secs(time.Since(start))))
+		if err == nil && (res.Writes == 0 || mapUpdate && res.Writes != 1) {
+			err = fmt.Errorf("an address change took %d writes, want 1", res.Writes)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

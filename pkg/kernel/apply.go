@@ -455,10 +455,12 @@ func (a *applier) qdisc(c *model.Change) error {
 				return err
 			}
 		}
-		a.k.forgetClassifier(ifi)
-		// A new root drops the old one's steering (best effort: a
-		// steering filter left behind only sets queue_mapping).
-		_ = a.k.forgetSteerer(ifi)
+		// A new root drops the old one's steering and bpf maps (pinned,
+		// they outlive the qdiscs): they describe a tree that is gone,
+		// and the new one starts with empty maps.
+		if err := a.k.forgetRoot(ifi); err != nil {
+			return kernelError(err, c.Device, c.Op, "bpf pins and steering of the old root", "bpf")
+		}
 		a.mq[ifi] = q.Kind == model.ShaperMQ
 		if q.Kind == model.ShaperHTB {
 			return a.ensureFilters(ifi, c.Device)
@@ -467,10 +469,14 @@ func (a *applier) qdisc(c *model.Change) error {
 	case model.OpChange:
 		return a.write(tcwire.RTMNewQdisc, 0, m, encode, c.Device, c.Op, object, string(q.Kind))
 	case model.OpDelete:
-		a.k.forgetClassifier(ifi)
-		_ = a.k.forgetSteerer(ifi)
+		if err := a.ignoreGone(a.write(tcwire.RTMDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind))); err != nil {
+			return err
+		}
 		delete(a.mq, ifi)
-		return a.ignoreGone(a.write(tcwire.RTMDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind)))
+		if err := a.k.forgetRoot(ifi); err != nil {
+			return kernelError(err, c.Device, c.Op, "bpf pins and steering of the old root", "bpf")
+		}
+		return nil
 	}
 	return fmt.Errorf("%s: %s: unknown op %s", c.Device, object, c.Op)
 }

@@ -246,6 +246,15 @@ func filterQdisc(f *model.Filter) model.Handle {
 	return model.MakeHandle(f.ClassID.Major(), 0)
 }
 
+// forgetRoot forgets (and removes from the kernel) what belonged to the
+// root qdisc of device ifindex that was just replaced or deleted: the
+// cached classifiers, the bpf classifiers' pins (their maps hold the old
+// tree's entries) and the queue steering.
+func (k *Kernel) forgetRoot(ifindex uint32) error {
+	k.forgetClassifier(ifindex)
+	return errors.Join(k.removeBPFClassifiers(ifindex), k.forgetSteerer(ifindex))
+}
+
 // removeBPFClassifiers removes the bpf classifiers of device ifindex: the
 // one of the HTB root 1: and one per pin directory (qdisc-MAJOR) found
 // for the device, i.e. those of per-queue qdiscs (each filter deleted

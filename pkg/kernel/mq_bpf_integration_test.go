@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/pkg/kernel/bpfcls"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -303,5 +305,47 @@ func TestMQBPFClassify(t *testing.T) {
 	}
 	if left := pinFiles(root); len(left) != 0 {
 		t.Errorf("pins left after Teardown: %v", left)
+	}
+}
+
+// Changing queues with classifier = "bpf" (one tree -> 4 queues -> one
+// tree) converges in one apply each time and classifies every user in its
+// new class: a new root starts with empty maps (the old root's pinned
+// maps, whose entries name classes that are gone, are removed with the
+// steering); the last single tree leaves no steering filter and no pins
+// but its own.
+func TestMQBPFQueuesChange(t *testing.T) {
+	const queues = 4
+	root := bpfTestPinRoot(t)
+	lab, k := mqLabPinned(t, 4, queues, root)
+	dev := netnslab.RouterLANDev
+	k.SetClassifier(dev, ClassifierBPF)
+	for _, a := range append(slices.Clone(lab.Users4), lab.Users6...) {
+		_, _ = lab.WAN.Run("ping", "-q", "-c", "1", "-W", "1", a.String())
+	}
+	for _, n := range []int{1, queues, 1} {
+		tg := mqTargets(lab, n, 400*tbf.Mbit, 10*tbf.Mbit)
+		desired, res := reconcile(t, k, tg, model.NewAssignment())
+		t.Logf("queues = %d: %d writes", n, res.Writes)
+		var probes []mqProbe
+		for i, u := range tg.Users {
+			c := classOf(t, desired, u.Name)
+			probes = append(probes, mqProbe{lab.Users4[i], c}, mqProbe{lab.Users6[i], c})
+		}
+		checkProbes(t, lab, k, "queues = "+strconv.Itoa(n), probes)
+	}
+	if out := lab.Router.MustRun("tc", "filter", "show", "dev", dev, "egress"); out != "" {
+		t.Errorf("one tree again, and the steering filter is still there:\n%s", out)
+	}
+	ino := inodeOf(t, lab.Router.Name)
+	ifi, err := k.ifindex(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := strings.TrimPrefix(bpfcls.PinDir(root, ino, ifi, model.RootQdisc), root)
+	for _, f := range pinFiles(root) {
+		if filepath.Dir(f) != own {
+			t.Errorf("pin %s left from the per-queue trees (the single tree's are in %s)", f, own)
+		}
 	}
 }

@@ -3,7 +3,7 @@
 # in the same run, in throwaway network namespaces on the real kernel.
 #
 # usage: sudo scripts/bench-apply.sh [-r ROUNDS] [-n USERS] [-c CHANGES] [-H] [-T] [-U] [-P] [-k]
-#                                    [-Q QUEUES [-B BIGUSERS] [-G RUNS] [-q]]
+#                                    [-Q QUEUES [-B BIGUSERS] [-G RUNS] [-C KIND] [-q]]
 #   -r  rounds of (shaperd, tc flat, tc hashed), interleaved   (default 3)
 #   -n  users in the big tree                                   (default 10000)
 #   -c  Build+Diff+Apply rate changes per tree for (b)          (default 200;
@@ -20,6 +20,8 @@
 #       when asked for; -q runs only these
 #   -B  (f): BIGUSERS users (e.g. 100000) on one QUEUES-queue interface
 #   -G  (g): iperf3 runs of 2 saturating users, one tree vs QUEUES trees
+#   -C  classifier of shaperd's trees in (e)-(g): bpf (default, one cls_bpf
+#       classifier per queue's HTB, as the daemon's default) or u32
 #
 # Targets (issue "apply benchmark"):
 #   (a) applying the plan (shaperd: Dump, Build, Diff, Apply on an empty
@@ -35,7 +37,8 @@
 #       / tc -batch building the single tree (flat u32): goal <= 0.5
 #   (f) with -B: BIGUSERS users on one interface (beyond one qdisc's 65,535
 #       class ids): cold apply, peak RSS, one user's change p99 < 5 ms,
-#       re-apply of the unchanged tree 0 writes
+#       re-apply of the unchanged tree 0 writes; also one user's address
+#       added/removed (kernel Apply p50/p99: map updates with bpf)
 #   (g) with -G: 2 concurrent saturating users on different queues / in one
 #       tree (total iperf3 throughput; > 1 means shaping is not one lock)
 #
@@ -60,7 +63,8 @@ QUEUES=0
 BIG=0
 QTP=0
 QONLY=false
-while getopts "r:n:c:HTUPkQ:B:G:qh" opt; do
+QCLS=bpf
+while getopts "r:n:c:HTUPkQ:B:G:C:qh" opt; do
 	case $opt in
 	r) ROUNDS=$OPTARG ;;
 	n) USERS=$OPTARG ;;
@@ -73,8 +77,9 @@ while getopts "r:n:c:HTUPkQ:B:G:qh" opt; do
 	Q) QUEUES=$OPTARG ;;
 	B) BIG=$OPTARG ;;
 	G) QTP=$OPTARG ;;
+	C) QCLS=$OPTARG ;;
 	q) QONLY=true ;;
-	h) sed -n '2,50p' "$0"; exit 0 ;;
+	h) sed -n '2,51p' "$0"; exit 0 ;;
 	*) exit 2 ;;
 	esac
 done
@@ -154,7 +159,7 @@ fi
 START=$(date +%s)
 "$WORK/benchapply" -users "$USERS" -r "$ROUNDS" -changes "$CHANGES" -reconciles 3 -throughput-runs "$TP_RUNS" \
 	-hashed="$HASHED" -prefix "$PREFIX" -dir "$WORK" \
-	-queues "$QUEUES" -queue-big "$BIG" -queue-tp-runs "$QTP" -queues-only="$QONLY" > >(tee "$WORK/apply.txt") &
+	-queues "$QUEUES" -queue-big "$BIG" -queue-tp-runs "$QTP" -queues-only="$QONLY" -queue-classifier "$QCLS" > >(tee "$WORK/apply.txt") &
 PID=$! # benchapply itself: the traps stop it and remove its namespaces
 wait "$PID"
 RC=$?

@@ -61,7 +61,7 @@ func queueUsers(lab *netnslab.RouterLab) string {
 // several queues together stay within the tier's ceil and the interface's
 // bandwidth (within 3 %).
 func TestQueuesHoldInterfaceAndTier(t *testing.T) {
-	u := newUnitLabWith(t, netnslab.RouterLabOptions{Users: 4, LANQueues: 4}, queuesConfig, queueUsers, nil)
+	u := newUnitLabBefore(t, 4, queuesConfig, queueUsers, nil, unitEdit{lanQueues: 4})
 	queue := map[int]int{}
 	for i, a := range u.Users4 {
 		c := u.classOf("r-lan", a)

@@ -100,22 +100,21 @@ func newUnitLab(t *testing.T, users int, config string, usersTOML func(*netnslab
 type unitEdit struct {
 	unit   func(*netnslab.Unit)
 	noWait bool
+	// lanQueues, when above 1, gives the lab's r-lan that many queues.
+	lanQueues int
 }
 
 // newUnitLabBefore is newUnitLab that calls before (when not nil) with the
 // lab before shaperd starts, and each edit with the unit as read.
 func newUnitLabBefore(t *testing.T, users int, config string, usersTOML func(*netnslab.RouterLab) string, before func(*netnslab.RouterLab), edits ...unitEdit) *unitLab {
 	t.Helper()
-	return newUnitLabWith(t, netnslab.RouterLabOptions{Users: users}, config, usersTOML, before, edits...)
-}
-
-// newUnitLabWith is newUnitLabBefore with the lab's options (e.g. the lan
-// device's queue count).
-func newUnitLabWith(t *testing.T, opts netnslab.RouterLabOptions, config string, usersTOML func(*netnslab.RouterLab) string, before func(*netnslab.RouterLab), edits ...unitEdit) *unitLab {
-	t.Helper()
 	netnslab.Require(t)
 	bin, ctl := binaries(t)
-	lab := netnslab.NewRouterLab(t, opts)
+	o := netnslab.RouterLabOptions{Users: users}
+	for _, e := range edits {
+		o.LANQueues = max(o.LANQueues, e.lanQueues)
+	}
+	lab := netnslab.NewRouterLab(t, o)
 	if before != nil {
 		before(lab)
 	}

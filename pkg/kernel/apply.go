@@ -108,6 +108,9 @@ func (k *Kernel) Apply(changes []model.Change) (Result, error) {
 			for ifi := range k.filters {
 				k.forgetClassifier(ifi)
 			}
+			for key := range k.queueFilters {
+				k.forgetClassifier(key.ifindex)
+			}
 			k.mu.Unlock()
 			panic(r)
 		}
@@ -452,8 +455,12 @@ func (a *applier) qdisc(c *model.Change) error {
 				return err
 			}
 		}
-		a.k.forgetClassifier(ifi)
-		a.k.forgetSteerer(ifi)
+		// A new root drops the old one's steering and bpf maps (pinned,
+		// they outlive the qdiscs): they describe a tree that is gone,
+		// and the new one starts with empty maps.
+		if err := a.k.forgetRoot(ifi); err != nil {
+			return kernelError(err, c.Device, c.Op, "bpf pins and steering of the old root", "bpf")
+		}
 		a.mq[ifi] = q.Kind == model.ShaperMQ
 		if q.Kind == model.ShaperHTB {
 			return a.ensureFilters(ifi, c.Device)
@@ -462,10 +469,14 @@ func (a *applier) qdisc(c *model.Change) error {
 	case model.OpChange:
 		return a.write(tcwire.RTMNewQdisc, 0, m, encode, c.Device, c.Op, object, string(q.Kind))
 	case model.OpDelete:
-		a.k.forgetClassifier(ifi)
-		a.k.forgetSteerer(ifi)
+		if err := a.ignoreGone(a.write(tcwire.RTMDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind))); err != nil {
+			return err
+		}
 		delete(a.mq, ifi)
-		return a.ignoreGone(a.write(tcwire.RTMDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind)))
+		if err := a.k.forgetRoot(ifi); err != nil {
+			return kernelError(err, c.Device, c.Op, "bpf pins and steering of the old root", "bpf")
+		}
+		return nil
 	}
 	return fmt.Errorf("%s: %s: unknown op %s", c.Device, object, c.Op)
 }
@@ -595,16 +606,20 @@ func (a *applier) ensureFilters(ifi uint32, dev string) error {
 	return nil
 }
 
-// ensureQueueFilters makes sure the u32 tables under the per-queue HTB
-// qdisc qdisc of the device exist, once per Apply.
+// ensureQueueFilters makes sure the classifier skeleton under the
+// per-queue HTB qdisc qdisc of the device exists (u32 hash tables; bpf
+// maps, program and filter), once per Apply.
 func (a *applier) ensureQueueFilters(ifi uint32, qdisc model.Handle, dev string) error {
 	key := classifierKey{ifi, qdisc}
 	if a.queueEnsured[key] {
 		return nil
 	}
-	n, err := a.k.classifierUnder(ifi, qdisc).Ensure()
+	n, err := a.k.classifierUnder(ifi, dev, qdisc).Ensure()
 	a.res.Writes += n
 	if err != nil {
+		if a.k.queueKind(ifi, dev, qdisc) == ClassifierBPF {
+			return kernelError(err, dev, model.OpAdd, "bpf classifier (maps, program, filter) of queue qdisc "+qdisc.String(), "bpf")
+		}
 		return kernelError(err, dev, model.OpAdd, "u32 hash tables of queue qdisc "+qdisc.String(), "u32")
 	}
 	a.queueEnsured[key] = true
@@ -637,12 +652,12 @@ func (a *applier) filter(c *model.Change) error {
 		return fmt.Errorf("%s: %s: root qdisc: %w", c.Device, filterObject(f), err)
 	}
 	var cls classifier
+	qdisc := filterQdisc(f)
 	if mq {
-		qdisc := filterQdisc(f)
 		if err := a.ensureQueueFilters(ifi, qdisc, c.Device); err != nil {
 			return err
 		}
-		cls = a.k.classifierUnder(ifi, qdisc)
+		cls = a.k.classifierUnder(ifi, c.Device, qdisc)
 	} else {
 		if err := a.ensureFilters(ifi, c.Device); err != nil {
 			return err
@@ -662,7 +677,7 @@ func (a *applier) filter(c *model.Change) error {
 	if err != nil {
 		kind := a.k.classifierKind(c.Device)
 		if mq {
-			kind = "u32"
+			kind = a.k.queueKind(ifi, c.Device, qdisc)
 		}
 		return kernelError(err, c.Device, c.Op, filterObject(f), kind)
 	}
@@ -676,7 +691,8 @@ func (a *applier) filter(c *model.Change) error {
 
 // queueQdisc adds or deletes the HTB qdisc of one queue under the mq
 // root (grafted onto mq's class q.Parent, replacing the kernel's default
-// child there), then its u32 tables.
+// child there), then its classifier (u32 tables, or bpf maps, program and
+// filter; a deleted qdisc's bpf pins are removed).
 func (a *applier) queueQdisc(c *model.Change, ifi uint32) error {
 	q := c.Qdisc
 	m := tcwire.Tcmsg{Ifindex: ifi, Handle: uint32(q.Handle), Parent: uint32(q.Parent)}
@@ -693,8 +709,13 @@ func (a *applier) queueQdisc(c *model.Change, ifi uint32) error {
 		}
 		return a.ensureQueueFilters(ifi, q.Handle, c.Device)
 	case model.OpDelete:
-		delete(a.k.queueFilters, classifierKey{ifi, q.Handle})
-		return a.ignoreGone(a.write(tcwire.RTMDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind)))
+		if err := a.ignoreGone(a.write(tcwire.RTMDelQdisc, 0, m, nil, c.Device, c.Op, object, string(q.Kind))); err != nil {
+			return err
+		}
+		if err := a.k.removeQueueClassifier(ifi, q.Handle); err != nil {
+			return kernelError(err, c.Device, model.OpDelete, "bpf classifier pins of queue qdisc "+q.Handle.String(), "bpf")
+		}
+		return nil
 	}
 	return fmt.Errorf("%s: %s: unsupported op %s (queue qdiscs are added or deleted)", c.Device, object, c.Op)
 }

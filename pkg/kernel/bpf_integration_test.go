@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -135,8 +136,14 @@ func TestBPFClassifierApply(t *testing.T) {
 	}
 
 	// A TBF root in place of A's HTB (a qdisc that takes no filters): the
-	// bpf pins outlive the HTB, and Teardown still removes them.
+	// new root removes the HTB's bpf pins (their maps describe a tree that
+	// is gone); Teardown removes B's.
 	reconcile(t, kA, model.Targets{Interface: model.InterfaceSpec{Name: netnslab.RouterLANDev, Shaper: model.ShaperTBF, Bandwidth: 20 * tbf.Mbit}}, nil)
+	for _, f := range pinFiles(root) {
+		if strings.Contains(f, fmt.Sprintf("netns-%d/", ino)) {
+			t.Errorf("pin %s of A's HTB left after the TBF root replaced it", f)
+		}
+	}
 	for _, k := range []*Kernel{kA, kB} {
 		if err := k.Teardown(netnslab.RouterLANDev, ""); err != nil {
 			t.Fatal(err)

@@ -1,9 +1,9 @@
 // Package kernel is the only package of shaperd that speaks netlink. It
 // applies model.Changes to the kernel (qdiscs, HTB classes, leaf qdiscs, the
 // ingress redirect to an IFB device, and the user filters through a
-// classifier per device: pkg/kernel/bpfcls, an eBPF program over LPM-trie
-// maps, or pkg/kernel/u32, hashed u32 filters; see SetClassifier and
-// docs/classifier.md), dumps the actual model.Tree of a device with its
+// classifier per device, or per queue's HTB under mq: pkg/kernel/bpfcls, an
+// eBPF program over LPM-trie maps, or pkg/kernel/u32, hashed u32 filters;
+// see SetClassifier and docs/classifier.md), dumps the actual model.Tree of a device with its
 // counters, verifies a desired tree, manages IFB links and watches link
 // events. It (with bpfcls) is also the only package that uses eBPF.
 //

@@ -188,8 +188,9 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 // under an mq root, and checks the steering maps against the filters: a
 // filter whose steering entry is missing or points elsewhere is Damaged (its
 // re-creation rewrites the entry), entries without a filter are removed. A
-// process that has not steered the device yet fills fresh maps from the
-// filters instead (adoption without tc writes, see syncSteering).
+// new process adopts the steering maps (steererFor: pinned, or those of the
+// attached program) and checks them the same way; only when there is
+// nothing to adopt does it fill new maps from the filters (syncSteering).
 func (k *Kernel) dumpQueues(t *model.Tree, ifi uint32, qs []object, leaves map[uint32]object) error {
 	var err error
 	if t.Queues, err = queueQdiscs(qs, ifi); err != nil {
@@ -202,8 +203,13 @@ func (k *Kernel) dumpQueues(t *model.Tree, ifi uint32, qs []object, leaves map[u
 	if t.Classes, err = k.dumpClassesOf(ifi, t.Device, leaves, 0, func(m uint16) bool { return majors[m] }); err != nil {
 		return err
 	}
+	if k.clsKind[t.Device] == "" {
+		// Not chosen here: look again at what is installed (another
+		// process may have switched classifiers since the last Dump).
+		k.forgetQueueClassifiers(ifi)
+	}
 	for _, q := range t.Queues {
-		cls := k.classifierUnder(ifi, q.Handle)
+		cls := k.classifierUnder(ifi, t.Device, q.Handle)
 		fs, err := cls.Dump()
 		if err == nil {
 			t.Foreign = append(t.Foreign, cls.Foreign()...)
@@ -214,13 +220,22 @@ func (k *Kernel) dumpQueues(t *model.Tree, ifi uint32, qs []object, leaves map[u
 		}
 		t.Filters = append(t.Filters, fs...)
 	}
-	if _, ok := k.steerers[ifi]; !ok {
+	if _, ok := k.steerers[ifi]; !ok && len(t.Filters) == 0 {
+		return nil // nothing to steer: no program is loaded for it
+	}
+	s, created, err := k.steererFor(ifi, len(t.Filters) > 0 && t.Filters[0].Match == model.MatchSrc)
+	if err != nil {
+		return fmt.Errorf("dump steering of %s: %w", t.Device, err)
+	}
+	if created {
+		// Nothing to adopt (no pins, no attached program of ours): fill
+		// the new maps from the filters.
 		if _, err := k.syncSteering(ifi, t.Device, t.Filters); err != nil {
 			return err
 		}
 		return nil
 	}
-	have, err := k.steerers[ifi].List()
+	have, err := s.List()
 	if err != nil {
 		return fmt.Errorf("dump steering of %s: %w", t.Device, err)
 	}
@@ -234,7 +249,7 @@ func (k *Kernel) dumpQueues(t *model.Tree, ifi uint32, qs []object, leaves map[u
 	}
 	for p := range have {
 		if !seen[p] {
-			if err := k.steerers[ifi].Delete(p); err != nil {
+			if err := s.Delete(p); err != nil {
 				return fmt.Errorf("dump steering of %s: %w", t.Device, err)
 			}
 		}

@@ -59,8 +59,9 @@ type Kernel struct {
 	bpfPinRoot string
 	nsIno      uint64
 	pinsPruned bool
-	// queueFilters holds the u32 classifiers under the per-queue HTB
-	// qdiscs of devices with an mq root, by ifindex and qdisc.
+	// queueFilters holds the classifiers (u32 or bpf, as for the root)
+	// under the per-queue HTB qdiscs of devices with an mq root, by
+	// ifindex and qdisc.
 	queueFilters map[classifierKey]classifier
 	// steerers holds the queue steering program and maps of each device
 	// with per-queue trees under mq, by ifindex.

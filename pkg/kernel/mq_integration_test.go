@@ -15,9 +15,16 @@ import (
 // and opens a Kernel in the router namespace.
 func mqLab(t *testing.T, users, queues int) (*netnslab.RouterLab, *Kernel) {
 	t.Helper()
+	return mqLabPinned(t, users, queues, "")
+}
+
+// mqLabPinned is mqLab with a Kernel that pins its bpf objects under
+// pinRoot ("": bpfcls.DefaultPinRoot).
+func mqLabPinned(t *testing.T, users, queues int, pinRoot string) (*netnslab.RouterLab, *Kernel) {
+	t.Helper()
 	netnslab.Require(t)
 	lab := netnslab.NewRouterLab(t, netnslab.RouterLabOptions{Users: users, LANQueues: queues})
-	k, err := Open(Options{NetNS: lab.Router.Name})
+	k, err := Open(Options{NetNS: lab.Router.Name, BPFPinRoot: pinRoot})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -57,15 +64,17 @@ func classPackets(t *testing.T, k *Kernel, device string) map[model.Handle]uint6
 // Per-queue trees: apply builds mq with one HTB per queue, the users spread
 // over the queues, a second apply writes nothing, and each user's
 // forwarded packets (IPv4 and IPv6) are counted by its own class in its own
-// queue's tree: the steering program and that queue's u32 filters agree.
-// A new process adopts the trees (and refills the steering maps) without a
-// tc write.
+// queue's tree: the steering program and that queue's u32 filters agree
+// (classifier = "u32"; mq_bpf_integration_test.go runs bpf). A new process
+// adopts the trees and the steering without a tc write.
 func TestMQApplyDumpAndSteer(t *testing.T) {
 	lab, k := mqLab(t, 4, 4)
+	k.SetClassifier(netnslab.RouterLANDev, ClassifierU32)
 	ids := model.NewAssignment()
 	tg := mqTargets(lab, 4, 400*tbf.Mbit, 10*tbf.Mbit)
 	desired, res := reconcile(t, k, tg, ids)
 	t.Logf("cold apply: %d writes", res.Writes)
+	expectQueueFilters(t, lab, 4, "u32", "bpf")
 	if res, err := apply(t, k, desired); err != nil || res.Writes != 0 {
 		t.Fatalf("re-apply over an unchanged tree: %d writes, %v", res.Writes, err)
 	}

@@ -1,45 +1,94 @@
 package kernel
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 
+	"github.com/shaperd/shaperd/pkg/kernel/bpfcls"
 	"github.com/shaperd/shaperd/pkg/kernel/steer"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
 // steererFor returns the queue steering program of device ifi (per-queue
-// trees under mq), loading and attaching it at the device's clsact egress
-// on first use; matchSrc steers by source address (an IFB device). The
-// program keeps steering after shaperd exits (the filter holds it); a new
-// process loads a new one with fresh maps, which Dump fills from the
-// per-queue classifiers (see syncSteering).
-func (k *Kernel) steererFor(ifi uint32, matchSrc bool) (*steer.Steerer, bool, error) {
+// trees under mq); matchSrc steers by source address (an IFB device). On
+// first use it adopts the one an earlier Steerer left (pinned in
+// steerPinDir, or the program the attached filter runs: steer.Adopt), or
+// loads a new one (created: its maps are empty), pins it when bpffs
+// allows, and attaches it at the device's clsact egress unless the filter
+// there runs it already. The program keeps steering after shaperd exits
+// (the filter holds it); a restart adopts it and its maps without a tc
+// write.
+func (k *Kernel) steererFor(ifi uint32, matchSrc bool) (s *steer.Steerer, created bool, err error) {
 	if s, ok := k.steerers[ifi]; ok {
 		return s, false, nil
 	}
-	s, err := steer.New(k.link, int(ifi), matchSrc, 0)
-	if err != nil {
-		return nil, false, err
+	dir := ""
+	if bpfcls.EnsureBPFFS(k.bpfPinRoot) == nil {
+		dir = k.steerPinDir(ifi)
 	}
-	if err := s.Attach(); err != nil {
+	s = steer.Adopt(k.link, int(ifi), matchSrc, dir)
+	if s == nil {
+		if s, err = steer.New(k.link, int(ifi), matchSrc, 0); err != nil {
+			return nil, false, err
+		}
+		created = true
+	}
+	if dir != "" {
+		if err := s.Pin(dir); err != nil {
+			s.Close()
+			return nil, false, err
+		}
+	}
+	on, err := s.Attached()
+	if err == nil && !on {
+		err = s.Attach()
+	}
+	if err != nil {
 		s.Close()
 		return nil, false, err
 	}
 	k.steerers[ifi] = s
-	return s, true, nil
+	return s, created, nil
 }
 
-// forgetSteerer drops (and detaches) the steering program of a device
-// whose mq root was deleted.
-func (k *Kernel) forgetSteerer(ifi uint32) {
-	s, ok := k.steerers[ifi]
-	if !ok {
-		return
+// steerPinDir is where the steering maps and program of device ifi are
+// pinned: next to its classifiers' pins (bpfcls.PinDir), in
+// ROOT/netns-INODE/ifindex-N/steer.
+func (k *Kernel) steerPinDir(ifi uint32) string {
+	return filepath.Join(bpfcls.NetNSPinDir(k.bpfPinRoot, k.netnsInode()), fmt.Sprintf("ifindex-%d", ifi), "steer")
+}
+
+// pinRoot is the root of k's bpf pins.
+func (k *Kernel) pinRoot() string {
+	if k.bpfPinRoot == "" {
+		return bpfcls.DefaultPinRoot
 	}
-	_ = s.Detach()
-	_ = s.Close()
-	delete(k.steerers, ifi)
+	return k.bpfPinRoot
+}
+
+// forgetSteerer drops the steering of a device whose mq root was added,
+// replaced or deleted: it detaches the steering filter (whichever process
+// attached it) and removes the pins, so that the next use starts with
+// empty maps.
+func (k *Kernel) forgetSteerer(ifi uint32) error {
+	var errs []error
+	if s, ok := k.steerers[ifi]; ok {
+		errs = append(errs, s.Close())
+		delete(k.steerers, ifi)
+	}
+	dir := k.steerPinDir(ifi)
+	errs = append(errs, steer.Remove(k.link, int(ifi)), steer.RemovePins(dir))
+	// The device's and the namespace's pin directories, when that left
+	// them empty (a u32 device has no other pins).
+	for d := filepath.Dir(dir); len(d) > len(k.pinRoot()); d = filepath.Dir(d) {
+		if os.Remove(d) != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // steerFilter points the steering map entry of filter f at the queue of
@@ -61,9 +110,8 @@ func (k *Kernel) steerFilter(ifi uint32, op model.Op, f *model.Filter) error {
 
 // syncSteering makes the steering maps of device ifi hold exactly the
 // prefixes of filters, each on its class's queue, and returns how many
-// entries it wrote (map updates, not tc writes). A process that has not
-// steered the device yet loads the program and fills its maps here: this
-// is how a restart adopts the steering without a tc write.
+// entries it wrote (map updates, not tc writes). Dump fills new maps
+// (nothing to adopt) with it.
 func (k *Kernel) syncSteering(ifi uint32, device string, filters []model.Filter) (int, error) {
 	if len(filters) == 0 {
 		if _, ok := k.steerers[ifi]; !ok {

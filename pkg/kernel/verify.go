@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
-	"github.com/shaperd/shaperd/pkg/kernel/steer"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -76,14 +75,14 @@ func (k *Kernel) teardownRoot(device string) error {
 	if isMQRoot(*root) {
 		// The steering program of per-queue trees, also when another
 		// process attached it.
-		k.forgetSteerer(ifi)
-		if err := steer.Remove(k.link, int(ifi)); err != nil {
+		if err := k.forgetSteerer(ifi); err != nil {
 			return fmt.Errorf("teardown %s: %w", device, err)
 		}
 	}
-	// The bpf classifier's pins outlive the qdisc: remove them (and its
-	// filter first), whichever classifier the device uses now.
-	if err := k.bpfClassifier(ifi).Remove(); err != nil {
+	// The bpf classifiers' pins outlive the qdiscs: remove them (and
+	// their filters first), whichever classifier the device uses now: the
+	// root's and every per-queue qdisc's.
+	if err := k.removeBPFClassifiers(ifi); err != nil {
 		return fmt.Errorf("teardown %s: %w", device, err)
 	}
 	if err := k.write(tcwire.RTMDelQdisc, 0, tcwire.Tcmsg{Ifindex: ifi, Handle: root.msg.Handle, Parent: uint32(model.HandleRoot)}, nil); err != nil {

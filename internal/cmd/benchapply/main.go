@@ -18,6 +18,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/shaperd/shaperd/pkg/kernel"
 )
 
 func main() {
@@ -37,6 +39,7 @@ func main() {
 	flag.IntVar(&o.queueBig, "queue-big", 0, "(f): users on one N-queue interface (e.g. 100000); 0 skips (f)")
 	flag.IntVar(&o.queueTPRuns, "queue-tp-runs", 0, "(g): iperf3 runs per lab (one tree, N queues); 0 skips (g)")
 	flag.BoolVar(&o.queuesOnly, "queues-only", false, "run only (e)-(g)")
+	flag.StringVar(&o.queueClassifier, "queue-classifier", kernel.ClassifierBPF, "(e)-(g): the classifier of shaperd's trees, bpf (one per queue's HTB) or u32")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "benchapply:", err)

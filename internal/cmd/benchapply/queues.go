@@ -25,9 +25,13 @@ import (
 //	    interleaved: goal <= 0.5;
 //	(f) with -queue-big M: M users on one N-queue interface: cold apply,
 //	    peak RSS, one user's rate change (kernel Apply p99, goal < 5 ms;
-//	    Build+Diff+Apply p50), re-apply of the unchanged tree (0 writes);
+//	    Build+Diff+Apply p50), one user's address added and removed (kernel
+//	    Apply p50/p99), re-apply of the unchanged tree (0 writes);
 //	(g) with -queue-tp-runs R: two saturating users on different queues vs
 //	    the same two users in one tree (total throughput ratio).
+//
+// shaperd's trees classify with -queue-classifier (default bpf: a cls_bpf
+// classifier with its own maps per queue's HTB, as the daemon's default).
 
 // newQueueLab is newLab with an N-queue veth pair.
 func newQueueLab(name string, queues int, dev string) (*lab, error) {
@@ -47,6 +51,23 @@ func newQueueLab(name string, queues int, dev string) (*lab, error) {
 		}
 	}
 	return l, nil
+}
+
+// openQueueKernel opens a Kernel in network namespace netns whose device
+// dev classifies with kind (kernel.ClassifierBPF: one cls_bpf classifier
+// per queue's HTB, pinned under /sys/fs/bpf/shaperd; kernel.ClassifierU32).
+// done tears dev down (which removes the pins) and closes the Kernel.
+func openQueueKernel(netns, dev, kind string) (k *kernel.Kernel, done func(), err error) {
+	if k, err = kernel.Open(kernel.Options{NetNS: netns}); err != nil {
+		return nil, nil, err
+	}
+	k.SetClassifier(dev, kind)
+	return k, func() {
+		if err := k.Teardown(dev, ""); err != nil {
+			fmt.Fprintf(os.Stderr, "teardown %s in %s: %v\n", dev, netns, err)
+		}
+		_ = k.Close()
+	}, nil
 }
 
 // queuePlan is plan with per-queue trees.
@@ -98,19 +119,19 @@ func runQueues(o options) error {
 					return err
 				}
 				defer l.close()
-				k, err := kernel.Open(kernel.Options{NetNS: l.name})
+				k, done, err := openQueueKernel(l.name, bigDev, o.queueClassifier)
 				if err != nil {
 					return err
 				}
-				defer k.Close()
+				defer done()
 				ctx := situation(o.prefix)
 				b, _, err := applyPlan(k, queuePlan(bigDev, o.users, o.queues), nil)
 				if err != nil {
 					return fmt.Errorf("(e) round %d: %w", round, err)
 				}
 				mq = append(mq, secs(b.total.wall))
-				fmt.Printf("round %d  (e) shaperd %d queues %6.2f s  (%d writes; apply %.2f s, cpu user %.2f sys %.2f)  [%s]\n",
-					round, o.queues, secs(b.total.wall), b.writes, secs(b.apply.wall), secs(b.total.user), secs(b.total.sys), ctx)
+				fmt.Printf("round %d  (e) shaperd %d queues (%s) %6.2f s  (%d writes; apply %.2f s, cpu user %.2f sys %.2f)  [%s]\n",
+					round, o.queues, o.queueClassifier, secs(b.total.wall), b.writes, secs(b.apply.wall), secs(b.total.user), secs(b.total.sys), ctx)
 				return nil
 			},
 			func() error {
@@ -127,8 +148,8 @@ func runQueues(o options) error {
 		ratios = append(ratios, mq[len(mq)-1]/flat[len(flat)-1])
 	}
 	ratio := median(ratios)
-	fmt.Printf("TARGET (e) cold apply of %d users on %d queues / tc -batch single tree: median %.2f s / %.2f s = %.2f <= 0.5: %s\n",
-		o.users, o.queues, median(mq), median(flat), ratio, verdict(ratio <= 0.5))
+	fmt.Printf("TARGET (e) cold apply of %d users on %d queues (classifier %s) / tc -batch single tree: median %.2f s / %.2f s = %.2f <= 0.5: %s\n",
+		o.users, o.queues, o.queueClassifier, median(mq), median(flat), ratio, verdict(ratio <= 0.5))
 	if o.queueBig > 0 {
 		if err := queueBig(o); err != nil {
 			return err
@@ -149,11 +170,11 @@ func queueBig(o options) error {
 		return err
 	}
 	defer l.close()
-	k, err := kernel.Open(kernel.Options{NetNS: l.name})
+	k, done, err := openQueueKernel(l.name, bigDev, o.queueClassifier)
 	if err != nil {
 		return err
 	}
-	defer k.Close()
+	defer done()
 	tg := queuePlan(bigDev, o.queueBig, o.queues)
 	runtime.GC()
 	_, base := peakRSS()
@@ -166,8 +187,8 @@ func queueBig(o options) error {
 	peak, _ := peakRSS()
 	runtime.GC()
 	_, after := peakRSS()
-	fmt.Printf("(f) %d users on %d queues: cold apply %.2f s; RSS before %.0f MiB, peak %.0f MiB, after GC %.0f MiB  [%s]\n",
-		o.queueBig, o.queues, cold.Seconds(), base, peak, after, situation(o.prefix))
+	fmt.Printf("(f) %d users on %d queues (%s): cold apply %.2f s; RSS before %.0f MiB, peak %.0f MiB, after GC %.0f MiB  [%s]\n",
+		o.queueBig, o.queues, o.queueClassifier, cold.Seconds(), base, peak, after, situation(o.prefix))
 	var applies, fulls []float64
 	for i := 0; i < 400; i++ {
 		d, err := rc.applyOnly(i%2 == 0)
@@ -186,6 +207,13 @@ func queueBig(o options) error {
 	p99 := quantile(applies, 0.99)
 	fmt.Printf("(f) one user's rate change: kernel Apply p50 %.3f ms p99 %.3f ms (400); Build+Diff+Apply p50 %.0f ms (10)\n",
 		median(applies), p99, median(fulls))
+	addr, err := addressChanges(k, rc.tg, rc.ids, rc.actual, rc.user, 400, o.queueClassifier == kernel.ClassifierBPF)
+	if err != nil {
+		return fmt.Errorf("(f) address change: %w", err)
+	}
+	fmt.Printf("(f) one user's address added/removed (%s: %s): kernel Apply p50 %.3f ms p99 %.3f ms (400)\n",
+		o.queueClassifier, map[bool]string{true: "map updates", false: "u32 filter writes"}[o.queueClassifier == kernel.ClassifierBPF],
+		median(addr), quantile(addr, 0.99))
 	tg.Users[rc.user].Rate = rc.tg.Users[rc.user].Rate // the tree as the kernel holds it now
 	u, err := reapplyWith(k, tg, rc.ids)
 	if err != nil {
@@ -204,9 +232,10 @@ var qtpUsers = []netip.Addr{netip.MustParseAddr("198.18.0.10"), netip.MustParseA
 type queueTPLab struct {
 	shaper, peer *lab
 	k            *kernel.Kernel
+	done         func()
 }
 
-func newQueueTPLab(name string, queues, trees int) (*queueTPLab, error) {
+func newQueueTPLab(name string, queues, trees int, kind string) (*queueTPLab, error) {
 	s, err := newLab(name + "-s")
 	if err != nil {
 		return nil, err
@@ -237,7 +266,7 @@ func newQueueTPLab(name string, queues, trees int) (*queueTPLab, error) {
 		}
 	}
 	s.devs = []string{bigDev}
-	if l.k, err = kernel.Open(kernel.Options{NetNS: s.name}); err != nil {
+	if l.k, l.done, err = openQueueKernel(s.name, bigDev, kind); err != nil {
 		return fail(err)
 	}
 	// 40 gbit per queue: the even split leaves every queue (and the one
@@ -263,8 +292,8 @@ func newQueueTPLab(name string, queues, trees int) (*queueTPLab, error) {
 }
 
 func (l *queueTPLab) close() {
-	if l.k != nil {
-		_ = l.k.Close()
+	if l.done != nil {
+		l.done()
 	}
 	_ = l.shaper.close()
 	_ = l.peer.close()
@@ -321,12 +350,12 @@ func (l *queueTPLab) iperf(seconds, port int) (float64, error) {
 
 // queueThroughput is (g).
 func queueThroughput(o options) error {
-	one, err := newQueueTPLab(o.prefix+"-g1", o.queues, 1)
+	one, err := newQueueTPLab(o.prefix+"-g1", o.queues, 1, o.queueClassifier)
 	if err != nil {
 		return err
 	}
 	defer one.close()
-	mq, err := newQueueTPLab(o.prefix+"-gq", o.queues, o.queues)
+	mq, err := newQueueTPLab(o.prefix+"-gq", o.queues, o.queues, o.queueClassifier)
 	if err != nil {
 		return err
 	}
@@ -356,4 +385,41 @@ func queueThroughput(o options) error {
 	fmt.Printf("TARGET (g) 2 saturating users on different queues / in one tree: median %.2f / %.2f Gbit/s = %.2f (goal: > 1, shaping no longer one lock)\n",
 		median(mqs)/1e9, median(ones)/1e9, r)
 	return nil
+}
+
+// addressChanges gives user i of tg (applied as tree) an extra /32 and
+// takes it away again, n times in all, and returns each kernel Apply's
+// time in ms. Each must write (u32 filter nodes), with mapUpdate exactly
+// once (the bpf classifier's map update; the steering map update is not
+// counted).
+func addressChanges(k *kernel.Kernel, tg model.Targets, ids *model.Assignment, tree model.Tree, i, n int, mapUpdate bool) ([]float64, error) {
+	tg.Users = append([]model.UserTarget(nil), tg.Users...)
+	u := tg.Users[i]
+	u.Prefixes = append(append([]netip.Prefix(nil), u.Prefixes...), netip.MustParsePrefix("198.19.255.254/32"))
+	tg.Users[i] = u
+	more, err := model.Build(tg, ids)
+	if err != nil {
+		return nil, err
+	}
+	add, del := model.Diff(tree, more), model.Diff(more, tree)
+	if len(add) != 1 || add[0].Filter == nil || len(del) != 1 || del[0].Filter == nil {
+		return nil, fmt.Errorf("an extra address of user %d gave %d and %d changes, want one filter each", i, len(add), len(del))
+	}
+	out := make([]float64, 0, n)
+	for j := range n {
+		cs := add
+		if j%2 == 1 {
+			cs = del
+		}
+		start := time.Now()
+		res, err := k.Apply(cs)
+		out = append(out, ms(secs(time.Since(start))))
+		if err == nil && (res.Writes == 0 || mapUpdate && res.Writes != 1) {
+			err = fmt.Errorf("an address change took %d writes, want 1", res.Writes)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

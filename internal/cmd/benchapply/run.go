@@ -20,6 +20,8 @@ type options struct {
 	// per-queue trees (e)-(g), see queues.go.
 	queues, queueBig, queueTPRuns int
 	queuesOnly                    bool
+	// queueClassifier is the classifier of (e)-(g)'s trees.
+	queueClassifier string
 }
 
 // Devices in every lab namespace: the big tree's and the small tree's.

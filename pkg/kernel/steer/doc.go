@@ -11,5 +11,9 @@
 // cached queue.
 //
 // The program is assembled in Go (cilium/ebpf's asm package): no clang at
-// build time.
+// build time. Its name says its direction (shaperd_steer_d by destination,
+// shaperd_steer_s by source). Pin and Adopt let a new process take over a
+// Steerer's program and maps (pinned on bpffs, or found through the
+// attached filter's program id), so that a restart neither replaces the
+// filter nor refills the maps.
 package steer

@@ -106,7 +106,7 @@ func instructions(v4, v6 *ebpf.Map, matchSrc bool) asm.Instructions {
 // newProgram loads the steering program into the kernel.
 func newProgram(v4, v6 *ebpf.Map, matchSrc bool) (*ebpf.Program, error) {
 	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:         "shaperd_steer",
+		Name:         progName(matchSrc),
 		Type:         ebpf.SchedCLS,
 		License:      "GPL",
 		Instructions: instructions(v4, v6, matchSrc),

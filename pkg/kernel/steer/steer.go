@@ -26,6 +26,8 @@ type Steerer struct {
 	v4, v6   *ebpf.Map
 	prog     *ebpf.Program
 	matchSrc bool
+	// pinned is the directory the objects are pinned in ("": none).
+	pinned string
 }
 
 // New creates the maps (maxEntries prefixes per address family, 0:
@@ -39,10 +41,10 @@ func New(link *vnl.Handle, ifindex int, matchSrc bool, maxEntries uint32) (*Stee
 	}
 	s := &Steerer{link: link, ifindex: ifindex, matchSrc: matchSrc}
 	var err error
-	if s.v4, err = newTrie("shaperd_steer4", 4, maxEntries); err != nil {
+	if s.v4, err = newTrie(v4MapName, 4, maxEntries); err != nil {
 		return nil, err
 	}
-	if s.v6, err = newTrie("shaperd_steer6", 16, maxEntries); err != nil {
+	if s.v6, err = newTrie(v6MapName, 16, maxEntries); err != nil {
 		s.Close()
 		return nil, err
 	}

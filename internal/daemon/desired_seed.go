@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"slices"
+
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
 )
@@ -17,6 +19,7 @@ func (d *Daemon) seedRamper() {
 		if err != nil || actual.Root == nil {
 			continue
 		}
+		st.adoptedSplit = adoptedSplit(st, actual)
 		if tg, ok := seedTargets(st, actual); ok {
 			seeds = append(seeds, tg)
 		}
@@ -41,25 +44,84 @@ func seedTargets(st *reconciler, actual model.Tree) (model.Targets, bool) {
 		tg.Interface.Bandwidth, tg.Interface.Burst = actual.Root.TBF.Rate, actual.Root.TBF.Burst
 		return tg, true
 	}
-	if actual.Root.Kind != model.ShaperHTB {
+	// Per-queue trees: each class is named by its queue's ids, and the
+	// interface's and default class's rates are the sums over the queues
+	// (what Build split). Tiers are left out: their classes' shares are the
+	// split's (adoptedSplit), and their rates, raised to floors, do not add
+	// up to the tier's.
+	idsOf := func(model.Handle) *model.Assignment { return st.ids }
+	mq := false
+	switch {
+	case actual.Root.Kind == model.ShaperMQ && st.ids.QueueCount() == len(actual.Queues):
+		idsOf = func(h model.Handle) *model.Assignment { return st.ids.QueueIDs(model.QueueOf(h)) }
+		mq = true
+	case actual.Root.Kind != model.ShaperHTB:
 		return tg, false
 	}
 	haveRoot := false
 	for _, c := range actual.Classes {
+		ids := idsOf(c.Handle)
+		if ids == nil {
+			continue
+		}
 		switch m := c.Handle.Minor(); {
-		case c.Handle == model.RootClass:
-			tg.Interface.Bandwidth, haveRoot = c.Rate, true
-		case c.Handle == model.DefaultClass:
-			tg.Interface.DefaultRate, tg.Interface.DefaultCeil = c.Rate, c.Ceil
+		case m == model.RootClass.Minor():
+			tg.Interface.Bandwidth += c.Rate
+			haveRoot = true
+		case m == model.DefaultClass.Minor():
+			tg.Interface.DefaultRate += c.Rate
+			tg.Interface.DefaultCeil = max(tg.Interface.DefaultCeil, c.Ceil)
 		case m >= model.FirstUserMinor:
-			if u, ok := st.ids.UserByMinor(m); ok {
+			if u, ok := ids.UserByMinor(m); ok {
 				tg.Users = append(tg.Users, model.UserTarget{Name: u, Rate: c.Rate, Ceil: c.Ceil, Burst: c.Burst, CBurst: c.CBurst})
 			}
-		default:
-			if t, ok := st.ids.TierByMinor(m); ok {
+		case !mq:
+			if t, ok := ids.TierByMinor(m); ok {
 				tg.Tiers = append(tg.Tiers, model.TierTarget{Name: t, Rate: c.Rate, Ceil: c.Ceil})
 			}
 		}
 	}
 	return tg, haveRoot
+}
+
+// adoptedSplit returns the split of the per-queue trees in actual (each
+// queue's root class and each tier's class in each queue, named by st.ids),
+// or nil when actual is not st's per-queue trees.
+func adoptedSplit(st *reconciler, actual model.Tree) *model.MQSplit {
+	n := len(actual.Queues)
+	if actual.Root.Kind != model.ShaperMQ || n < 2 || st.ids.QueueCount() != n {
+		return nil
+	}
+	split := &model.MQSplit{Queues: make([]model.QueueTarget, n), Tiers: map[string][]model.QueueTarget{}}
+	roots := 0
+	for _, c := range actual.Classes {
+		q := model.QueueOf(c.Handle)
+		if q < 0 || q >= n {
+			continue
+		}
+		m := c.Handle.Minor()
+		if m == model.RootClass.Minor() {
+			split.Queues[q] = model.QueueTarget{Rate: c.Rate, Ceil: c.Ceil}
+			roots++
+			continue
+		}
+		if m < model.FirstTierMinor || m > model.LastTierMinor {
+			continue
+		}
+		if t, ok := st.ids.QueueIDs(q).TierByMinor(m); ok {
+			if split.Tiers[t] == nil {
+				split.Tiers[t] = make([]model.QueueTarget, n)
+			}
+			split.Tiers[t][q] = model.QueueTarget{Rate: c.Rate, Ceil: c.Ceil}
+		}
+	}
+	if roots != n {
+		return nil
+	}
+	for t, s := range split.Tiers {
+		if slices.ContainsFunc(s, func(x model.QueueTarget) bool { return x.Ceil == 0 }) {
+			delete(split.Tiers, t) // not in every queue: not shaperd's split
+		}
+	}
+	return split
 }

@@ -231,23 +231,32 @@ func (m *queueMeter) atOr(t time.Time) time.Time {
 	return m.at
 }
 
-// keepQueues carries the queue and tier splits of st's current targets into
+// keepQueues carries the queue and tier splits of st's current targets (or,
+// before the first, of the kernel's trees at start: st.adoptedSplit) into
 // tg, whose policy evaluation does not know them, fitted to tg's bandwidth
 // and tier rates (model.FitQueues, model.FitTier) when those changed.
 func keepQueues(st *reconciler, tg *model.Targets) {
 	n := tg.Interface.Queues
-	if n <= 1 || st.targets.Interface.Queues != n {
+	if n <= 1 {
 		return
 	}
-	if len(tg.Queues) == 0 && len(st.targets.Queues) == n {
-		tg.Queues = model.FitQueues(tg.Interface.Bandwidth, st.targets.Queues, n)
+	from := model.MQSplit{Queues: st.targets.Queues, Tiers: st.targets.TierQueues}
+	if st.targets.Interface.Queues != n {
+		if st.adoptedSplit == nil || len(st.adoptedSplit.Queues) != n {
+			return
+		}
+		from = *st.adoptedSplit
+		st.adoptedSplit = nil // once: a later change of queues starts afresh
 	}
-	if tg.TierQueues != nil || len(st.targets.TierQueues) == 0 {
+	if len(tg.Queues) == 0 && len(from.Queues) == n {
+		tg.Queues = model.FitQueues(tg.Interface.Bandwidth, from.Queues, n)
+	}
+	if tg.TierQueues != nil || len(from.Tiers) == 0 {
 		return
 	}
 	tiers := make(map[string][]model.QueueTarget, len(tg.Tiers))
 	for _, tier := range tg.Tiers {
-		if split, ok := st.targets.TierQueues[tier.Name]; ok {
+		if split, ok := from.Tiers[tier.Name]; ok {
 			tiers[tier.Name] = model.FitTier(tier, split, n)
 		}
 	}

@@ -273,3 +273,57 @@ func TestQueuesRebalanceTiers(t *testing.T) {
 		}
 	}
 }
+
+// A restart adopts per-queue trees as the policy loop left them: the new
+// process takes the queues' and the tiers' split from the kernel (and its
+// ramps start from the kernel's rates), so its first apply writes nothing.
+func TestQueuesRestartAdoptsSplit(t *testing.T) {
+	k := &queueFake{fakeKernel: newFakeKernel("lan0"), tx: 2, bytes: make([]uint64, 2), classes: map[model.Handle]uint64{}}
+	clk := newFakeClock()
+	dir := t.TempDir()
+	writeConfig(t, dir, queuesConfig+"aggregate_rate = \"10mbit\"\naggregate_ceil = \"40mbit\"\n",
+		"[[user]]\nname = \"ua\"\ntier = \"gold\"\naddresses = [\"198.18.1.1\"]\n"+
+			"[[user]]\nname = \"ub\"\ntier = \"gold\"\naddresses = [\"198.18.1.2\"]\n")
+	opts := Options{ConfigPath: filepath.Join(dir, "shaperd.toml"), Kernel: k, Clock: clk}
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := d.ifaces[0]
+	ha, _ := userHandle(st, "ua")
+	qa := model.QueueOf(ha)
+	m, _ := st.ids.QueueIDs(qa).Tier("gold")
+	gold := model.MakeHandle(model.QueueHandle(qa).Major(), m)
+	now := clk.Now()
+	for i := 0; i < 3; i++ { // only ua busy: its queue and its tier class there grow
+		k.classes[gold] += uint64(30 * tbf.Mbit / 8)
+		k.send(qa, 30*tbf.Mbit, time.Second)
+		now = now.Add(time.Second)
+		if err := d.policyTick(now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	split := st.targets
+	if len(split.Queues) != 2 || split.Queues[qa].Ceil < 60*tbf.Mbit || split.TierQueues["gold"][qa].Ceil < 35*tbf.Mbit {
+		t.Fatalf("after 3 busy ticks: queues %v, gold %v; want ua's queue and tier class grown", split.Queues, split.TierQueues["gold"])
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := k.writeCount()
+	d2, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	if err := d2.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if w := k.writeCount() - before; w != 0 {
+		t.Errorf("the restarted daemon wrote %d changes; want 0 (queues %v -> %v, gold %v -> %v)", w,
+			split.Queues, d2.ifaces[0].targets.Queues, split.TierQueues["gold"], d2.ifaces[0].targets.TierQueues["gold"])
+	}
+}

@@ -88,6 +88,10 @@ type reconciler struct {
 	tierSums map[string]*tierCounts
 	// queues is the last policy tick's view of per-queue trees (queues.go).
 	queues *queueMeter
+	// adoptedSplit is the split of per-queue trees found in the kernel at
+	// start (seedRamper): the first targets take it, so that a restart
+	// rewrites no queue's or tier's share (keepQueues).
+	adoptedSplit *model.MQSplit
 }
 
 // built reports whether desired holds a tree built from targets.

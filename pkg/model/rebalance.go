@@ -134,7 +134,8 @@ func FitQueues(bandwidth tbf.Rate, split []QueueTarget, n int) []QueueTarget {
 
 // FitTier is FitQueues for a tier's classes: the ceils scaled to add up to
 // the tier's ceil and the rates its rate in the same proportion
-// (RebalanceTier), or split itself when it already has them.
+// (RebalanceTier), or split itself when its ceils add up to the tier's and
+// each rate is at least its proportion (and at most its ceil).
 func FitTier(tier TierTarget, split []QueueTarget, n int) []QueueTarget {
 	if len(split) != n {
 		return EvenTierTargets(tier, n)
@@ -142,7 +143,8 @@ func FitTier(tier TierTarget, split []QueueTarget, n int) []QueueTarget {
 	ceil := max(tier.Ceil, tier.Rate)
 	fits := sumCeil(split) == ceil
 	for _, s := range split {
-		fits = fits && s.Rate == tierRateShare(tier.Rate, ceil, s.Ceil)
+		// RebalanceTier may have raised a rate to its floor.
+		fits = fits && s.Rate >= tierRateShare(tier.Rate, ceil, s.Ceil) && s.Rate <= s.Ceil
 	}
 	if fits {
 		return split

@@ -242,7 +242,7 @@ func (d *Daemon) patchUser(st *reconciler, old, new *model.UserTarget) error {
 	if err == nil {
 		var after model.Tree
 		if after, err = build(new); err == nil {
-			return d.patchTree(st, name, model.Diff(before, after), new)
+			return d.patchTree(st, "user", name, model.Diff(before, after), new)
 		}
 	}
 	st.buildFailed(err)
@@ -250,11 +250,15 @@ func (d *Daemon) patchUser(st *reconciler, old, new *model.UserTarget) error {
 	return fmt.Errorf("interface %s: user %s: %w", st.key, name, err)
 }
 
-// patchTree applies changes (of one user's class and filters) to st's
-// targets, desired tree and the kernel; new is the user's target after
-// them (nil: removed).
-func (d *Daemon) patchTree(st *reconciler, user string, changes []model.Change, new *model.UserTarget) error {
-	j := slices.IndexFunc(st.targets.Users, func(u model.UserTarget) bool { return u.Name == user })
+// patchTree applies changes (of one user's class and filters, or of the
+// classes of a queue split: user "") to st's targets, desired tree and the
+// kernel; new is the user's target after them (nil: removed); why names the
+// pass.
+func (d *Daemon) patchTree(st *reconciler, why, user string, changes []model.Change, new *model.UserTarget) error {
+	j := -1
+	if user != "" {
+		j = d.userIndex(st, user)
+	}
 	// st.targets is st's own (policy.Ramper.Step copies the users): in
 	// place, a removed user's place taken by the last one.
 	switch {
@@ -326,5 +330,5 @@ func (d *Daemon) patchTree(st *reconciler, user string, changes []model.Change, 
 		}
 	}
 	st.desired.Classes, st.desired.Filters = classes, filters
-	return d.apply(st, deltaPass("user", changes, st.state == stateOK))
+	return d.apply(st, deltaPass(why, changes, st.state == stateOK))
 }

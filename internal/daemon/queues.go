@@ -128,7 +128,7 @@ func (d *Daemon) rebalanceQueues(now time.Time) error {
 		if prev == nil || len(prev.bytes) != n || dt <= 0 {
 			continue
 		}
-		tg := st.targets
+		tg := &st.targets
 		used := model.MQRates{Queues: usedSince(prev.bytes, m.bytes, dt), Tiers: map[string][]tbf.Rate{}}
 		for name, b := range m.tiers {
 			if was, ok := prev.tiers[name]; ok && len(was) == n {
@@ -139,12 +139,97 @@ func (d *Daemon) rebalanceQueues(now time.Time) error {
 		if slices.Equal(next.Queues, tg.Queues) && maps.EqualFunc(next.Tiers, tg.TierQueues, slices.Equal) {
 			continue
 		}
-		tg.Queues, tg.TierQueues = next.Queues, next.Tiers
-		if err := d.retarget(st, tg, "queues"); err != nil {
+		if err := d.patchSplit(st, next); err != nil {
 			errs = append(errs, fmt.Errorf("interface %s: queues: %w", st.key, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// patchSplit gives st's per-queue trees the split next: only the classes
+// it sets (each queue's root class and each tier's class in it,
+// model.SplitClasses) are rebuilt, changed in st.desired in place and
+// applied, so that a policy tick costs the same with 100,000 users as with
+// ten. A split that cannot be patched (st.targets without a complete
+// split) rebuilds the tree.
+func (d *Daemon) patchSplit(st *reconciler, next model.MQSplit) error {
+	tg := st.targets
+	tg.Queues, tg.TierQueues = next.Queues, next.Tiers
+	cs, err := model.SplitClasses(tg, st.ids)
+	if err != nil {
+		return d.retarget(st, tg, "queues")
+	}
+	var changes []model.Change
+	for i := range cs {
+		j, ok := st.byHandle[cs[i].Handle]
+		if !ok || j >= len(st.desired.Classes) || st.desired.Classes[j].Handle != cs[i].Handle {
+			return d.retarget(st, tg, "queues")
+		}
+		if was := st.desired.Classes[j]; !model.ClassParamsEqual(was, cs[i]) {
+			changes = append(changes, model.Change{Op: model.OpChange, Device: st.desired.Device, Class: &cs[i], FromClass: &was})
+		}
+	}
+	st.targets.Queues, st.targets.TierQueues = tg.Queues, tg.TierQueues
+	if len(changes) == 0 {
+		return nil
+	}
+	return d.patchTree(st, "queues", "", changes, nil)
+}
+
+// completeSplit fills in the split of st's targets (per-queue trees) that
+// Build chose itself (queues or tiers without one: the idle split), from
+// st.desired, so that the policy loop and patchSplit start from what the
+// kernel gets.
+func completeSplit(st *reconciler) {
+	n := st.targets.Interface.Queues
+	if n < 2 || st.ids.QueueCount() != n {
+		return
+	}
+	class := func(q int, minor uint16) (model.QueueTarget, bool) {
+		j, ok := st.byHandle[model.MakeHandle(model.QueueHandle(q).Major(), minor)]
+		if !ok {
+			return model.QueueTarget{}, false
+		}
+		c := st.desired.Classes[j]
+		return model.QueueTarget{Rate: c.Rate, Ceil: c.Ceil}, true
+	}
+	if len(st.targets.Queues) != n {
+		qs := make([]model.QueueTarget, n)
+		for q := range qs {
+			c, ok := class(q, model.RootClass.Minor())
+			if !ok {
+				return
+			}
+			qs[q] = c
+		}
+		st.targets.Queues = qs
+	}
+	var tiers map[string][]model.QueueTarget
+	for _, tier := range st.targets.Tiers {
+		if len(st.targets.TierQueues[tier.Name]) == n {
+			continue
+		}
+		split := make([]model.QueueTarget, n)
+		for q := range split {
+			m, ok := st.ids.QueueIDs(q).Tier(tier.Name)
+			if !ok {
+				return
+			}
+			if split[q], ok = class(q, m); !ok {
+				return
+			}
+		}
+		if tiers == nil {
+			tiers = maps.Clone(st.targets.TierQueues)
+			if tiers == nil {
+				tiers = map[string][]model.QueueTarget{}
+			}
+		}
+		tiers[tier.Name] = split
+	}
+	if tiers != nil {
+		st.targets.TierQueues = tiers
+	}
 }
 
 // readQueueMeter reads the byte counters of st's queues (their qdiscs) and

@@ -116,8 +116,14 @@ func TestQueuesRebalanceEveryTick(t *testing.T) {
 	tick := func() []tbf.Rate {
 		t.Helper()
 		now = now.Add(time.Second)
+		w := k.writeCount()
 		if err := d.policyTick(now); err != nil {
 			t.Fatal(err)
+		}
+		// Only the queues' root classes change (patchSplit), not the
+		// tree: at most one write per queue.
+		if w := k.writeCount() - w; w > 4 {
+			t.Fatalf("a policy tick wrote %d changes, want at most the 4 queue root classes", w)
 		}
 		c := queueCeils(t, k, 4)
 		if s := sum(c); s > bw {

@@ -247,6 +247,7 @@ func (d *Daemon) setTargets(st *reconciler, tg model.Targets) bool {
 	for i, c := range tree.Classes {
 		st.byHandle[c.Handle] = i
 	}
+	completeSplit(st)
 	if changed && st.state == stateOK {
 		st.setState(statePending, nil)
 	}

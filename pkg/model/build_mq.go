@@ -131,29 +131,21 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 		major := QueueHandle(q).Major()
 		queues[q] = Qdisc{Kind: ShaperHTB, Handle: QueueHandle(q), Parent: QueueParent(q),
 			DefaultMinor: DefaultClass.Minor(), SizeOverhead: spec.Framing.SizeTableOverhead()}
-		root, err := makeClass(classSpec{rate: qt[q].Rate, ceil: qt[q].Ceil}, nil, Labels{Kind: "root"})
+		split, err := splitClasses(q, qt[q], tiers, tierSplit, work.QueueIDs(q), rs)
 		if err != nil {
-			return fmt.Errorf("queue %d: root class: %w", q, err)
+			return err
 		}
-		root.Handle, root.Parent, root.Framing = MakeHandle(major, RootClass.Minor()), QueueHandle(q), rs
+		root := split[0]
 		def, err := makeClass(classSpec{rate: defShare, ceil: defCeil}, nil, Labels{Kind: "default"})
 		if err != nil {
 			return fmt.Errorf("queue %d: default class: %w", q, err)
 		}
 		def.Handle, def.Parent, def.Framing = MakeHandle(major, DefaultClass.Minor()), root.Handle, rs
-		classes = append(classes, root, def)
+		classes = append(classes, def)
+		classes = append(classes, split...)
 		tierHandle[q] = map[string]Handle{}
-		for _, c := range tiers {
-			name := c.Labels.Tier
-			share := tierSplit[name][q]
-			tc, err := makeClass(classSpec{rate: share.Rate, ceil: share.Ceil, burst: c.Burst, cburst: c.CBurst}, nil, c.Labels)
-			if err != nil {
-				return fmt.Errorf("queue %d: tier %s: %w", q, name, err)
-			}
-			m, _ := work.QueueIDs(q).Tier(name)
-			tc.Handle, tc.Parent, tc.Framing = MakeHandle(major, m), root.Handle, rs
-			tierHandle[q][name] = tc.Handle
-			classes = append(classes, tc)
+		for _, tc := range split[1:] {
+			tierHandle[q][tc.Labels.Tier] = tc.Handle
 		}
 	}
 	userHandle := make([]Handle, len(users))
@@ -178,4 +170,65 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	tree.Classes = classes
 	tree.Filters = filters
 	return nil
+}
+
+// splitClasses makes queue q's root class (from qt) and its tier classes
+// (tiers, from tierClasses, each with its share in split), with the tier
+// minors of ids (the queue's Assignment): the classes a queue's share of
+// the split sets. The root class comes first.
+func splitClasses(q int, qt QueueTarget, tiers []Class, split map[string][]QueueTarget, ids *Assignment, rs tbf.Framing) ([]Class, error) {
+	major := QueueHandle(q).Major()
+	root, err := makeClass(classSpec{rate: qt.Rate, ceil: qt.Ceil}, nil, Labels{Kind: "root"})
+	if err != nil {
+		return nil, fmt.Errorf("queue %d: root class: %w", q, err)
+	}
+	root.Handle, root.Parent, root.Framing = MakeHandle(major, RootClass.Minor()), QueueHandle(q), rs
+	out := make([]Class, 0, 1+len(tiers))
+	out = append(out, root)
+	for _, c := range tiers {
+		name := c.Labels.Tier
+		share := split[name][q]
+		tc, err := makeClass(classSpec{rate: share.Rate, ceil: share.Ceil, burst: c.Burst, cburst: c.CBurst}, nil, c.Labels)
+		if err != nil {
+			return nil, fmt.Errorf("queue %d: tier %s: %w", q, name, err)
+		}
+		m, ok := ids.Tier(name)
+		if !ok {
+			return nil, fmt.Errorf("queue %d: tier %s has no class id", q, name)
+		}
+		tc.Handle, tc.Parent, tc.Framing = MakeHandle(major, m), root.Handle, rs
+		out = append(out, tc)
+	}
+	return out, nil
+}
+
+// SplitClasses returns the classes of t's per-queue trees that its split
+// sets (t.Queues and t.TierQueues, both complete): each queue's root class
+// and each tier's class in it, as Build makes them, with the class ids of
+// ids (a Build's). The policy loop changes just these when it moves the
+// split, without building the whole tree.
+func SplitClasses(t Targets, ids *Assignment) ([]Class, error) {
+	n := t.Interface.Queues
+	if n < 2 || len(t.Queues) != n || ids.QueueCount() != n {
+		return nil, fmt.Errorf("interface %s: no split of %d queues", t.Interface.Name, n)
+	}
+	tiers, _, err := tierClasses(t.Tiers)
+	if err != nil {
+		return nil, fmt.Errorf("interface %s: %w", t.Interface.Name, err)
+	}
+	for _, c := range tiers {
+		if len(t.TierQueues[c.Labels.Tier]) != n {
+			return nil, fmt.Errorf("interface %s: tier %s: no split of %d queues", t.Interface.Name, c.Labels.Tier, n)
+		}
+	}
+	rs := t.Interface.Framing.RateSpec()
+	out := make([]Class, 0, n*(1+len(tiers)))
+	for q := 0; q < n; q++ {
+		cs, err := splitClasses(q, t.Queues[q], tiers, t.TierQueues, ids.QueueIDs(q), rs)
+		if err != nil {
+			return nil, fmt.Errorf("interface %s: %w", t.Interface.Name, err)
+		}
+		out = append(out, cs...)
+	}
+	return out, nil
 }

@@ -185,3 +185,31 @@ func benchUserAdd(b *testing.B, d *Daemon) {
 		b.Fatalf("%d full evaluations: the adds were not incremental", d.work.evaluations-evals)
 	}
 }
+
+// BenchmarkUserAdd10kUsers with 100,000 users on per-queue trees (queues
+// = 4 in both directions): a user's add is placed on a queue and patched
+// in (its class and filter), not a rebuild of the trees.
+//
+//	go test -run - -bench UserAddQueues100k -benchtime 200x ./internal/daemon
+func BenchmarkUserAddQueues100kUsers(b *testing.B) {
+	cfg := strings.ReplaceAll(strings.ReplaceAll(roomyConfig(), `"400gbit"`, `"4000gbit"`), "[[interface]]\n", "[[interface]]\nqueues = 4\n")
+	var u strings.Builder
+	for i := 0; i < 100000; i++ {
+		v := uint32(198)<<24 | uint32(18)<<16 | uint32(i+1)
+		if i+1 >= 250<<8|1 {
+			v++ // 198.18.250.1 is benchUserAdd's newcomer
+		}
+		fmt.Fprintf(&u, "[[user]]\nname = \"user%06d\"\ntier = \"%s\"\naddresses = [\"%d.%d.%d.%d\"]\n",
+			i, []string{"gold", "bronze"}[i%2], v>>24, v>>16&0xff, v>>8&0xff, v&0xff)
+	}
+	dir := b.TempDir()
+	writeConfig(b, dir, cfg, u.String())
+	d, _ := newTestDaemon(b, newFakeKernel("lan0"), RealClock{}, dir)
+	if err := d.Once(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	if n := d.ifaces[0].targets.Interface.Queues; n != 4 {
+		b.Fatalf("%d queues, want 4", n)
+	}
+	benchUserAdd(b, d)
+}

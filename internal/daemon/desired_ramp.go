@@ -94,7 +94,7 @@ func (d *Daemon) ifaceOf(name string, dir model.Direction) *reconciler {
 // one OpChange per class that differs. When the kernel is not known to
 // hold st.desired it reconciles instead.
 func (d *Daemon) patchUsers(st *reconciler, ss []policy.Stepped, why string) error {
-	if st.targets.Interface.Queues > 1 {
+	if st.targets.Interface.Queues > 1 && !splitComplete(st) {
 		tg := withUser(st.targets, nil, nil)
 		for _, s := range ss {
 			for j := range tg.Users {
@@ -105,15 +105,8 @@ func (d *Daemon) patchUsers(st *reconciler, ss []policy.Stepped, why string) err
 		}
 		return d.patchQueued(st, tg, why)
 	}
-	mini := model.Targets{Interface: st.targets.Interface, Tiers: st.targets.Tiers}
-	ids := model.NewAssignment()
-	for _, t := range st.targets.Tiers {
-		if m, ok := st.ids.Tier(t.Name); ok {
-			if err := ids.SetTier(t.Name, m); err != nil {
-				return fmt.Errorf("interface %s: tier %s: %w", st.key, t.Name, err)
-			}
-		}
-	}
+	mini := miniTargets(st)
+	names := make([]string, 0, len(ss))
 	for _, s := range ss {
 		j := d.userIndex(st, s.Key.Name)
 		if j < 0 {
@@ -121,17 +114,15 @@ func (d *Daemon) patchUsers(st *reconciler, ss []policy.Stepped, why string) err
 		}
 		u := &st.targets.Users[j]
 		u.Rate, u.Ceil, u.Burst, u.CBurst = s.Applied.Rate, s.Applied.Ceil, s.Applied.Burst, s.Applied.CBurst
-		m, ok := st.ids.User(u.Name)
-		if !ok {
-			continue
-		}
-		if err := ids.SetUser(u.Name, m); err != nil {
-			return fmt.Errorf("interface %s: user %s: %w", st.key, u.Name, err)
-		}
+		names = append(names, u.Name)
 		mini.Users = append(mini.Users, *u)
 	}
 	if len(mini.Users) == 0 {
 		return nil
+	}
+	ids, err := miniIDs(st, names...)
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", st.key, err)
 	}
 	tree, err := model.Build(mini, ids)
 	if err != nil {

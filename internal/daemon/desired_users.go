@@ -9,6 +9,7 @@ import (
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // patchRuntime brings a change of run-time users from old to d.plan to the
@@ -120,7 +121,7 @@ func (d *Daemon) patchAdded(user string, ev policy.Overrides, now time.Time) (bo
 			continue
 		}
 		ir := &d.lastRes.Interfaces[i]
-		j := slices.IndexFunc(ir.Targets.Users, func(u model.UserTarget) bool { return u.Name == user })
+		j := lastIndexOf(ir.Targets.Users, user) // AddUser appends
 		if j < 0 {
 			continue
 		}
@@ -142,7 +143,7 @@ func (d *Daemon) patchRemoved(user string) (bool, error) {
 	}
 	var errs []error
 	for _, st := range d.ifaces {
-		j := slices.IndexFunc(st.targets.Users, func(u model.UserTarget) bool { return u.Name == user })
+		j := d.userIndex(st, user)
 		if j < 0 {
 			continue
 		}
@@ -197,10 +198,12 @@ func freeMinor(ids *model.Assignment, n int) (uint16, bool) {
 
 // patchUser changes one user's objects on st from old to new (nil: the
 // user is not there): both are built as trees of just that user (with the
-// interface's tiers, under the user's own minor), their model.Diff is the
-// kernel's change, and st.targets and st.desired take the same change.
+// interface's tiers, and under per-queue trees the queues' split, under the
+// user's own minor and queue), their model.Diff is the kernel's change, and
+// st.targets and st.desired take the same change. A new user gets a free
+// minor (and under per-queue trees a queue: model.Assignment.PlaceUser).
 func (d *Daemon) patchUser(st *reconciler, old, new *model.UserTarget) error {
-	if st.targets.Interface.Queues > 1 {
+	if st.targets.Interface.Queues > 1 && !splitComplete(st) {
 		return d.patchQueued(st, withUser(st.targets, old, new), "user")
 	}
 	name := ""
@@ -209,30 +212,15 @@ func (d *Daemon) patchUser(st *reconciler, old, new *model.UserTarget) error {
 	} else {
 		name = new.Name
 	}
-	m, ok := st.ids.User(name)
-	if !ok {
-		if m, ok = freeMinor(st.ids, len(st.targets.Users)); !ok {
-			return fmt.Errorf("interface %s: user %s: %w", st.key, name, model.ErrTooManyUsers)
-		}
-		if err := st.ids.SetUser(name, m); err != nil {
-			return fmt.Errorf("interface %s: %w", st.key, err)
-		}
+	if err := d.placeUser(st, name, new); err != nil {
+		return err
 	}
-	// Each build gets its own assignment: Build releases the minors of
-	// users it is not given.
 	build := func(u *model.UserTarget) (model.Tree, error) {
-		ids := model.NewAssignment()
-		for _, t := range st.targets.Tiers {
-			if tm, ok := st.ids.Tier(t.Name); ok {
-				if err := ids.SetTier(t.Name, tm); err != nil {
-					return model.Tree{}, fmt.Errorf("tier %s: %w", t.Name, err)
-				}
-			}
-		}
-		if err := ids.SetUser(name, m); err != nil {
+		ids, err := miniIDs(st, name)
+		if err != nil {
 			return model.Tree{}, err
 		}
-		mini := model.Targets{Interface: st.targets.Interface, Tiers: st.targets.Tiers}
+		mini := miniTargets(st)
 		if u != nil {
 			mini.Users = []model.UserTarget{*u}
 		}
@@ -250,13 +238,136 @@ func (d *Daemon) patchUser(st *reconciler, old, new *model.UserTarget) error {
 	return fmt.Errorf("interface %s: user %s: %w", st.key, name, err)
 }
 
+// addsUserClass reports whether c adds a user's class.
+func addsUserClass(c model.Change) bool {
+	return c.Op == model.OpAdd && c.Class != nil && c.Class.Labels.Kind == "user"
+}
+
+// lastIndexOf is the index of user in us, looking from the end (where
+// run-time users are added), or -1.
+func lastIndexOf(us []model.UserTarget, user string) int {
+	for j := len(us) - 1; j >= 0; j-- {
+		if us[j].Name == user {
+			return j
+		}
+	}
+	return -1
+}
+
+// placeUser gives user, when st.ids has no class for it yet, a free minor
+// and under per-queue trees a queue (new is its target: its rate places
+// it).
+func (d *Daemon) placeUser(st *reconciler, user string, new *model.UserTarget) error {
+	ids, have := st.ids, len(st.targets.Users)
+	if n := st.targets.Interface.Queues; n > 1 {
+		var rate tbf.Rate
+		if new != nil {
+			rate = new.Rate
+		}
+		q, ok := st.ids.PlaceUser(user, rate)
+		if !ok {
+			return fmt.Errorf("interface %s: user %s: no queue placement", st.key, user)
+		}
+		ids, have = st.ids.QueueIDs(q), have/n
+	}
+	if _, ok := ids.User(user); ok {
+		return nil
+	}
+	m, ok := freeMinor(ids, have)
+	if !ok {
+		return fmt.Errorf("interface %s: user %s: %w", st.key, user, model.ErrTooManyUsers)
+	}
+	if err := ids.SetUser(user, m); err != nil {
+		return fmt.Errorf("interface %s: %w", st.key, err)
+	}
+	return nil
+}
+
+// miniIDs returns a fresh Assignment with st's tier minors (in every
+// queue's tree under per-queue trees) and users' minors (and queues): what
+// a Build of just these users needs to name their classes as st's tree
+// does. Each build gets its own: Build releases the minors of users it is
+// not given. Users st has no class for are left out.
+func miniIDs(st *reconciler, users ...string) (*model.Assignment, error) {
+	ids := model.NewAssignment()
+	n := st.targets.Interface.Queues
+	if n < 2 {
+		for _, t := range st.targets.Tiers {
+			if m, ok := st.ids.Tier(t.Name); ok {
+				if err := ids.SetTier(t.Name, m); err != nil {
+					return nil, fmt.Errorf("tier %s: %w", t.Name, err)
+				}
+			}
+		}
+		for _, u := range users {
+			if m, ok := st.ids.User(u); ok {
+				if err := ids.SetUser(u, m); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return ids, nil
+	}
+	for _, u := range users {
+		q, ok := st.ids.Queue(u)
+		if !ok {
+			continue
+		}
+		m, ok := st.ids.QueueIDs(q).User(u)
+		if !ok {
+			continue
+		}
+		if err := ids.SetQueue(u, n, q); err != nil {
+			return nil, err
+		}
+		if err := ids.QueueIDs(q).SetUser(u, m); err != nil {
+			return nil, err
+		}
+	}
+	ids.UseQueues(n) // the tiers need the queues even without a user placed
+	for q := 0; q < n; q++ {
+		for _, t := range st.targets.Tiers {
+			if m, ok := st.ids.QueueIDs(q).Tier(t.Name); ok {
+				if err := ids.QueueIDs(q).SetTier(t.Name, m); err != nil {
+					return nil, fmt.Errorf("queue %d: tier %s: %w", q, t.Name, err)
+				}
+			}
+		}
+	}
+	return ids, nil
+}
+
+// miniTargets is st's targets without users: the interface, tiers and
+// queue split a Build of a few users shares with st's tree.
+func miniTargets(st *reconciler) model.Targets {
+	return model.Targets{Interface: st.targets.Interface, Tiers: st.targets.Tiers,
+		Queues: st.targets.Queues, TierQueues: st.targets.TierQueues}
+}
+
+// splitComplete reports whether st's targets carry a split for every queue
+// and tier (completeSplit), so that a Build of a few users makes st's
+// queue and tier classes exactly.
+func splitComplete(st *reconciler) bool {
+	n := st.targets.Interface.Queues
+	if len(st.targets.Queues) != n || st.ids.QueueCount() != n {
+		return false
+	}
+	for _, t := range st.targets.Tiers {
+		if len(st.targets.TierQueues[t.Name]) != n {
+			return false
+		}
+	}
+	return true
+}
+
 // patchTree applies changes (of one user's class and filters, or of the
 // classes of a queue split: user "") to st's targets, desired tree and the
 // kernel; new is the user's target after them (nil: removed); why names the
 // pass.
 func (d *Daemon) patchTree(st *reconciler, why, user string, changes []model.Change, new *model.UserTarget) error {
 	j := -1
-	if user != "" {
+	if user != "" && !slices.ContainsFunc(changes, addsUserClass) {
+		// (An add: st.targets has no entry for the user; no need to look.)
 		j = d.userIndex(st, user)
 	}
 	// st.targets is st's own (policy.Ramper.Step copies the users): in

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -331,5 +332,66 @@ func TestQueuesRestartAdoptsSplit(t *testing.T) {
 	if w := k.writeCount() - before; w != 0 {
 		t.Errorf("the restarted daemon wrote %d changes; want 0 (queues %v -> %v, gold %v -> %v)", w,
 			split.Queues, d2.ifaces[0].targets.Queues, split.TierQueues["gold"], d2.ifaces[0].targets.TierQueues["gold"])
+	}
+}
+
+// Under per-queue trees, run-time user changes touch only that user's
+// class and filters (no rebuild of the trees: the queue split and tier
+// classes stay), a new user is placed on a queue, and a full step and
+// reconcile afterwards find nothing to write.
+func TestQueuesRuntimeUsersAreIncremental(t *testing.T) {
+	k := &queueFake{fakeKernel: newFakeKernel("lan0"), tx: 2, bytes: make([]uint64, 2), classes: map[model.Handle]uint64{}}
+	clk := newFakeClock()
+	dir := t.TempDir()
+	writeConfig(t, dir, queuesConfig+"aggregate_rate = \"10mbit\"\naggregate_ceil = \"40mbit\"\n",
+		"[[user]]\nname = \"ua\"\ntier = \"gold\"\naddresses = [\"198.18.1.1\"]\n"+
+			"[[user]]\nname = \"ub\"\ntier = \"gold\"\naddresses = [\"198.18.1.2\"]\n")
+	d, err := New(Options{ConfigPath: filepath.Join(dir, "shaperd.toml"), Kernel: k, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		req  control.UserRequest
+		user string
+	}{
+		{control.UserRequest{Op: control.UserAdd, Name: "carol", Tier: "gold", Addresses: []string{"198.18.1.30", "2001:db8:1::30"}}, "carol"},
+		{control.UserRequest{Op: control.UserAdd, Name: "dave", Tier: "gold"}, "dave"},
+		{userReq(control.UserAddAddress, "dave", "198.18.1.40"), "dave"},
+		{userReq(control.UserSetAddresses, "carol", "198.18.1.31"), "carol"},
+		{userReq(control.UserRemove, "dave"), "dave"},
+	}
+	evals := d.work.evaluations
+	for _, s := range steps {
+		seen := recordChanges(k.fakeKernel)
+		if _, err := d.changeUser(s.req); err != nil {
+			t.Fatalf("user %s %s: %v", s.req.Op, s.req.Name, err)
+		}
+		onlyUser(t, s.req.Op+" "+s.req.Name, *seen, s.user)
+	}
+	if d.work.evaluations != evals {
+		t.Errorf("%d full evaluations for run-time changes, want none", d.work.evaluations-evals)
+	}
+	st := d.ifaces[0]
+	qc, okc := st.ids.Queue("carol")
+	qd, okd := st.ids.Queue("dave")
+	if !okc || !okd || qc == qd {
+		t.Errorf("carol on queue %d (%v), dave on %d (%v): want both placed, on different queues (balanced)", qc, okc, qd, okd)
+	}
+	if !hasFilter(k.fakeKernel, "lan0", "198.18.1.31/32", "carol") || hasFilter(k.fakeKernel, "lan0", "198.18.1.30/32", "carol") {
+		t.Error("carol's filters do not follow set-addresses")
+	}
+	w := k.writeCount()
+	if err := d.policyStep(clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.reconcile(st, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.writeCount() - w; got != 0 {
+		t.Errorf("a full step after the incremental changes wrote %d times, want 0", got)
 	}
 }

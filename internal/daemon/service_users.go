@@ -13,7 +13,7 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/pkg/config"
-	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -445,8 +445,8 @@ func (d *Daemon) applyUserChange(name string, next *runtimeUser, now time.Time, 
 		cu = next.configUser()
 		p := *d.plan
 		p.Users = []config.User{cu}
-		if len(d.plan.Users)+1 > model.MaxUsers && j < 0 {
-			return control.BadRequest("%d users: an interface holds at most %d user classes", len(d.plan.Users)+1, model.MaxUsers)
+		if limit := policy.MaxUsers(d.plan); len(d.plan.Users)+1 > limit && j < 0 {
+			return control.BadRequest("%d users: an interface holds at most %d user classes", len(d.plan.Users)+1, limit)
 		}
 		if errs := CheckPlan(&p); len(errs) > 0 {
 			return control.BadRequest("%s", strings.Join(errorMessages(errs), "; "))
@@ -643,8 +643,8 @@ func checkRuntimePlan(plan *config.Plan, names []string) []config.Error {
 	if len(names) == 0 {
 		return CheckPlan(plan)
 	}
-	if len(plan.Users) > model.MaxUsers {
-		return []config.Error{{Msg: fmt.Sprintf("%d users: an interface holds at most %d user classes", len(plan.Users), model.MaxUsers)}}
+	if limit := policy.MaxUsers(plan); len(plan.Users) > limit {
+		return []config.Error{{Msg: fmt.Sprintf("%d users: an interface holds at most %d user classes", len(plan.Users), limit)}}
 	}
 	p := *plan
 	p.Users = nil

@@ -272,3 +272,34 @@ func TestBuildMQTierQueues(t *testing.T) {
 		}
 	}
 }
+
+// PlaceUser places one new user as AssignQueues would, moving nobody;
+// SetQueue pins a placement.
+func TestPlaceUser(t *testing.T) {
+	a := model.NewAssignment()
+	if _, ok := a.PlaceUser("x", 1); ok {
+		t.Fatal("PlaceUser without queues: ok")
+	}
+	rates := map[string]tbf.Rate{"a": 100, "b": 30, "c": 30}
+	a.AssignQueues(2, rates)
+	qa, _ := a.Queue("a")
+	qb, _ := a.Queue("b")
+	if q, ok := a.PlaceUser("d", 50); !ok || q != qb {
+		t.Errorf("d (50) on queue %d, want b's and c's lighter queue %d", q, qb)
+	}
+	if q, _ := a.PlaceUser("e", 10); q != qa {
+		t.Errorf("e on queue %d, want a's queue %d (100 against 110)", q, qa)
+	}
+	if q, _ := a.PlaceUser("a", 1000); q != qa {
+		t.Errorf("a placed again: queue %d, want its own %d", q, qa)
+	}
+	if err := a.SetQueue("z", 2, 2); err == nil {
+		t.Error("SetQueue on queue 2 of 2: no error")
+	}
+	if err := a.SetQueue("z", 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	if q, ok := a.Queue("z"); !ok || q != 1 || a.QueueCount() != 2 {
+		t.Errorf("z on queue %d (%v) of %d after SetQueue", q, ok, a.QueueCount())
+	}
+}

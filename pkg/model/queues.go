@@ -87,6 +87,11 @@ type queueState struct {
 	n   int
 	of  map[string]int
 	ids []*Assignment
+	// load and count are each queue's guaranteed rate and users at the
+	// last AssignQueues, plus the users PlaceUser put there since (nil
+	// before the first AssignQueues).
+	load  []tbf.Rate
+	count []int
 }
 
 func newQueueState(n int) *queueState {
@@ -105,6 +110,7 @@ func (q *queueState) clone() *queueState {
 	for i, a := range q.ids {
 		c.ids[i] = a.Clone()
 	}
+	c.load, c.count = slices.Clone(q.load), slices.Clone(q.count)
 	return c
 }
 
@@ -180,6 +186,61 @@ func (a *Assignment) AssignQueues(n int, rates map[string]tbf.Rate) {
 		qs.of[u] = best
 		load[best] += rates[u]
 		count[best]++
+	}
+	qs.load, qs.count = load, count
+}
+
+// PlaceUser puts user, with guaranteed rate, on a queue as AssignQueues
+// would (the one with the least guaranteed rate so far, then the fewest
+// users, then the lowest index), moving nobody, and returns it; a user
+// already placed keeps its queue. The loads are the last AssignQueues'
+// plus the users placed since. False when the Assignment has no queues.
+// It is the one-user form of AssignQueues, for adding a user without
+// building the whole tree.
+func (a *Assignment) PlaceUser(user string, rate tbf.Rate) (int, bool) {
+	qs := a.queues
+	if qs == nil {
+		return 0, false
+	}
+	if q, ok := qs.of[user]; ok {
+		return q, true
+	}
+	if len(qs.load) != qs.n {
+		qs.load, qs.count = make([]tbf.Rate, qs.n), make([]int, qs.n)
+		for _, q := range qs.of {
+			qs.count[q]++
+		}
+	}
+	best := 0
+	for q := 1; q < qs.n; q++ {
+		if qs.load[q] < qs.load[best] || qs.load[q] == qs.load[best] && qs.count[q] < qs.count[best] {
+			best = q
+		}
+	}
+	qs.of[user] = best
+	qs.load[best] += rate
+	qs.count[best]++
+	return best, true
+}
+
+// SetQueue puts user on queue q of n (starting the queue part afresh when
+// the Assignment has another queue count), as a recovered or known
+// placement. It fails when q is not one of the n queues.
+func (a *Assignment) SetQueue(user string, n, q int) error {
+	if n < 2 || n > MaxQueues || q < 0 || q >= n {
+		return fmt.Errorf("user %q: queue %d of %d", user, q, n)
+	}
+	a.UseQueues(n)
+	a.queues.of[user] = q
+	return nil
+}
+
+// UseQueues gives the Assignment n queues (2..MaxQueues), each with an
+// empty class-id Assignment, unless it has n already. Out of range: no
+// change.
+func (a *Assignment) UseQueues(n int) {
+	if n >= 2 && n <= MaxQueues && (a.queues == nil || a.queues.n != n) {
+		a.queues = newQueueState(n)
 	}
 }
 

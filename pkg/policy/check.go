@@ -65,13 +65,42 @@ func Check(plan *config.Plan) []config.Error {
 		}
 		c.buildAll(key, in)
 	}
-	if htb && len(plan.Users) > model.MaxUsers {
+	queues := MaxUsers(plan) / model.MaxUsers
+	switch {
+	case htb && queues == 1 && len(plan.Users) > model.MaxUsers:
 		c.add(fmt.Sprintf("user[%d].name", model.MaxUsers),
 			"%d users: an HTB interface holds at most %d user classes (class ids 1:%x..1:%x); this is the first user beyond them",
 			len(plan.Users), model.MaxUsers, model.FirstUserMinor, model.LastUserMinor)
+	case htb && len(plan.Users) > queues*model.MaxUsers:
+		c.add(fmt.Sprintf("user[%d].name", queues*model.MaxUsers),
+			"%d users: an HTB interface with queues = %d holds at most %d user classes (%d per queue's tree); this is the first user beyond them",
+			len(plan.Users), queues, queues*model.MaxUsers, model.MaxUsers)
 	}
 	plan.SortErrors(c.errs)
 	return c.errs
+}
+
+// MaxUsers is how many users plan's HTB interfaces can all hold: one
+// tree's user class ids (model.MaxUsers) times the fewest trees of an
+// interface (queues; "auto" counts as model.MaxQueues: the device
+// decides, and Build refuses what does not fit). No HTB interface: as
+// many as one tree holds.
+func MaxUsers(plan *config.Plan) int {
+	trees := 0
+	for i := range plan.Interfaces {
+		in := &plan.Interfaces[i]
+		if in.Shaper == config.ShaperTBF {
+			continue
+		}
+		t := max(in.Queues, 1)
+		if in.Queues == config.QueuesAuto {
+			t = model.MaxQueues
+		}
+		if trees == 0 || t < trees {
+			trees = t
+		}
+	}
+	return max(trees, 1) * model.MaxUsers
 }
 
 type checker struct {

@@ -77,8 +77,9 @@ func CheckQueues(plan *config.Plan) []config.Error {
 }
 
 // resolveQueues turns queues = "auto" in plan into the device's transmit
-// queue count (1 when the kernel cannot tell, e.g. the device is missing,
-// logged) so the policy builds that many trees.
+// queue count (for uploads the IFB's, or, when shaperd is to create the
+// IFB, the interface's; 1 when the kernel cannot tell, e.g. the device is
+// missing, logged) so the policy builds that many trees.
 func (d *Daemon) resolveQueues(plan *config.Plan) {
 	qk, ok := d.k.(queueKernel)
 	for i := range plan.Interfaces {
@@ -93,6 +94,12 @@ func (d *Daemon) resolveQueues(plan *config.Plan) {
 		n, err := 0, errors.New("the kernel connection cannot count queues")
 		if ok {
 			n, err = qk.TxQueues(dev)
+			if errors.Is(err, kernel.ErrNoDevice) && in.Direction == config.Ingress {
+				// shaperd creates the IFB, with one queue per tree: as many
+				// as the interface whose arrivals it shapes has.
+				dev = in.Name
+				n, err = qk.TxQueues(dev)
+			}
 		}
 		if err != nil || n < 1 {
 			d.log.Warn("queues = \"auto\": cannot count the device's transmit queues; using one tree", "interface", in.Name, "device", dev, "err", err)

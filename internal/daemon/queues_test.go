@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -20,6 +22,7 @@ type queueFake struct {
 	tx      int
 	bytes   []uint64
 	classes map[model.Handle]uint64
+	missing string // a device TxQueues does not find
 }
 
 func (k *queueFake) ClassCounters(device string, handles []model.Handle) ([]model.Class, error) {
@@ -35,7 +38,12 @@ func (k *queueFake) ClassCounters(device string, handles []model.Handle) ([]mode
 	return out, nil
 }
 
-func (k *queueFake) TxQueues(string) (int, error) { return k.tx, nil }
+func (k *queueFake) TxQueues(device string) (int, error) {
+	if device == k.missing {
+		return 0, fmt.Errorf("device %s: %w", device, kernel.ErrNoDevice)
+	}
+	return k.tx, nil
+}
 
 func (k *queueFake) QueueCounters(device string) ([]model.Qdisc, error) {
 	t := k.tree(device)
@@ -393,5 +401,30 @@ func TestQueuesRuntimeUsersAreIncremental(t *testing.T) {
 	}
 	if got := k.writeCount() - w; got != 0 {
 		t.Errorf("a full step after the incremental changes wrote %d times, want 0", got)
+	}
+}
+
+// queues = "auto" for uploads whose IFB shaperd has yet to create counts
+// the interface's transmit queues (the IFB is made with as many).
+func TestQueuesAutoIngressWithoutIFB(t *testing.T) {
+	k := &queueFake{fakeKernel: newFakeKernel("lan0"), tx: 3, bytes: make([]uint64, 3), missing: "ifb-lan0"}
+	dir := t.TempDir()
+	writeConfig(t, dir, queuesConfig+`
+[[interface]]
+name = "lan0"
+direction = "ingress"
+ifb = "ifb-lan0"
+bandwidth = "100mbit"
+queues = "auto"
+`, "[[user]]\nname = \"ua\"\ntier = \"gold\"\naddresses = [\"198.18.1.1\"]\n")
+	d, err := New(Options{ConfigPath: filepath.Join(dir, "shaperd.toml"), Kernel: k, Clock: newFakeClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, in := range d.plan.Interfaces {
+		if in.Queues != 3 {
+			t.Errorf("interface %s %s: queues %d, want the interface's 3", in.Name, in.Direction, in.Queues)
+		}
 	}
 }

@@ -19,17 +19,25 @@ const (
 func (k *Kernel) EnsureIFB(name string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.ensureIFB(name)
+	return k.ensureIFB(name, 0)
 }
 
-func (k *Kernel) ensureIFB(name string) error {
+// ensureIFB is EnsureIFB with queues transmit (and receive) queues when it
+// creates the device (0 or 1: the kernel's one). An existing IFB with
+// fewer transmit queues than queues is an error that says how to fix it
+// (its queue count is fixed when it is created).
+func (k *Kernel) ensureIFB(name string, queues int) error {
 	l, err := k.link.LinkByName(name)
 	if err != nil {
 		var nf vnl.LinkNotFoundError
 		if !errors.As(err, &nf) {
 			return fmt.Errorf("ifb %s: %w", name, err)
 		}
-		if err := k.link.LinkAdd(&vnl.Ifb{LinkAttrs: vnl.LinkAttrs{Name: name, TxQLen: 1000}}); err != nil && !errors.Is(err, unix.EEXIST) {
+		attrs := vnl.LinkAttrs{Name: name, TxQLen: 1000}
+		if queues > 1 {
+			attrs.NumTxQueues, attrs.NumRxQueues = queues, queues
+		}
+		if err := k.link.LinkAdd(&vnl.Ifb{LinkAttrs: attrs}); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("create ifb %s: %w", name, err)
 		}
 		if l, err = k.link.LinkByName(name); err != nil {
@@ -38,6 +46,9 @@ func (k *Kernel) ensureIFB(name string) error {
 	}
 	if l.Type() != "ifb" {
 		return fmt.Errorf("device %s is a %s device, not ifb", name, l.Type())
+	}
+	if n := l.Attrs().NumTxQueues; queues > 1 && n < queues {
+		return fmt.Errorf("ifb %s has %d transmit queues, %d per-queue trees need %d: delete it (ip link del %s) and shaperd creates it with %d", name, n, queues, queues, name, queues)
 	}
 	if l.Attrs().Flags&unix.IFF_UP == 0 {
 		if err := k.link.LinkSetUp(l); err != nil {

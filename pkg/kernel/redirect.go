@@ -26,7 +26,7 @@ func (a *applier) redirect(c *model.Change) error {
 	r := c.Redirect
 	switch c.Op {
 	case model.OpAdd:
-		if err := a.k.ensureIFB(r.IFB); err != nil {
+		if err := a.k.ensureIFB(r.IFB, r.Queues); err != nil {
 			return fmt.Errorf("%s: %w", redirectObject(r), err)
 		}
 		ifi, err := a.ifindex(r.Interface)

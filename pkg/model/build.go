@@ -111,7 +111,11 @@ func buildDevice(spec InterfaceSpec) (Tree, error) {
 		if spec.IFB == spec.Name {
 			return Tree{}, fmt.Errorf("IFB device %s is the interface itself", spec.IFB)
 		}
-		return Tree{Device: spec.IFB, Redirect: &Redirect{Interface: spec.Name, IFB: spec.IFB}}, nil
+		r := &Redirect{Interface: spec.Name, IFB: spec.IFB}
+		if spec.Queues > 1 {
+			r.Queues = spec.Queues
+		}
+		return Tree{Device: spec.IFB, Redirect: r}, nil
 	}
 	return Tree{}, fmt.Errorf("unknown direction %q (want %q or %q)", spec.Direction, Egress, Ingress)
 }

@@ -116,12 +116,14 @@ func bucketEqual(rate tbf.Rate, f tbf.Framing, x, y tbf.Size) bool {
 	return d >= -tol && d <= tol
 }
 
-// RedirectEqual reports whether two redirects are the same (both nil counts).
+// RedirectEqual reports whether two redirects are the same (both nil
+// counts): the same interface to the same IFB (Queues, a creation
+// setting, is not compared).
 func RedirectEqual(a, b *Redirect) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return *a == *b
+	return a.Interface == b.Interface && a.IFB == b.IFB
 }
 
 // filterOK reports whether actual filter a already does what desired filter

@@ -113,6 +113,10 @@ type Tree struct {
 type Redirect struct {
 	Interface string // the real interface whose arrivals are shaped
 	IFB       string // the IFB device shaperd creates and owns
+	// Queues is how many transmit queues the IFB is created with (per-queue
+	// trees need one per tree; 0: the kernel's one). It only matters when
+	// the device is created: RedirectEqual leaves it out.
+	Queues int
 }
 
 // Qdisc is a root shaper: HTB (with DefaultMinor) or TBF (with TBF set),

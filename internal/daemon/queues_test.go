@@ -216,19 +216,8 @@ func TestQueuesUserCounters(t *testing.T) {
 // aggregate ceil, busy on all queues they share it, and the tier's classes
 // together never exceed its aggregate ceil.
 func TestQueuesRebalanceTiers(t *testing.T) {
-	k := &queueFake{fakeKernel: newFakeKernel("lan0"), tx: 2, bytes: make([]uint64, 2), classes: map[model.Handle]uint64{}}
-	clk := newFakeClock()
-	dir := t.TempDir()
-	writeConfig(t, dir, queuesConfig+"aggregate_rate = \"10mbit\"\naggregate_ceil = \"40mbit\"\n",
-		"[[user]]\nname = \"ua\"\ntier = \"gold\"\naddresses = [\"198.18.1.1\"]\n"+
-			"[[user]]\nname = \"ub\"\ntier = \"gold\"\naddresses = [\"198.18.1.2\"]\n")
-	d, err := New(Options{ConfigPath: filepath.Join(dir, "shaperd.toml"), Kernel: k, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Once(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	k, clk, opts := goldQueues(t)
+	d := startQueues(t, opts)
 	tierCeils := func() []tbf.Rate {
 		out := make([]tbf.Rate, 2)
 		var rate tbf.Rate
@@ -293,20 +282,8 @@ func TestQueuesRebalanceTiers(t *testing.T) {
 // process takes the queues' and the tiers' split from the kernel (and its
 // ramps start from the kernel's rates), so its first apply writes nothing.
 func TestQueuesRestartAdoptsSplit(t *testing.T) {
-	k := &queueFake{fakeKernel: newFakeKernel("lan0"), tx: 2, bytes: make([]uint64, 2), classes: map[model.Handle]uint64{}}
-	clk := newFakeClock()
-	dir := t.TempDir()
-	writeConfig(t, dir, queuesConfig+"aggregate_rate = \"10mbit\"\naggregate_ceil = \"40mbit\"\n",
-		"[[user]]\nname = \"ua\"\ntier = \"gold\"\naddresses = [\"198.18.1.1\"]\n"+
-			"[[user]]\nname = \"ub\"\ntier = \"gold\"\naddresses = [\"198.18.1.2\"]\n")
-	opts := Options{ConfigPath: filepath.Join(dir, "shaperd.toml"), Kernel: k, Clock: clk}
-	d, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Once(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	k, clk, opts := goldQueues(t)
+	d := startQueues(t, opts)
 	st := d.ifaces[0]
 	ha, _ := userHandle(st, "ua")
 	qa := model.QueueOf(ha)
@@ -348,20 +325,9 @@ func TestQueuesRestartAdoptsSplit(t *testing.T) {
 // classes stay), a new user is placed on a queue, and a full step and
 // reconcile afterwards find nothing to write.
 func TestQueuesRuntimeUsersAreIncremental(t *testing.T) {
-	k := &queueFake{fakeKernel: newFakeKernel("lan0"), tx: 2, bytes: make([]uint64, 2), classes: map[model.Handle]uint64{}}
-	clk := newFakeClock()
-	dir := t.TempDir()
-	writeConfig(t, dir, queuesConfig+"aggregate_rate = \"10mbit\"\naggregate_ceil = \"40mbit\"\n",
-		"[[user]]\nname = \"ua\"\ntier = \"gold\"\naddresses = [\"198.18.1.1\"]\n"+
-			"[[user]]\nname = \"ub\"\ntier = \"gold\"\naddresses = [\"198.18.1.2\"]\n")
-	d, err := New(Options{ConfigPath: filepath.Join(dir, "shaperd.toml"), Kernel: k, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, clk, opts := goldQueues(t)
+	d := startQueues(t, opts)
 	defer d.Close()
-	if err := d.Once(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	steps := []struct {
 		req  control.UserRequest
 		user string
@@ -427,4 +393,30 @@ queues = "auto"
 			t.Errorf("interface %s %s: queues %d, want the interface's 3", in.Name, in.Direction, in.Queues)
 		}
 	}
+}
+
+// goldQueues is a 2-queue fake device and the options of a daemon with
+// users ua and ub in tier gold (aggregate 10mbit/40mbit) on it.
+func goldQueues(t *testing.T) (*queueFake, *fakeClock, Options) {
+	t.Helper()
+	k := &queueFake{fakeKernel: newFakeKernel("lan0"), tx: 2, bytes: make([]uint64, 2), classes: map[model.Handle]uint64{}}
+	clk := newFakeClock()
+	dir := t.TempDir()
+	writeConfig(t, dir, queuesConfig+"aggregate_rate = \"10mbit\"\naggregate_ceil = \"40mbit\"\n",
+		"[[user]]\nname = \"ua\"\ntier = \"gold\"\naddresses = [\"198.18.1.1\"]\n"+
+			"[[user]]\nname = \"ub\"\ntier = \"gold\"\naddresses = [\"198.18.1.2\"]\n")
+	return k, clk, Options{ConfigPath: filepath.Join(dir, "shaperd.toml"), Kernel: k, Clock: clk}
+}
+
+// startQueues makes a daemon with opts and runs it once.
+func startQueues(t *testing.T, opts Options) *Daemon {
+	t.Helper()
+	d, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/shaperd/shaperd/pkg/kernel/internal/progmaps"
 )
 
 // objects are the classifier's BPF objects.
@@ -154,27 +156,12 @@ func (c *Classifier) adoptAttached() *objects {
 		return nil
 	}
 	o := &objects{prog: prog}
-	info, err := prog.Info()
+	ms, err := progmaps.Find(prog, v4MapName, v6MapName)
 	if err != nil {
 		_ = prog.Close()
 		return nil
 	}
-	ids, _ := info.MapIDs()
-	for _, id := range ids {
-		m, err := ebpf.NewMapFromID(id)
-		if err != nil {
-			continue
-		}
-		mi, err := m.Info()
-		switch {
-		case err == nil && mi.Name == v4MapName && o.v4 == nil:
-			o.v4 = m
-		case err == nil && mi.Name == v6MapName && o.v6 == nil:
-			o.v6 = m
-		default:
-			_ = m.Close()
-		}
-	}
+	o.v4, o.v6 = ms[v4MapName], ms[v6MapName]
 	if o.v4 == nil || o.v6 == nil || !c.matches(o) {
 		_ = prog.Close()
 		for _, m := range []*ebpf.Map{o.v4, o.v6} {

@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/shaperd/shaperd/pkg/kernel/internal/progmaps"
 	vnl "github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -80,27 +82,12 @@ func (s *Steerer) loadByID(id ebpf.ProgramID) bool {
 		return false
 	}
 	s.prog = prog
-	info, err := prog.Info()
+	ms, err := progmaps.Find(prog, v4MapName, v6MapName)
 	if err != nil {
 		s.closeObjects()
 		return false
 	}
-	ids, _ := info.MapIDs()
-	for _, mid := range ids {
-		m, err := ebpf.NewMapFromID(mid)
-		if err != nil {
-			continue
-		}
-		mi, err := m.Info()
-		switch {
-		case err == nil && mi.Name == v4MapName && s.v4 == nil:
-			s.v4 = m
-		case err == nil && mi.Name == v6MapName && s.v6 == nil:
-			s.v6 = m
-		default:
-			_ = m.Close()
-		}
-	}
+	s.v4, s.v6 = ms[v4MapName], ms[v6MapName]
 	if s.v4 == nil || s.v6 == nil || !s.matches() {
 		s.closeObjects()
 		return false

@@ -267,9 +267,10 @@ func TestDaemonClassifierFallback(t *testing.T) {
 	})
 }
 
-// restartAdopts restarts the daemon and checks that it adopted the tree
-// with zero kernel writes and kept r-lan's bpf program prog (its id).
-func restartAdopts(t *testing.T, u *unitLab, prog, what string) {
+// restartWithoutWrites restarts the daemon (SIGTERM, start as the unit
+// does) and checks that it adopted the kernel's state with zero writes
+// through a reconcile tick.
+func restartWithoutWrites(t *testing.T, u *unitLab, what string) {
 	t.Helper()
 	if err := u.Stop(); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
@@ -280,6 +281,13 @@ func restartAdopts(t *testing.T, u *unitLab, prog, what string) {
 	if w := u.metric("shaperd_kernel_writes_total"); w != 0 {
 		t.Errorf("%s: %v kernel writes, want 0\n%s", what, w, u.Logs.String())
 	}
+}
+
+// restartAdopts restarts the daemon and checks that it adopted the tree
+// with zero kernel writes and kept r-lan's bpf program prog (its id).
+func restartAdopts(t *testing.T, u *unitLab, prog, what string) {
+	t.Helper()
+	restartWithoutWrites(t, u, what)
 	if out := u.Router.MustRun("tc", "filter", "show", "dev", "r-lan"); !strings.Contains(out, "id "+prog+" ") {
 		t.Errorf("%s replaced program %s:\n%s", what, prog, out)
 	}

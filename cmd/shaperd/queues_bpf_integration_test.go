@@ -88,15 +88,7 @@ func TestDaemonQueuesBPF(t *testing.T) {
 		}
 		return time.Since(quiet) >= 2*time.Second
 	})
-	if err := u.Stop(); err != nil {
-		t.Fatalf("SIGTERM: %v", err)
-	}
-	u.Start()
-	u.WaitReady(60 * time.Second)
-	time.Sleep(1200 * time.Millisecond) // a reconcile tick
-	if w := u.metric("shaperd_kernel_writes_total"); w != 0 {
-		t.Errorf("restart: %v kernel writes, want 0\n%s", w, u.Logs.String())
-	}
+	restartWithoutWrites(t, u, "restart")
 	if now := queueProgIDs(t, u); !slices.Equal(now, ids) {
 		t.Errorf("restart: program ids %v -> %v (a filter was replaced)", ids, now)
 	}

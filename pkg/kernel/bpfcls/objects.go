@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/cilium/ebpf"
 
@@ -188,19 +187,8 @@ func (c *Classifier) matches(o *objects) bool {
 	if err != nil || info.Name != ProgName || o.prog.Type() != ebpf.SchedCLS {
 		return false
 	}
-	ids, ok := info.MapIDs()
-	if !ok || len(ids) != 2 {
+	if !progmaps.UsesOnly(info, o.v4, o.v6) {
 		return false
-	}
-	for _, m := range []*ebpf.Map{o.v4, o.v6} {
-		mi, err := m.Info()
-		if err != nil {
-			return false
-		}
-		id, ok := mi.ID()
-		if !ok || !slices.Contains(ids, id) {
-			return false
-		}
 	}
 	id, ok := info.ID()
 	if !ok {

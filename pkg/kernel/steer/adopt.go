@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/cilium/ebpf"
 
@@ -113,19 +112,8 @@ func (s *Steerer) matches() bool {
 	if err != nil || info.Name != progName(s.matchSrc) {
 		return false
 	}
-	ids, ok := info.MapIDs()
-	if !ok || len(ids) != 2 {
+	if !progmaps.UsesOnly(info, s.v4, s.v6) {
 		return false
-	}
-	for _, m := range []*ebpf.Map{s.v4, s.v6} {
-		mi, err := m.Info()
-		if err != nil {
-			return false
-		}
-		id, ok := mi.ID()
-		if !ok || !slices.Contains(ids, id) {
-			return false
-		}
 	}
 	return true
 }

@@ -36,3 +36,24 @@ func Find(prog *ebpf.Program, names ...string) (map[string]*ebpf.Map, error) {
 	}
 	return out, nil
 }
+
+// UsesOnly reports whether the program described by info uses exactly the
+// maps ms (no more, no other): that a program found by id is the one
+// that goes with these maps.
+func UsesOnly(info *ebpf.ProgramInfo, ms ...*ebpf.Map) bool {
+	ids, ok := info.MapIDs()
+	if !ok || len(ids) != len(ms) {
+		return false
+	}
+	for _, m := range ms {
+		mi, err := m.Info()
+		if err != nil {
+			return false
+		}
+		id, ok := mi.ID()
+		if !ok || !slices.Contains(ids, id) {
+			return false
+		}
+	}
+	return true
+}

@@ -156,9 +156,10 @@ func (d *Daemon) rebalanceQueues(now time.Time) error {
 // patchSplit gives st's per-queue trees the split next: only the classes
 // it sets (each queue's root class and each tier's class in it,
 // model.SplitClasses) are rebuilt, changed in st.desired in place and
-// applied, so that a policy tick costs the same with 100,000 users as with
-// ten. A split that cannot be patched (st.targets without a complete
-// split) rebuilds the tree.
+// applied: no Build or Diff of the whole tree (at 100,000 users ~170 ms),
+// only the floors' pass over the classes (model.QueueFloors). A split that
+// cannot be patched (st.targets without a complete split) rebuilds the
+// tree.
 func (d *Daemon) patchSplit(st *reconciler, next model.MQSplit) error {
 	tg := st.targets
 	tg.Queues, tg.TierQueues = next.Queues, next.Tiers

@@ -421,6 +421,7 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 				undo()
 				return false
 			}
+			break // a user has one entry per interface
 		}
 	}
 	return len(changes) > 0

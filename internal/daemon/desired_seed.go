@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"slices"
-
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
 )
@@ -88,40 +86,12 @@ func seedTargets(st *reconciler, actual model.Tree) (model.Targets, bool) {
 // queue's root class and each tier's class in each queue, named by st.ids),
 // or nil when actual is not st's per-queue trees.
 func adoptedSplit(st *reconciler, actual model.Tree) *model.MQSplit {
-	n := len(actual.Queues)
-	if actual.Root.Kind != model.ShaperMQ || n < 2 || st.ids.QueueCount() != n {
+	if actual.Root.Kind != model.ShaperMQ {
 		return nil
 	}
-	split := &model.MQSplit{Queues: make([]model.QueueTarget, n), Tiers: map[string][]model.QueueTarget{}}
-	roots := 0
-	for _, c := range actual.Classes {
-		q := model.QueueOf(c.Handle)
-		if q < 0 || q >= n {
-			continue
-		}
-		m := c.Handle.Minor()
-		if m == model.RootClass.Minor() {
-			split.Queues[q] = model.QueueTarget{Rate: c.Rate, Ceil: c.Ceil}
-			roots++
-			continue
-		}
-		if m < model.FirstTierMinor || m > model.LastTierMinor {
-			continue
-		}
-		if t, ok := st.ids.QueueIDs(q).TierByMinor(m); ok {
-			if split.Tiers[t] == nil {
-				split.Tiers[t] = make([]model.QueueTarget, n)
-			}
-			split.Tiers[t][q] = model.QueueTarget{Rate: c.Rate, Ceil: c.Ceil}
-		}
-	}
-	if roots != n {
+	split, ok := model.SplitOf(&actual, st.ids)
+	if !ok {
 		return nil
 	}
-	for t, s := range split.Tiers {
-		if slices.ContainsFunc(s, func(x model.QueueTarget) bool { return x.Ceil == 0 }) {
-			delete(split.Tiers, t) // not in every queue: not shaperd's split
-		}
-	}
-	return split
+	return &split
 }

@@ -189,55 +189,19 @@ func (d *Daemon) patchSplit(st *reconciler, next model.MQSplit) error {
 // st.desired, so that the policy loop and patchSplit start from what the
 // kernel gets.
 func completeSplit(st *reconciler) {
-	n := st.targets.Interface.Queues
-	if n < 2 || st.ids.QueueCount() != n {
+	if st.targets.Interface.Queues < 2 || splitComplete(st) {
 		return
 	}
-	class := func(q int, minor uint16) (model.QueueTarget, bool) {
-		j, ok := st.byHandle[model.MakeHandle(model.QueueHandle(q).Major(), minor)]
-		if !ok {
-			return model.QueueTarget{}, false
-		}
-		c := st.desired.Classes[j]
-		return model.QueueTarget{Rate: c.Rate, Ceil: c.Ceil}, true
+	have, ok := model.SplitOf(&st.desired, st.ids)
+	if !ok {
+		return
 	}
-	if len(st.targets.Queues) != n {
-		qs := make([]model.QueueTarget, n)
-		for q := range qs {
-			c, ok := class(q, model.RootClass.Minor())
-			if !ok {
-				return
-			}
-			qs[q] = c
-		}
-		st.targets.Queues = qs
+	if len(st.targets.Queues) != len(have.Queues) {
+		st.targets.Queues = have.Queues
 	}
-	var tiers map[string][]model.QueueTarget
-	for _, tier := range st.targets.Tiers {
-		if len(st.targets.TierQueues[tier.Name]) == n {
-			continue
-		}
-		split := make([]model.QueueTarget, n)
-		for q := range split {
-			m, ok := st.ids.QueueIDs(q).Tier(tier.Name)
-			if !ok {
-				return
-			}
-			if split[q], ok = class(q, m); !ok {
-				return
-			}
-		}
-		if tiers == nil {
-			tiers = maps.Clone(st.targets.TierQueues)
-			if tiers == nil {
-				tiers = map[string][]model.QueueTarget{}
-			}
-		}
-		tiers[tier.Name] = split
-	}
-	if tiers != nil {
-		st.targets.TierQueues = tiers
-	}
+	tiers := maps.Clone(have.Tiers)
+	maps.Copy(tiers, st.targets.TierQueues) // the targets' own splits stay
+	st.targets.TierQueues = tiers
 }
 
 // readQueueMeter reads the byte counters of st's queues (their qdiscs) and

@@ -338,7 +338,7 @@ func TestQueuesRuntimeUsersAreIncremental(t *testing.T) {
 		{userReq(control.UserSetAddresses, "carol", "198.18.1.31"), "carol"},
 		{userReq(control.UserRemove, "dave"), "dave"},
 	}
-	evals := d.work.evaluations
+	evals, dumps := d.work.evaluations, k.dumpCount()
 	for _, s := range steps {
 		seen := recordChanges(k.fakeKernel)
 		if _, err := d.changeUser(s.req); err != nil {
@@ -348,6 +348,10 @@ func TestQueuesRuntimeUsersAreIncremental(t *testing.T) {
 	}
 	if d.work.evaluations != evals {
 		t.Errorf("%d full evaluations for run-time changes, want none", d.work.evaluations-evals)
+	}
+	// Patched, not rebuilt and reconciled (which dumps the kernel).
+	if n := k.dumpCount() - dumps; n != 0 {
+		t.Errorf("%d dumps for run-time changes, want none (the trees were rebuilt)", n)
 	}
 	st := d.ifaces[0]
 	qc, okc := st.ids.Queue("carol")

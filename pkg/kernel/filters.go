@@ -82,19 +82,7 @@ func (k *Kernel) classifierFor(ifindex uint32, device string) classifier {
 	if c, ok := k.filters[ifindex]; ok {
 		return c
 	}
-	var c classifier
-	kind := k.clsKind[device]
-	if kind == "" {
-		kind = ClassifierU32
-		if on, err := bpfcls.Attached(k.conn, ifindex, model.RootQdisc); err == nil && on {
-			kind = ClassifierBPF
-		}
-	}
-	if kind == ClassifierBPF {
-		c = k.bpfClassifier(ifindex)
-	} else {
-		c = k.newU32Classifier(ifindex, model.RootQdisc)
-	}
+	c := k.newClassifier(ifindex, device, model.RootQdisc)
 	k.filters[ifindex] = c
 	return c
 }
@@ -188,19 +176,13 @@ func (k *Kernel) classifierUnder(ifindex uint32, device string, qdisc model.Hand
 	if c, ok := k.queueFilters[key]; ok {
 		return c
 	}
-	var c classifier
-	if k.queueKind(ifindex, device, qdisc) == ClassifierBPF {
-		c = k.bpfClassifierUnder(ifindex, qdisc)
-	} else {
-		c = k.newU32Classifier(ifindex, qdisc)
-	}
+	c := k.newClassifier(ifindex, device, qdisc)
 	k.queueFilters[key] = c
 	return c
 }
 
 // queueKind is the classifier kind under per-queue qdisc qdisc of device:
-// the cached classifier's, the one chosen for the device, or the one
-// installed there (bpf when shaperd's cls_bpf filter is, else u32).
+// the cached classifier's, else kindUnder's.
 func (k *Kernel) queueKind(ifindex uint32, device string, qdisc model.Handle) string {
 	if c, ok := k.queueFilters[classifierKey{ifindex, qdisc}]; ok {
 		if _, bpf := c.(*bpfcls.Classifier); bpf {
@@ -208,6 +190,13 @@ func (k *Kernel) queueKind(ifindex uint32, device string, qdisc model.Handle) st
 		}
 		return ClassifierU32
 	}
+	return k.kindUnder(ifindex, device, qdisc)
+}
+
+// kindUnder is the classifier kind for HTB qdisc qdisc of device: the one
+// chosen for the device (SetClassifier), else the one installed there
+// (bpf when shaperd's cls_bpf filter is, else u32).
+func (k *Kernel) kindUnder(ifindex uint32, device string, qdisc model.Handle) string {
 	if kind := k.clsKind[device]; kind != "" {
 		return kind
 	}
@@ -215,6 +204,15 @@ func (k *Kernel) queueKind(ifindex uint32, device string, qdisc model.Handle) st
 		return ClassifierBPF
 	}
 	return ClassifierU32
+}
+
+// newClassifier makes the classifier under HTB qdisc qdisc of device, of
+// kindUnder's kind.
+func (k *Kernel) newClassifier(ifindex uint32, device string, qdisc model.Handle) classifier {
+	if k.kindUnder(ifindex, device, qdisc) == ClassifierBPF {
+		return k.bpfClassifierUnder(ifindex, qdisc)
+	}
+	return k.newU32Classifier(ifindex, qdisc)
 }
 
 // forgetQueueClassifiers drops the cached per-queue classifiers of a
@@ -261,7 +259,7 @@ func (k *Kernel) forgetRoot(ifindex uint32) error {
 // when its qdisc is still there, then the pins).
 func (k *Kernel) removeBPFClassifiers(ifindex uint32) error {
 	errs := []error{k.bpfClassifier(ifindex).Remove()}
-	dir := filepath.Join(bpfcls.NetNSPinDir(k.bpfPinRoot, k.netnsInode()), fmt.Sprintf("ifindex-%d", ifindex))
+	dir := bpfcls.DevicePinDir(k.bpfPinRoot, k.netnsInode(), ifindex)
 	ents, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("bpf pins of ifindex %d: %w", ifindex, err))

@@ -58,15 +58,7 @@ func (k *Kernel) steererFor(ifi uint32, matchSrc bool) (s *steer.Steerer, create
 // pinned: next to its classifiers' pins (bpfcls.PinDir), in
 // ROOT/netns-INODE/ifindex-N/steer.
 func (k *Kernel) steerPinDir(ifi uint32) string {
-	return filepath.Join(bpfcls.NetNSPinDir(k.bpfPinRoot, k.netnsInode()), fmt.Sprintf("ifindex-%d", ifi), "steer")
-}
-
-// pinRoot is the root of k's bpf pins.
-func (k *Kernel) pinRoot() string {
-	if k.bpfPinRoot == "" {
-		return bpfcls.DefaultPinRoot
-	}
-	return k.bpfPinRoot
+	return filepath.Join(bpfcls.DevicePinDir(k.bpfPinRoot, k.netnsInode(), ifi), "steer")
 }
 
 // forgetSteerer drops the steering of a device whose mq root was added,
@@ -83,7 +75,8 @@ func (k *Kernel) forgetSteerer(ifi uint32) error {
 	errs = append(errs, steer.Remove(k.link, int(ifi)), steer.RemovePins(dir))
 	// The device's and the namespace's pin directories, when that left
 	// them empty (a u32 device has no other pins).
-	for d := filepath.Dir(dir); len(d) > len(k.pinRoot()); d = filepath.Dir(d) {
+	root := filepath.Dir(bpfcls.NetNSPinDir(k.bpfPinRoot, k.netnsInode()))
+	for d := filepath.Dir(dir); len(d) > len(root); d = filepath.Dir(d) {
 		if os.Remove(d) != nil {
 			break
 		}

@@ -98,28 +98,24 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	// class in it gets its floor (QueueFloors) and an even share of the
 	// rest (RebalanceQueues and RebalanceTier with nothing sent yet).
 	idle := make([]tbf.Rate, n)
+	aggregate := make(map[string]bool, len(tiers))
+	for _, c := range tiers {
+		aggregate[c.Labels.Tier] = true
+	}
+	floors := leafFloors(n, users, func(c *Class) int { q, _ := work.Queue(c.Labels.User); return q }, aggregate)
 	qt := t.Queues
 	if len(qt) != n {
-		floors := slices.Repeat([]tbf.Rate{defShare}, n)
-		for _, c := range users {
-			q, _ := work.Queue(c.Labels.User)
-			floors[q] = max(floors[q], c.Rate)
+		for q := range floors.Queues {
+			floors.Queues[q] = max(floors.Queues[q], defShare)
 		}
-		qt = RebalanceQueues(spec.Bandwidth, nil, idle, floors)
+		qt = RebalanceQueues(spec.Bandwidth, nil, idle, floors.Queues)
 	}
 	tierSplit := make(map[string][]QueueTarget, len(tiers))
 	for _, c := range tiers {
 		name := c.Labels.Tier
 		split := t.TierQueues[name]
 		if len(split) != n {
-			floors := make([]tbf.Rate, n)
-			for _, u := range users {
-				if u.Labels.Tier == name {
-					q, _ := work.Queue(u.Labels.User)
-					floors[q] = max(floors[q], u.Rate)
-				}
-			}
-			split = RebalanceTier(TierTarget{Name: name, Rate: c.Rate, Ceil: c.Ceil}, nil, idle, floors)
+			split = RebalanceTier(TierTarget{Name: name, Rate: c.Rate, Ceil: c.Ceil}, nil, idle, floors.Tiers[name])
 		}
 		tierSplit[name] = split
 	}
@@ -231,4 +227,40 @@ func SplitClasses(t Targets, ids *Assignment) ([]Class, error) {
 		out = append(out, cs...)
 	}
 	return out, nil
+}
+
+// SplitOf returns the split per-queue tree t holds, SplitClasses' inverse:
+// each queue's root class and each tier's class in each queue, tiers named
+// by ids (a Build's). ok is false unless t has a root class in every queue;
+// a tier without a class in every queue is left out.
+func SplitOf(t *Tree, ids *Assignment) (split MQSplit, ok bool) {
+	n := len(t.Queues)
+	if n < 2 || ids.QueueCount() != n {
+		return MQSplit{}, false
+	}
+	split = MQSplit{Queues: make([]QueueTarget, n), Tiers: map[string][]QueueTarget{}}
+	roots, seen := 0, map[string]int{}
+	for _, c := range t.Classes {
+		q := QueueOf(c.Handle)
+		if q < 0 || q >= n {
+			continue
+		}
+		share := QueueTarget{Rate: c.Rate, Ceil: c.Ceil}
+		if m := c.Handle.Minor(); m == RootClass.Minor() {
+			split.Queues[q] = share
+			roots++
+		} else if tier, ok := ids.QueueIDs(q).TierByMinor(m); ok && m >= FirstTierMinor && m <= LastTierMinor {
+			if split.Tiers[tier] == nil {
+				split.Tiers[tier] = make([]QueueTarget, n)
+			}
+			split.Tiers[tier][q] = share
+			seen[tier]++
+		}
+	}
+	for tier, k := range seen {
+		if k != n {
+			delete(split.Tiers, tier)
+		}
+	}
+	return split, roots == n
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/shaperd/shaperd/pkg/model"
@@ -301,5 +302,24 @@ func TestPlaceUser(t *testing.T) {
 	}
 	if q, ok := a.Queue("z"); !ok || q != 1 || a.QueueCount() != 2 {
 		t.Errorf("z on queue %d (%v) of %d after SetQueue", q, ok, a.QueueCount())
+	}
+}
+
+// SplitOf reads back the split SplitClasses (and Build) wrote.
+func TestSplitOfIsSplitClassesInverse(t *testing.T) {
+	tiers := []model.TierTarget{{Name: "gold", Rate: 40 * tbf.Mbit, Ceil: 100 * tbf.Mbit}}
+	tg := model.Targets{Interface: mqSpec(2), Users: manyUsers(8), Tiers: tiers,
+		Queues:     model.RebalanceQueues(tbf.Gbit, nil, []tbf.Rate{tbf.Gbit, 0}, nil),
+		TierQueues: map[string][]model.QueueTarget{"gold": model.RebalanceTier(tiers[0], nil, []tbf.Rate{0, 100 * tbf.Mbit}, nil)}}
+	ids := model.NewAssignment()
+	tree := mustBuild(t, tg, ids)
+	got, ok := model.SplitOf(&tree, ids)
+	if !ok || !slices.Equal(got.Queues, tg.Queues) || !slices.Equal(got.Tiers["gold"], tg.TierQueues["gold"]) || len(got.Tiers) != 1 {
+		t.Errorf("SplitOf = %+v (%v), want queues %v, gold %v", got, ok, tg.Queues, tg.TierQueues["gold"])
+	}
+	tg.Interface.Queues = 1
+	single := mustBuild(t, tg, model.NewAssignment())
+	if _, ok := model.SplitOf(&single, ids); ok {
+		t.Error("SplitOf of a single tree: ok")
 	}
 }

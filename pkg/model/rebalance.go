@@ -53,18 +53,8 @@ const (
 // The floors are met first (scaled down when they add up to more than
 // bandwidth) and only the rest is shared by demand as above.
 func RebalanceQueues(bandwidth tbf.Rate, prev []QueueTarget, used, floors []tbf.Rate) []QueueTarget {
-	if len(prev) != len(used) {
-		prev = EvenQueueTargets(bandwidth, len(used))
-	}
-	give, moved := shareOut(bandwidth, prev, used, floors)
-	if give == nil || !moved && sumCeil(prev) <= bandwidth {
-		return prev
-	}
-	out := make([]QueueTarget, len(give))
-	for q, g := range give {
-		out[q] = QueueTarget{Rate: g, Ceil: g}
-	}
-	return out
+	// A queue's root is a tier whose rate is its ceil.
+	return RebalanceTier(TierTarget{Rate: bandwidth, Ceil: bandwidth}, prev, used, floors)
 }
 
 // RebalanceTier returns the tier's aggregate class in every queue's tree for
@@ -119,17 +109,7 @@ func EvenTierTargets(tier TierTarget, n int) []QueueTarget {
 // when they already do: the queues' split after the interface bandwidth
 // changed, until the next rebalancing. Another length: an even split.
 func FitQueues(bandwidth tbf.Rate, split []QueueTarget, n int) []QueueTarget {
-	if len(split) != n {
-		return EvenQueueTargets(bandwidth, n)
-	}
-	if sumCeil(split) == bandwidth {
-		return split
-	}
-	out := make([]QueueTarget, n)
-	for q, c := range scaleCeils(bandwidth, split) {
-		out[q] = QueueTarget{Rate: c, Ceil: c}
-	}
-	return out
+	return FitTier(TierTarget{Rate: bandwidth, Ceil: bandwidth}, split, n)
 }
 
 // FitTier is FitQueues for a tier's classes: the ceils scaled to add up to
@@ -182,10 +162,11 @@ func scaleCeils(total tbf.Rate, split []QueueTarget) []tbf.Rate {
 }
 
 // tierRateShare is the part of rate that goes with the part ceilShare of
-// ceil: rate * ceilShare / ceil, at least 8 bit/s and at most ceilShare.
+// ceil: rate * ceilShare / ceil, at least 8 bit/s and at most ceilShare
+// (exactly ceilShare when rate is ceil: a queue's root).
 func tierRateShare(rate, ceil, ceilShare tbf.Rate) tbf.Rate {
 	r := ceilShare
-	if ceil > 0 {
+	if ceil > 0 && rate != ceil {
 		r = tbf.Rate(float64(rate) * float64(ceilShare) / float64(ceil))
 	}
 	return max(min(r, ceilShare), 8)
@@ -223,7 +204,7 @@ func shareOut(total tbf.Rate, prev []QueueTarget, used, floors []tbf.Rate) (give
 	left := total
 	for q, u := range used {
 		want := total
-		if float64(u) < QueueSaturated*float64(prev[q].Ceil) {
+		if !saturated(u, prev[q].Ceil) {
 			want = min(total, tbf.Rate(float64(u)*QueueHeadroom))
 		}
 		extra[q] = max(want, floor[q]) - floor[q]
@@ -275,28 +256,41 @@ func QueueFloors(t *Tree) MQRates {
 	if n == 0 {
 		return MQRates{}
 	}
-	queues := make([]tbf.Rate, n)
-	tiers := map[string][]tbf.Rate{}
-	tierOf := map[Handle]string{}
+	aggregate := map[string]bool{}
 	for _, c := range t.Classes {
 		if c.Labels.Kind == "tier" {
-			tierOf[c.Handle] = c.Labels.Tier
+			aggregate[c.Labels.Tier] = true
 		}
 	}
-	for _, c := range t.Classes {
-		q := QueueOf(c.Handle)
+	return leafFloors(n, t.Classes, func(c *Class) int { return QueueOf(c.Handle) }, aggregate)
+}
+
+// leafFloors is QueueFloors over classes (only users and default classes
+// count), queue giving each one's queue (-1: none), aggregate the tiers
+// with an aggregate class.
+func leafFloors(n int, classes []Class, queue func(*Class) int, aggregate map[string]bool) MQRates {
+	f := MQRates{Queues: make([]tbf.Rate, n), Tiers: map[string][]tbf.Rate{}}
+	for i := range classes {
+		c := &classes[i]
+		q := queue(c)
 		if q < 0 || q >= n || c.Labels.Kind != "user" && c.Labels.Kind != "default" {
 			continue
 		}
-		queues[q] = max(queues[q], c.Rate)
-		if name, ok := tierOf[c.Parent]; ok {
-			if tiers[name] == nil {
-				tiers[name] = make([]tbf.Rate, n)
+		f.Queues[q] = max(f.Queues[q], c.Rate)
+		if c.Labels.Kind == "user" && aggregate[c.Labels.Tier] {
+			if f.Tiers[c.Labels.Tier] == nil {
+				f.Tiers[c.Labels.Tier] = make([]tbf.Rate, n)
 			}
-			tiers[name][q] = max(tiers[name][q], c.Rate)
+			f.Tiers[c.Labels.Tier][q] = max(f.Tiers[c.Labels.Tier][q], c.Rate)
 		}
 	}
-	return MQRates{Queues: queues, Tiers: tiers}
+	return f
+}
+
+// saturated reports whether a class that sent used (bit/s) against ceil
+// wants as much as it can get (QueueSaturated).
+func saturated(used, ceil tbf.Rate) bool {
+	return float64(used) >= QueueSaturated*float64(ceil)
 }
 
 // sumCeil adds the queues' ceils.
@@ -347,7 +341,7 @@ func RebalanceMQ(bandwidth tbf.Rate, tiers []TierTarget, prev MQSplit, used, flo
 	}
 	rootSat := make([]bool, n)
 	for q, u := range used.Queues {
-		rootSat[q] = float64(u) >= QueueSaturated*float64(prevQ[q].Ceil)
+		rootSat[q] = saturated(u, prevQ[q].Ceil)
 	}
 	next := MQSplit{Tiers: make(map[string][]QueueTarget, len(tiers))}
 	sent := slices.Clone(used.Queues)
@@ -372,7 +366,7 @@ func RebalanceMQ(bandwidth tbf.Rate, tiers []TierTarget, prev MQSplit, used, flo
 		nt := RebalanceTier(tier, p, eff, floors.Tiers[tier.Name])
 		next.Tiers[tier.Name] = nt
 		for q := range nt {
-			if float64(u[q]) >= QueueSaturated*float64(p[q].Ceil) && nt[q].Ceil > u[q] {
+			if saturated(u[q], p[q].Ceil) && nt[q].Ceil > u[q] {
 				sent[q] += nt[q].Ceil - u[q]
 			}
 		}

@@ -33,7 +33,14 @@ const (
 // namespace is part of the path; the device is named by its index, which
 // does not change with a rename.
 func PinDir(root string, netns uint64, ifindex uint32, parent model.Handle) string {
-	return filepath.Join(NetNSPinDir(root, netns), fmt.Sprintf("ifindex-%d", ifindex), fmt.Sprintf("qdisc-%x", parent.Major()))
+	return filepath.Join(DevicePinDir(root, netns, ifindex), fmt.Sprintf("qdisc-%x", parent.Major()))
+}
+
+// DevicePinDir is the directory of every pin of device ifindex (its
+// classifiers' PinDirs, and the queue steering's) in the network namespace
+// whose nsfs inode is netns: ROOT/netns-INODE/ifindex-N.
+func DevicePinDir(root string, netns uint64, ifindex uint32) string {
+	return filepath.Join(NetNSPinDir(root, netns), fmt.Sprintf("ifindex-%d", ifindex))
 }
 
 // NetNSPinDir is the directory of every classifier's pins in the network

@@ -19,7 +19,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "simulated at %s\n\n", rep.At.Format("2006-01-02 15:04 MST"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "USER\tTIER\tINTERFACE\tDIRECTION\tDEMAND\tRATE\tLIMITED_BY")
-	short := false
+	short, shortQueue := false, false
 	for _, u := range rep.Users {
 		limited := u.LimitedBy
 		if u.Detail != "" {
@@ -29,11 +29,18 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			limited += " *"
 			short = true
 		}
+		if u.ShortQueue {
+			limited += " !"
+			shortQueue = true
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.User, dash(u.Tier), u.Interface, u.Direction,
 			u.Demand, FormatRate(u.Rate), limited)
 	}
 	if short {
 		fmt.Fprintf(tw, "* borrows with a cburst below %d packets: the kernel may give less\n", sim.BurstPackets)
+	}
+	if shortQueue {
+		fmt.Fprintln(tw, "! its leaf is a bfifo smaller than one 64 KiB TCP aggregate: the kernel drops aggregates whole and TCP gets a few percent of this rate")
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "INTERFACE\tDIRECTION\tSHAPER\tBANDWIDTH\tDEMAND\tRATE\tTIERS")
@@ -114,6 +121,7 @@ type jsonUser struct {
 	LimitedBy  string  `json:"limited_by"`
 	Detail     string  `json:"detail,omitempty"`
 	ShortBurst bool    `json:"short_burst,omitempty"`
+	ShortQueue bool    `json:"short_queue,omitempty"`
 }
 
 type jsonIface struct {
@@ -149,7 +157,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	for _, u := range rep.Users {
 		out.Users = append(out.Users, jsonUser{User: u.User, Tier: u.Tier, Interface: u.Interface,
 			Direction: string(u.Direction), Demand: u.Demand.String(), DemandBits: bits(float64(u.Demand)),
-			Bits: *bits(u.Rate), LimitedBy: u.LimitedBy, Detail: u.Detail, ShortBurst: u.ShortBurst})
+			Bits: *bits(u.Rate), LimitedBy: u.LimitedBy, Detail: u.Detail, ShortBurst: u.ShortBurst, ShortQueue: u.ShortQueue})
 	}
 	for _, in := range rep.Interfaces {
 		j := jsonIface{Interface: in.Interface, Device: in.Device, Direction: string(in.Direction), Shaper: string(in.Shaper),

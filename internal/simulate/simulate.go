@@ -35,6 +35,9 @@ type UserRow struct {
 	// ShortBurst: the user borrows with a cburst below sim.BurstPackets
 	// packets, so the kernel may give less (see sim.ClassResult).
 	ShortBurst bool
+	// ShortQueue: the user's leaf is a bfifo smaller than one GSO/GRO
+	// aggregate, so TCP gets a few percent of Rate (see sim.ClassResult).
+	ShortQueue bool
 }
 
 // IfaceRow is one interface's totals. Rates are bits/s.
@@ -136,7 +139,7 @@ func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tr
 			continue
 		}
 		u := UserRow{User: c.Labels.User, Tier: c.Labels.Tier, Interface: spec0.Name, Direction: dir,
-			Demand: c.Demand, Rate: c.Rate, LimitedBy: string(c.LimitedBy), ShortBurst: c.ShortBurst}
+			Demand: c.Demand, Rate: c.Rate, LimitedBy: string(c.LimitedBy), ShortBurst: c.ShortBurst, ShortQueue: c.ShortQueue}
 		if c.By != 0 {
 			u.Detail = describe(byHandle[c.By], c.By)
 		}

@@ -225,9 +225,6 @@ func decodeQueues(t *table, in *Interface) {
 		t.errf("queues", "must be a number of queues or \"auto\", not %s", typeName(v))
 		return
 	}
-	if in.Queues != 1 && (t.has("leaf_qdisc") || t.has("leaf_limit")) {
-		t.errf("queues", "leaf qdiscs are not supported with more than one queue (set queues = 1 or remove leaf_qdisc)")
-	}
 }
 
 // decodeFraming reads the link's per-packet accounting: overhead (bytes

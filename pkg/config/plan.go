@@ -31,8 +31,21 @@ type Plan struct {
 	// (offline): every leaf is used as configured and an interface without
 	// leaf_qdisc keeps the kernel's default (pfifo). Load leaves it nil.
 	LeafKinds map[string]bool
+	// Links are, by interface name, the largest frame and GSO or GRO
+	// aggregate that reach the interface's qdisc, as the daemon measured
+	// them (kernel.LinkSizes): they size byte-limited leaves. An interface
+	// missing here (or nil: offline) gets the defaults, a 1500-byte MTU
+	// and 64 KiB aggregates. Load leaves it nil.
+	Links map[string]LinkSizes
 
 	keys keyPos // where each key is written (see Errorf)
+}
+
+// LinkSizes are the largest packets that reach an interface's qdisc, in
+// bytes: Frame (the MTU with the link header and VLAN tags) and Aggregate
+// (the largest GSO or GRO aggregate the kernel may hand it). 0: unknown.
+type LinkSizes struct {
+	Frame, Aggregate tbf.Size
 }
 
 // Daemon is the [daemon] table.

@@ -23,7 +23,8 @@ func TestInterfaceQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	const base = "[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"\n"
-	for body, want := range map[string]int{"": 0, "queues = 4\n": 4, "queues = 1\n": 1, "queues = \"auto\"\n": QueuesAuto} {
+	for body, want := range map[string]int{"": 0, "queues = 4\n": 4, "queues = 1\n": 1, "queues = \"auto\"\n": QueuesAuto,
+		"queues = 4\nleaf_qdisc = \"bfifo\"\n": 4, "queues = \"auto\"\nleaf_qdisc = \"sfq\"\n": QueuesAuto} {
 		plan, err := Load(write(base + body))
 		if err != nil {
 			t.Fatalf("%q: %v", body, err)
@@ -33,12 +34,10 @@ func TestInterfaceQueues(t *testing.T) {
 		}
 	}
 	for body, msg := range map[string]string{
-		"queues = 0\n":                              "out of range",
-		"queues = \"many\"\n":                       "\"auto\"",
-		"queues = 2.5\n":                            "number of queues",
-		"shaper = \"tbf\"\nqueues = 2\n":            "only used with shaper",
-		"queues = 4\nleaf_qdisc = \"bfifo\"\n":      "leaf qdiscs are not supported",
-		"queues = \"auto\"\nleaf_qdisc = \"sfq\"\n": "leaf qdiscs are not supported",
+		"queues = 0\n":                   "out of range",
+		"queues = \"many\"\n":            "\"auto\"",
+		"queues = 2.5\n":                 "number of queues",
+		"shaper = \"tbf\"\nqueues = 2\n": "only used with shaper",
 	} {
 		_, err := Load(write(base + body))
 		if err == nil || !strings.Contains(err.Error(), msg) || !strings.Contains(err.Error(), "queues") {

@@ -33,7 +33,9 @@ type Result struct {
 }
 
 // LeafHandle is the handle of the explicit leaf qdisc shaperd attaches to
-// class c: major = c's minor (class 1:105 gets leaf 105:).
+// class c of the single tree: major = c's minor (class 1:105 gets leaf
+// 105:). Under per-queue trees minors repeat across queues, so the kernel
+// picks leaf handles there (from its automatic range, 8000: and up).
 func LeafHandle(c model.Handle) model.Handle { return model.MakeHandle(c.Minor(), 0) }
 
 // RedirectPref is the filter priority of shaperd's ingress redirect filter
@@ -62,10 +64,11 @@ const RedirectPref uint16 = 0xc05d
 //   - Filter add/delete: through the device's classifier (SetClassifier:
 //     u32 or bpf), whose tables (or maps, program and filter)
 //     are ensured once per Apply before the first filter change of a device.
-//   - Redirect add: the IFB link is created and set up if needed, the
-//     ingress qdisc ffff: is added unless present, and the redirect filter
-//     (priority RedirectPref) is (re)installed. Delete removes the filter,
-//     and the ingress qdisc when no other filter is left on it.
+//   - Redirect add: the IFB link is created and set up if needed, a
+//     clsact qdisc ffff: is added unless it or an ingress qdisc is present,
+//     and the redirect filter (priority RedirectPref) is (re)installed at
+//     its ingress hook. Delete removes the filter, and the qdisc when no
+//     other filter is left on either hook.
 //
 // Deleting an object that is already gone is not an error. A change for a
 // device that does not exist fails with ErrNoDevice.
@@ -576,11 +579,18 @@ func (a *applier) leaf(ifi uint32, dev string, cl *model.Class, from, to *model.
 		}
 	}
 	m := tcwire.Tcmsg{Ifindex: ifi, Handle: uint32(LeafHandle(cl.Handle)), Parent: uint32(cl.Handle)}
+	mq, err := a.isMQ(ifi)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", dev, object, err)
+	}
+	if mq {
+		m.Handle = 0 // the kernel picks it: minors repeat across queue trees
+	}
 	op := model.OpAdd
 	if from != nil {
 		op = model.OpChange
 	}
-	return a.write(tcwire.RTMNewQdisc, netlink.Create|netlink.Replace, m, func(at *tcwire.Attrs) error { encodeLeaf(at, to); return nil },
+	return a.write(tcwire.RTMNewQdisc, netlink.Create|netlink.Replace, m, func(at *tcwire.Attrs) error { return encodeLeaf(at, to) },
 		dev, op, object, to.Kind)
 }
 

@@ -200,11 +200,17 @@ func framedSize(f tbf.Framing, rate uint64, ticks uint32) tbf.Size {
 
 // decodeLeaf returns the leaf qdisc as the model sees it: kind, and the
 // parameters of pfifo, bfifo (limit), fq_codel (limit, flows, quantum,
-// target, interval), sfq (limit, flows, quantum) and cake (diffserv mode).
+// target, interval), sfq (limit, flows, quantum), cake (diffserv mode)
+// and the segmenting tbf (limit; Segment: its bucket, whole
+// model.SegmentGrain bytes, as encodeLeaf sends it).
 func decodeLeaf(o object) *model.LeafQdisc {
 	l := &model.LeafQdisc{Kind: o.kind}
 	ne := binary.NativeEndian
 	switch o.kind {
+	case model.LeafTBF:
+		if p, err := decodeTBF(o); err == nil {
+			l.Limit, l.Segment = uint32(min(p.Limit, 0xFFFFFFFF)), p.Burst/model.SegmentGrain*model.SegmentGrain
+		}
 	case model.LeafPfifo, model.LeafBfifo:
 		if len(o.options) >= tcwire.FifoQoptLen { // struct tc_fifo_qopt {limit}
 			l.Limit = ne.Uint32(o.options)

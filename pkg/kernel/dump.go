@@ -294,14 +294,14 @@ func (k *Kernel) dumpClassesOf(ifi uint32, device string, leaves map[uint32]obje
 	return classes, nil
 }
 
-// findRedirect looks through the ingress qdiscs in qs for shaperd's
-// redirect to the IFB with index ifb.
+// findRedirect looks through the ingress and clsact qdiscs in qs for
+// shaperd's redirect to the IFB with index ifb.
 func (k *Kernel) findRedirect(qs []object, ifb uint32, name string) (*model.Redirect, error) {
 	for _, q := range qs {
-		if q.kind != "ingress" || q.msg.Parent != uint32(model.HandleIngress) || q.msg.Ifindex == ifb {
+		if (q.kind != "ingress" && q.kind != "clsact") || q.msg.Parent != uint32(model.HandleIngress) || q.msg.Ifindex == ifb {
 			continue
 		}
-		fs, err := k.dump(tcwire.RTMGetTFilter, tcwire.Tcmsg{Ifindex: q.msg.Ifindex, Parent: ingressQdisc}, nil)
+		fs, err := k.dump(tcwire.RTMGetTFilter, tcwire.Tcmsg{Ifindex: q.msg.Ifindex, Parent: ingressHook}, nil)
 		if err != nil {
 			return nil, fmt.Errorf("dump ingress filters of ifindex %d: %w", q.msg.Ifindex, err)
 		}

@@ -110,14 +110,23 @@ func encodeSizeTable(a *tcwire.Attrs, overhead int32) {
 //     divisor 0, flows}, the rest 0} when any is set (0 keeps the
 //     kernel's value);
 //   - cake: nested TCA_CAKE_DIFFSERV_MODE when a mode is set (no
-//     bandwidth: cake runs unlimited under its HTB class).
+//     bandwidth: cake runs unlimited under its HTB class);
+//   - tbf (model.LeafTBF, the segmenting leaf): a TBF at
+//     model.SegmentRate whose burst, and so max_size, is Segment, with a
+//     bfifo child of Limit bytes, as encodeTBFQdisc writes it.
 //
 // The bytes are those iproute2 sends for the same options (nested options
 // without NLA_F_NESTED, as tc writes them; TestLeafEncodingMatchesTc
 // compares). Any other kind is sent without options, so the kernel
 // decides whether it knows it. Parameters that are zero are the kernel's
-// defaults.
-func encodeLeaf(a *tcwire.Attrs, l *model.LeafQdisc) {
+// defaults. The one error is a LeafTBF without a Segment.
+func encodeLeaf(a *tcwire.Attrs, l *model.LeafQdisc) error {
+	if l.Kind == model.LeafTBF {
+		if l.Segment == 0 {
+			return fmt.Errorf("segmenting tbf leaf without a max_size")
+		}
+		return encodeTBFQdisc(a, &model.TBFParams{Rate: model.SegmentRate, Burst: l.Segment, Limit: tbf.Size(l.Limit)})
+	}
 	a.String(tcwire.TCAKind, l.Kind)
 	switch l.Kind {
 	case model.LeafPfifo, model.LeafBfifo:
@@ -126,7 +135,7 @@ func encodeLeaf(a *tcwire.Attrs, l *model.LeafQdisc) {
 		}
 	case model.LeafFQCodel:
 		if l.Limit == 0 && l.Flows == 0 && l.Quantum == 0 && l.Interval == 0 && l.Target == 0 {
-			return
+			return nil
 		}
 		a.NestPlain(tcwire.TCAOptions, func() {
 			for _, f := range []struct {
@@ -143,7 +152,7 @@ func encodeLeaf(a *tcwire.Attrs, l *model.LeafQdisc) {
 		})
 	case model.LeafSFQ:
 		if l.Limit == 0 && l.Flows == 0 && l.Quantum == 0 {
-			return
+			return nil
 		}
 		// perturb_period 0: none; divisor 0: the kernel's (1024); the rest
 		// of tc_sfq_qopt_v1 (depth, headdrop, RED) 0: defaults.
@@ -154,6 +163,7 @@ func encodeLeaf(a *tcwire.Attrs, l *model.LeafQdisc) {
 			a.NestPlain(tcwire.TCAOptions, func() { a.U32(tcwire.TCACakeDiffservMode, mode) })
 		}
 	}
+	return nil
 }
 
 // micros is d in whole microseconds for the kernel's u32 fields.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // nla is one netlink attribute: length, type, payload, padding.
@@ -87,5 +88,30 @@ func TestLeafEncodingBytes(t *testing.T) {
 		if *got != want {
 			t.Errorf("%s: decoded %+v, want %+v", tt.name, *got, want)
 		}
+	}
+}
+
+// The segmenting leaf is a TBF at model.SegmentRate: its bucket (max_size)
+// and its queue's limit come back from the bytes the kernel would dump,
+// exactly (whole model.SegmentGrain buckets, one tick each), and a leaf
+// without a max_size is refused before anything is sent.
+func TestSegmentingLeafRoundTrip(t *testing.T) {
+	for _, seg := range []tbf.Size{1536, 9024, 64 * 1024} {
+		l := model.LeafQdisc{Kind: model.LeafTBF, Limit: 31250, Segment: seg}
+		var a tcwire.Attrs
+		if err := encodeLeaf(&a, &l); err != nil {
+			t.Fatal(err)
+		}
+		o, err := parseObject(append(tcwire.Tcmsg{}.AppendTo(nil), a.B...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := decodeLeaf(o); *got != l {
+			t.Errorf("segment %s: decoded %+v, want %+v", seg, *got, l)
+		}
+	}
+	var a tcwire.Attrs
+	if err := encodeLeaf(&a, &model.LeafQdisc{Kind: model.LeafTBF, Limit: 1000}); err == nil {
+		t.Errorf("a tbf leaf without Segment encoded as % x", a.B)
 	}
 }

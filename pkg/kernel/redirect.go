@@ -9,13 +9,23 @@ import (
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
-// ingressQdisc is the handle of the ingress qdisc (ffff:).
-const ingressQdisc = uint32(0xFFFF0000)
+// The redirect to an IFB sits at the device's ingress hook. shaperd gives
+// the device a clsact qdisc for it (handle ffff:), which has an ingress and
+// an egress hook: per-queue trees steer at the egress hook of the same
+// qdisc, and a device holds either an ingress or a clsact qdisc, never
+// both. An ingress qdisc already there (made by an older shaperd or by
+// hand) serves as well: filters at parent ffff:fff2 reach the ingress hook
+// of either kind.
+const (
+	ingressQdisc = uint32(0xFFFF0000) // the handle of the ingress or clsact qdisc
+	ingressHook  = uint32(0xFFFFFFF2) // its ingress hook (TC_H_MIN_INGRESS)
+	egressHook   = uint32(0xFFFFFFF3) // clsact's egress hook (TC_H_MIN_EGRESS)
+)
 
 // redirectFilterMsg is the tcmsg of shaperd's redirect filter on ifi
 // (handle 0: all filters at RedirectPref).
 func redirectFilterMsg(ifi uint32) tcwire.Tcmsg {
-	return tcwire.Tcmsg{Ifindex: ifi, Parent: ingressQdisc, Info: tcwire.FilterInfo(RedirectPref, tcwire.EthPAll)}
+	return tcwire.Tcmsg{Ifindex: ifi, Parent: ingressHook, Info: tcwire.FilterInfo(RedirectPref, tcwire.EthPAll)}
 }
 
 func redirectObject(r *model.Redirect) string {
@@ -38,9 +48,11 @@ func (a *applier) redirect(c *model.Change) error {
 			return fmt.Errorf("%s: %w", redirectObject(r), err)
 		}
 		err = a.write(tcwire.RTMNewQdisc, netlink.Create|netlink.Excl, tcwire.Tcmsg{Ifindex: ifi, Handle: ingressQdisc, Parent: uint32(model.HandleIngress)},
-			func(at *tcwire.Attrs) error { at.String(tcwire.TCAKind, "ingress"); return nil },
-			r.Interface, c.Op, "ingress qdisc ffff:", "ingress")
-		if err != nil && !isErrno(err, errEEXIST) {
+			func(at *tcwire.Attrs) error { at.String(tcwire.TCAKind, "clsact"); return nil },
+			r.Interface, c.Op, "clsact qdisc ffff:", "clsact")
+		// EEXIST: a clsact is there; EINVAL: an ingress qdisc (another
+		// kind at ffff:), whose ingress hook serves as well.
+		if err != nil && !isErrno(err, errEEXIST) && !isErrno(err, errEINVAL) {
 			return err
 		}
 		m := redirectFilterMsg(ifi)
@@ -58,12 +70,14 @@ func (a *applier) redirect(c *model.Change) error {
 		if err := a.ignoreGone(a.ignoreInval(a.write(tcwire.RTMDelTFilter, 0, m, nil, r.Interface, c.Op, redirectObject(r), "u32"))); err != nil {
 			return err
 		}
-		left, err := a.k.dump(tcwire.RTMGetTFilter, tcwire.Tcmsg{Ifindex: ifi, Parent: ingressQdisc}, nil)
-		if err != nil || len(left) > 0 {
-			return nil // someone else's filters remain: keep their ingress qdisc
+		for _, hook := range []uint32{ingressHook, egressHook} {
+			left, err := a.k.dump(tcwire.RTMGetTFilter, tcwire.Tcmsg{Ifindex: ifi, Parent: hook}, nil)
+			if (err != nil && !isErrno(err, errEINVAL)) || len(left) > 0 {
+				return nil // someone else's filters (or steering) remain: keep the qdisc
+			}
 		}
 		return a.ignoreGone(a.ignoreInval(a.write(tcwire.RTMDelQdisc, 0, tcwire.Tcmsg{Ifindex: ifi, Handle: ingressQdisc, Parent: uint32(model.HandleIngress)},
-			nil, r.Interface, c.Op, "ingress qdisc ffff:", "ingress")))
+			nil, r.Interface, c.Op, "ingress qdisc ffff:", "clsact")))
 	}
 	return fmt.Errorf("%s: unsupported op %s (redirects are added or deleted)", redirectObject(r), c.Op)
 }

@@ -149,17 +149,47 @@ func normLeaf(l *LeafQdisc) (*LeafQdisc, error) {
 	return &c, nil
 }
 
-// sizeLeaf returns the leaf of a class with ceil: a bfifo with Latency and
-// no Limit gets its own copy with Limit = ceil * Latency bytes, at least
-// MinBfifoLimit (at most the kernel's u32); any other leaf is returned as is.
-func sizeLeaf(l *LeafQdisc, ceil tbf.Rate) *LeafQdisc {
-	if l == nil || l.Kind != LeafBfifo || l.Limit != 0 || l.Latency <= 0 {
+// sizeLeaf returns the leaf of a class with ceil on interface spec. Only a
+// bfifo changes; any other leaf is returned as is. The bfifo's queue is its
+// Limit, or, without one, ceil * Latency bytes, at least two frames (at
+// most the kernel's u32). When that queue holds fewer than SegmentBelow of
+// the interface's largest aggregates, the leaf becomes a LeafTBF that
+// splits aggregates into frames in front of the same queue; above a ceil
+// of SegmentRate/8 it stays a bfifo of at least two aggregates instead.
+// The result is a copy; Latency is kept, for LeafEqual's tolerance.
+func sizeLeaf(l *LeafQdisc, ceil tbf.Rate, spec InterfaceSpec) *LeafQdisc {
+	if l == nil || l.Kind != LeafBfifo || (l.Limit == 0 && l.Latency <= 0) {
 		return l
 	}
+	frame, aggregate := LinkSizesOf(spec)
 	c := *l
-	bytes := float64(ceil.BytesPerSecond()) * l.Latency.Seconds()
-	c.Limit = uint32(min(max(bytes, MinBfifoLimit), math.MaxUint32))
+	if c.Limit == 0 {
+		bytes := float64(ceil.BytesPerSecond()) * l.Latency.Seconds()
+		c.Limit = uint32(min(max(bytes, float64(2*frame)), math.MaxUint32))
+	}
+	if uint64(c.Limit) >= SegmentBelow*uint64(aggregate) {
+		return &c
+	}
+	if ceil > SegmentRate/8 {
+		c.Limit = uint32(min(max(uint64(c.Limit), 2*uint64(aggregate)), math.MaxUint32))
+		return &c
+	}
+	c.Kind, c.Segment = LeafTBF, (frame+SegmentGrain-1)/SegmentGrain*SegmentGrain
 	return &c
+}
+
+// LinkSizesOf returns the interface's largest frame and aggregate, with
+// DefaultFrame and DefaultAggregate for those not known, and an aggregate
+// never smaller than a frame.
+func LinkSizesOf(spec InterfaceSpec) (frame, aggregate tbf.Size) {
+	frame, aggregate = spec.Frame, spec.Aggregate
+	if frame == 0 {
+		frame = DefaultFrame
+	}
+	if aggregate == 0 {
+		aggregate = DefaultAggregate
+	}
+	return frame, max(aggregate, frame)
 }
 
 // classSpec is what a class is made from.
@@ -231,7 +261,7 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 	if defCeil == 0 {
 		defCeil = spec.Bandwidth
 	}
-	def, err := makeClass(classSpec{rate: defRate, ceil: defCeil}, sizeLeaf(leaf, defCeil), Labels{Kind: "default"})
+	def, err := makeClass(classSpec{rate: defRate, ceil: defCeil}, sizeLeaf(leaf, defCeil, spec), Labels{Kind: "default"})
 	if err != nil {
 		return fmt.Errorf("default class: %w", err)
 	}
@@ -241,7 +271,7 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 	if err != nil {
 		return err
 	}
-	users, userNames, err := userClasses(t.Users, leaf)
+	users, userNames, err := userClasses(t.Users, leaf, spec)
 	if err != nil {
 		return err
 	}
@@ -368,8 +398,9 @@ func tierClasses(ts []TierTarget) ([]Class, []string, error) {
 }
 
 // userClasses validates the user targets and makes their classes (without
-// handles), in input order, with their names.
-func userClasses(us []UserTarget, leaf *LeafQdisc) ([]Class, []string, error) {
+// handles), in input order, with their names. Each gets its own leaf, else
+// leaf, sized for its ceil on interface spec (sizeLeaf).
+func userClasses(us []UserTarget, leaf *LeafQdisc, spec InterfaceSpec) ([]Class, []string, error) {
 	classes := make([]Class, 0, len(us))
 	names := make([]string, 0, len(us))
 	seen := make(map[string]bool, len(us))
@@ -391,7 +422,7 @@ func userClasses(us []UserTarget, leaf *LeafQdisc) ([]Class, []string, error) {
 		if ceil == 0 {
 			ceil = u.Rate
 		}
-		c, err := makeClass(classSpec{rate: u.Rate, ceil: u.Ceil, burst: u.Burst, cburst: u.CBurst, prio: u.Prio}, sizeLeaf(ul, ceil),
+		c, err := makeClass(classSpec{rate: u.Rate, ceil: u.Ceil, burst: u.Burst, cburst: u.CBurst, prio: u.Prio}, sizeLeaf(ul, ceil, spec),
 			Labels{Kind: "user", Tier: u.Tier, User: u.Name})
 		if err != nil {
 			return nil, nil, fmt.Errorf("user %s: %w", u.Name, err)

@@ -22,8 +22,12 @@ import (
 // share of the rest (RebalanceQueues and RebalanceTier of an idle
 // interface).
 //
-// Leaf qdiscs are refused: their handles (the class minor as major) would
-// collide between queue trees.
+// User and default classes get leaf qdiscs as in the single tree; the
+// kernel picks their handles (a leaf's handle in the single tree is its
+// class minor as major, which would collide between queue trees), from
+// its range of automatic handles. That range holds MaxMQLeaves: an
+// interface with more user and default classes keeps the kernel's default
+// pfifo leaves.
 func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	spec := t.Interface
 	n := spec.Queues
@@ -34,19 +38,22 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	if err != nil {
 		return err
 	}
-	if spec.Leaf != nil {
-		return &FieldError{"leaf", fmt.Errorf("leaf qdiscs are not supported with queues = %d (their handles would collide between queue trees)", n)}
+	leaf, err := normLeaf(spec.Leaf)
+	if err != nil {
+		return err
 	}
-	for _, u := range t.Users {
-		if u.Leaf != nil {
-			return fmt.Errorf("user %s: leaf qdiscs are not supported with queues = %d", u.Name, n)
+	if len(t.Users)+n > MaxMQLeaves {
+		leaf = nil
+		t.Users = slices.Clone(t.Users)
+		for i := range t.Users {
+			t.Users[i].Leaf = nil
 		}
 	}
 	tiers, tierNames, err := tierClasses(t.Tiers)
 	if err != nil {
 		return err
 	}
-	users, userNames, err := userClasses(t.Users, nil)
+	users, userNames, err := userClasses(t.Users, leaf, spec)
 	if err != nil {
 		return err
 	}
@@ -132,7 +139,7 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 			return err
 		}
 		root := split[0]
-		def, err := makeClass(classSpec{rate: defShare, ceil: defCeil}, nil, Labels{Kind: "default"})
+		def, err := makeClass(classSpec{rate: defShare, ceil: defCeil}, sizeLeaf(leaf, defCeil, spec), Labels{Kind: "default"})
 		if err != nil {
 			return fmt.Errorf("queue %d: default class: %w", q, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -166,12 +167,34 @@ func TestBuildMQBeyondOneQdisc(t *testing.T) {
 	}
 }
 
-func TestBuildMQRefusesLeaves(t *testing.T) {
+// Per-queue trees get the single tree's leaves (sized per class), up to
+// MaxMQLeaves leaf qdiscs on the device; beyond, the kernel's defaults.
+func TestBuildMQLeaves(t *testing.T) {
 	s := mqSpec(2)
-	s.Leaf = &model.LeafQdisc{Kind: model.LeafBfifo, Limit: 10000}
-	var fe *model.FieldError
-	if _, err := model.Build(model.Targets{Interface: s, Users: manyUsers(2)}, nil); !errors.As(err, &fe) || fe.Field != "leaf" {
-		t.Fatalf("leaf with queues: %v, want a model.FieldError on leaf", err)
+	s.Leaf = &model.LeafQdisc{Kind: model.LeafBfifo, Latency: 50 * time.Millisecond}
+	tree := mustBuild(t, model.Targets{Interface: s, Users: manyUsers(4)}, nil)
+	leaves := 0
+	for _, c := range tree.Classes {
+		switch c.Labels.Kind {
+		case "user", "default":
+			if c.Leaf == nil || (c.Leaf.Kind != model.LeafTBF && c.Leaf.Kind != model.LeafBfifo) || c.Leaf.Limit == 0 {
+				t.Errorf("%s %s: leaf %+v, want a sized bfifo or segmenting tbf", c.Labels.Kind, c.Handle, c.Leaf)
+			}
+			leaves++
+		default:
+			if c.Leaf != nil {
+				t.Errorf("inner class %s has leaf %+v", c.Handle, c.Leaf)
+			}
+		}
+	}
+	if leaves != 4+2 {
+		t.Errorf("%d leaves, want 4 users + 2 default classes", leaves)
+	}
+	many := mustBuild(t, model.Targets{Interface: s, Users: manyUsers(model.MaxMQLeaves)}, nil)
+	for _, c := range many.Classes {
+		if c.Leaf != nil {
+			t.Fatalf("%d users on 2 queues: class %s has leaf %+v, want the kernel's default beyond %d leaves", model.MaxMQLeaves, c.Handle, c.Leaf, model.MaxMQLeaves)
+		}
 	}
 }
 

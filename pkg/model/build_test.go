@@ -303,39 +303,69 @@ func TestBuildStableAcrossRebuilds(t *testing.T) {
 }
 
 // A bfifo with a latency and no limit is sized per class to ceil*latency,
-// at least two frames; a user's own leaf replaces the interface's; other
-// leaves are shared as given.
+// at least two frames; a queue that holds fewer than four of the largest
+// aggregates gets the segmenting TBF in front of it (up to a ceil of
+// SegmentRate/8; above, at least two aggregates); a user's own leaf
+// replaces the interface's; other leaves are shared as given.
 func TestBuildLeafSizing(t *testing.T) {
-	tg := model.Targets{
-		Interface: model.InterfaceSpec{Name: "lan0", Bandwidth: 100 * tbf.Mbit,
-			Leaf: &model.LeafQdisc{Kind: model.LeafBfifo, Latency: 50 * time.Millisecond}},
-		Users: []model.UserTarget{
-			{Name: "a", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.10/32")}, Rate: 5 * tbf.Mbit},
-			{Name: "b", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.11/32")}, Rate: 1 * tbf.Mbit, Ceil: 20 * tbf.Mbit},
-			{Name: "c", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.12/32")}, Rate: 100 * tbf.Kbit},
-			{Name: "d", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.13/32")}, Rate: 5 * tbf.Mbit,
-				Leaf: &model.LeafQdisc{Kind: model.LeafFQCodel, Target: 5 * time.Millisecond}},
-		},
+	ms50 := 50 * time.Millisecond
+	users := []model.UserTarget{
+		{Name: "a", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.10/32")}, Rate: 5 * tbf.Mbit},
+		{Name: "b", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.11/32")}, Rate: 1 * tbf.Mbit, Ceil: 20 * tbf.Mbit},
+		{Name: "c", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.12/32")}, Rate: 100 * tbf.Kbit},
+		{Name: "d", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.13/32")}, Rate: 5 * tbf.Mbit,
+			Leaf: &model.LeafQdisc{Kind: model.LeafFQCodel, Target: 5 * time.Millisecond}},
+		{Name: "e", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.14/32")}, Rate: 2 * tbf.Gbit,
+			Leaf: &model.LeafQdisc{Kind: model.LeafBfifo, Latency: 200 * time.Microsecond}},
+		{Name: "f", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.15/32")}, Rate: 8 * tbf.Mbit,
+			Leaf: &model.LeafQdisc{Kind: model.LeafBfifo, Limit: 45420}},
+		{Name: "g", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.18.0.16/32")}, Rate: 100 * tbf.Mbit},
 	}
-	tree, err := model.Build(tg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]*model.LeafQdisc{
-		"a": {Kind: model.LeafBfifo, Limit: 31250, Latency: 50 * time.Millisecond},               // 625000 B/s * 50ms
-		"b": {Kind: model.LeafBfifo, Limit: 125000, Latency: 50 * time.Millisecond},              // at the ceil
-		"c": {Kind: model.LeafBfifo, Limit: model.MinBfifoLimit, Latency: 50 * time.Millisecond}, // 625 B: two frames
-		"d": {Kind: model.LeafFQCodel, Target: 5 * time.Millisecond},
-	}
-	for _, c := range tree.Classes {
-		if w, ok := want[c.Labels.User]; ok {
-			if c.Leaf == nil || *c.Leaf != *w {
-				t.Errorf("user %s: leaf %+v, want %+v", c.Labels.User, c.Leaf, w)
+	for _, tc := range []struct {
+		name             string
+		frame, aggregate tbf.Size
+		want             map[string]*model.LeafQdisc
+		defaultLimit     uint32
+		defaultKind      string
+	}{
+		{"defaults", 0, 0, map[string]*model.LeafQdisc{
+			"a": {Kind: model.LeafTBF, Limit: 31250, Segment: 1536, Latency: ms50},  // 625000 B/s * 50ms < 4 * 64 KiB
+			"b": {Kind: model.LeafTBF, Limit: 125000, Segment: 1536, Latency: ms50}, // at the ceil
+			"c": {Kind: model.LeafTBF, Limit: 2 * 1522, Segment: 1536, Latency: ms50},
+			"d": {Kind: model.LeafFQCodel, Target: 5 * time.Millisecond},
+			"e": {Kind: model.LeafBfifo, Limit: 2 * 65536, Latency: 200 * time.Microsecond}, // 50000 B, above SegmentRate/8: two aggregates
+			"f": {Kind: model.LeafTBF, Limit: 45420, Segment: 1536},                         // the configured limit, fed frames
+			"g": {Kind: model.LeafBfifo, Limit: 625000, Latency: ms50},                      // holds 9 aggregates
+		}, 625000, model.LeafBfifo},
+		{"big TCP and jumbo frames", 9000 + 22, 256 << 10, map[string]*model.LeafQdisc{
+			"a": {Kind: model.LeafTBF, Limit: 31250, Segment: 9024, Latency: ms50},
+			"c": {Kind: model.LeafTBF, Limit: 2 * 9022, Segment: 9024, Latency: ms50},
+			"e": {Kind: model.LeafBfifo, Limit: 2 * 256 << 10, Latency: 200 * time.Microsecond},
+			"g": {Kind: model.LeafTBF, Limit: 625000, Segment: 9024, Latency: ms50}, // fewer than four 256 KiB aggregates
+		}, 625000, model.LeafTBF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg := model.Targets{
+				Interface: model.InterfaceSpec{Name: "lan0", Bandwidth: 4 * tbf.Gbit, DefaultCeil: 100 * tbf.Mbit,
+					Frame: tc.frame, Aggregate: tc.aggregate,
+					Leaf: &model.LeafQdisc{Kind: model.LeafBfifo, Latency: ms50}},
+				Users: users,
 			}
-		}
-		if c.Labels.Kind == "default" && (c.Leaf == nil || c.Leaf.Limit != 625000) { // ceil 100mbit
-			t.Errorf("default class leaf %+v, want bfifo limit 625000", c.Leaf)
-		}
+			tree, err := model.Build(tg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range tree.Classes {
+				if w, ok := tc.want[c.Labels.User]; ok {
+					if c.Leaf == nil || *c.Leaf != *w {
+						t.Errorf("user %s: leaf %+v, want %+v", c.Labels.User, c.Leaf, w)
+					}
+				}
+				if c.Labels.Kind == "default" && (c.Leaf == nil || c.Leaf.Limit != tc.defaultLimit || c.Leaf.Kind != tc.defaultKind) {
+					t.Errorf("default class leaf %+v, want %s limit %d", c.Leaf, tc.defaultKind, tc.defaultLimit)
+				}
+			}
+		})
 	}
 }
 

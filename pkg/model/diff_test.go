@@ -237,7 +237,7 @@ func TestDiffLeafChange(t *testing.T) {
 	ids := model.NewAssignment()
 	a := mustBuild(t, base(t), ids)
 	tg := base(t)
-	tg.Interface.Leaf = &model.LeafQdisc{Kind: "bfifo", Limit: 100000}
+	tg.Interface.Leaf = &model.LeafQdisc{Kind: "bfifo", Limit: 300000} // holds four 64 KiB aggregates: no segmenting
 	w := mustBuild(t, tg, ids)
 	cs := model.Diff(a, w)
 	// The default class and the three user leaves change in place, parents

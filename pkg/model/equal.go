@@ -26,7 +26,9 @@ func ClassParamsEqual(a, b Class) bool {
 // default and matches any value. Target and Interval, which the kernel
 // keeps in units of 1.024 us and dumps in whole microseconds, match within
 // 1% + 2us. Latency is not compared (Build turns it into Limit), but a
-// bfifo with a Latency on either side matches limits within BfifoResize.
+// bfifo or LeafTBF with a Latency on either side matches limits within
+// BfifoResize. A LeafTBF's Segment matches within one SegmentGrain (what
+// the kernel's dump of its bucket in ticks can tell apart).
 func LeafEqual(a, b *LeafQdisc) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -43,14 +45,15 @@ func LeafEqual(a, b *LeafQdisc) bool {
 		return d <= max(x, y)/100+2*time.Microsecond
 	}
 	limit := u32(a.Limit, b.Limit)
-	if !limit && a.Kind == LeafBfifo && (a.Latency != 0 || b.Latency != 0) {
+	if !limit && (a.Kind == LeafBfifo || a.Kind == LeafTBF) && (a.Latency != 0 || b.Latency != 0) {
 		// A latency-sized bfifo follows its class's ceil; during a ramp
 		// the ceil moves in small steps. The queue is resized only when
 		// it is off by more than BfifoResize, not at every step.
 		lo, hi := min(a.Limit, b.Limit), max(a.Limit, b.Limit)
 		limit = float64(hi) <= float64(lo)*(1+BfifoResize)
 	}
-	return a.Kind == b.Kind && limit && u32(a.Flows, b.Flows) && u32(a.Quantum, b.Quantum) &&
+	segment := max(a.Segment, b.Segment)-min(a.Segment, b.Segment) < SegmentGrain
+	return a.Kind == b.Kind && limit && segment && u32(a.Flows, b.Flows) && u32(a.Quantum, b.Quantum) &&
 		dur(a.Target, b.Target) && dur(a.Interval, b.Interval) &&
 		(a.Diffserv == "" || b.Diffserv == "" || a.Diffserv == b.Diffserv)
 }

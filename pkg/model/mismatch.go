@@ -191,6 +191,9 @@ func leafText(l *LeafQdisc) string {
 	if l.Limit != 0 {
 		s += fmt.Sprintf(" limit %d", l.Limit)
 	}
+	if l.Segment != 0 {
+		s += fmt.Sprintf(" max_size %d", l.Segment)
+	}
 	if l.Flows != 0 {
 		s += fmt.Sprintf(" flows %d", l.Flows)
 	}

@@ -40,6 +40,11 @@ type InterfaceSpec struct {
 	DefaultRate, DefaultCeil tbf.Rate
 	// Leaf is the leaf qdisc of every user class; nil: the kernel's default.
 	Leaf *LeafQdisc
+	// Frame and Aggregate are the largest frame and the largest GSO or
+	// GRO aggregate that reach this interface's qdisc (measured by the
+	// daemon from the kernel's link attributes); they size byte-limited
+	// leaves. 0: DefaultFrame and DefaultAggregate.
+	Frame, Aggregate tbf.Size
 	// TBF settings: Burst (0: a default from the rate), Latency (limit =
 	// rate*latency + burst), optional PeakRate with MTU.
 	Burst    tbf.Size

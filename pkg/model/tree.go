@@ -215,9 +215,16 @@ type LeafQdisc struct {
 	// kernel's default), "diffserv4", "diffserv8" or "precedence".
 	Diffserv string
 	// Latency sizes a bfifo without a Limit: Build sets Limit to the
-	// class's ceil * Latency bytes, at least MinBfifoLimit. Not a kernel
+	// class's ceil * Latency bytes, at least two frames. Not a kernel
 	// value (dumped leaves have 0) and ignored by LeafEqual.
 	Latency time.Duration
+	// Segment is set on a LeafTBF leaf only: the largest frame its queue
+	// holds (the TBF's max_size; a multiple of SegmentGrain bytes). The
+	// TBF splits every GSO or GRO aggregate longer than Segment into
+	// frames before they enter its byte queue of Limit bytes (its bfifo
+	// child), so a small queue drops single frames, never a whole 64 KiB
+	// aggregate. Its rate is SegmentRate: it splits, the class shapes.
+	Segment tbf.Size
 }
 
 // Leaf qdisc kinds shaperd knows the parameters of.
@@ -227,12 +234,48 @@ const (
 	LeafFQCodel = "fq_codel"
 	LeafCake    = "cake"
 	LeafSFQ     = "sfq"
+	// LeafTBF is the segmenting leaf Build makes from a bfifo whose queue
+	// would hold fewer than SegmentBelow aggregates (see LeafQdisc.Segment).
+	LeafTBF = "tbf"
 )
 
-// MinBfifoLimit is the smallest limit Build gives a latency-sized bfifo:
-// two full-size frames, so a slow class can still queue one packet behind
-// the one being sent.
-const MinBfifoLimit = 2 * 1514
+// Byte-limited leaves and the packets that reach them. A TCP sender hands
+// the qdisc GSO aggregates of up to the device's gso_max_size (64 KiB by
+// default, more with BIG TCP), and a router's NIC builds GRO aggregates as
+// large from forwarded traffic; HTB dequeues an aggregate as one packet.
+// A bfifo smaller than an aggregate drops it whole, every time, and TCP
+// collapses to a few percent of the class's rate; a bfifo that holds a
+// few aggregates at a low ceil holds seconds of queue. So Build gives a
+// bfifo leaf whose limit holds fewer than SegmentBelow of the interface's
+// largest aggregates a segmenting TBF in front of its byte queue instead
+// (LeafTBF), up to a ceil of SegmentRate/8; above that a bfifo holds at
+// least two aggregates.
+const (
+	// DefaultFrame is the largest frame Build assumes when the interface's
+	// Frame is not known: a 1500-byte MTU, the Ethernet header and two
+	// VLAN tags.
+	DefaultFrame tbf.Size = 1500 + FrameOverhead
+	// FrameOverhead is what a frame adds to the device's MTU: the Ethernet
+	// header (14 bytes) and two VLAN tags (8 bytes).
+	FrameOverhead tbf.Size = 14 + 8
+	// DefaultAggregate is the largest GSO or GRO aggregate Build assumes
+	// when the interface's Aggregate is not known: the kernel's default
+	// gso_max_size and gro_max_size, 64 KiB.
+	DefaultAggregate tbf.Size = 65536
+	// SegmentBelow: a byte queue that holds fewer aggregates than this is
+	// fed by a segmenting TBF. Four keeps the ping of a saturated user
+	// within its queue latency plus a quarter of it: the aggregate HTB has
+	// just sent costs the class aggregate/ceil before the next packet.
+	SegmentBelow = 4
+	// SegmentRate is the segmenting TBF's rate, one byte per nanosecond:
+	// far above every class it serves (at most SegmentRate/8), so it never
+	// holds a packet back for long, and its bucket (max_size) is whole
+	// 64 ns ticks of SegmentGrain bytes, which the kernel dumps exactly.
+	SegmentRate = 8 * tbf.Gbit
+	// SegmentGrain is the granule of Segment: one 64 ns psched tick at
+	// SegmentRate.
+	SegmentGrain tbf.Size = 64
+)
 
 // CakeDiffservModes are cake's priority modes by name, with the kernel's
 // numbers (enum CAKE_DIFFSERV_*).

@@ -126,8 +126,8 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 	}
 	cl, lat, _ := effectiveLeaf(in, nil, nil)
 	spec.Leaf, _ = resolvedLeaf(cl, lat, e.plan.LeafKinds)
-	if in.Queues > 1 {
-		spec.Leaf = nil // per-queue trees keep the kernel's default leaves
+	if ls, ok := e.plan.Links[in.Name]; ok {
+		spec.Frame, spec.Aggregate = ls.Frame, ls.Aggregate
 	}
 	leaves := leafCache{in: in, kinds: e.plan.LeafKinds}
 	link := Explanation{Interface: in.Name, Direction: dir, Source: SourceConfig, Reason: "bandwidth",

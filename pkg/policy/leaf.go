@@ -7,6 +7,7 @@ import (
 
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // Leaf qdiscs. A user's leaf is chosen level by level, the first that
@@ -26,7 +27,7 @@ import (
 func resolvedLeaf(l config.Leaf, latency time.Duration, kinds map[string]bool) (*model.LeafQdisc, string) {
 	fallback := func(missing string) (*model.LeafQdisc, string) {
 		return &model.LeafQdisc{Kind: model.LeafBfifo, Latency: latency},
-			fmt.Sprintf("%s not available in this kernel; using bfifo sized to %s", missing, latency)
+			fmt.Sprintf("%s not available in this kernel; using bfifo sized to %s (behind a tbf that splits TCP aggregates where it is small)", missing, latency)
 	}
 	if l.Kind == "" {
 		switch {
@@ -105,16 +106,19 @@ func (c *leafCache) user(t *config.Tier, u *config.User) *model.LeafQdisc {
 	return l
 }
 
-// LeafNotes says, for a plan whose LeafKinds were probed, which leaf
-// qdiscs the running kernel lacks and what replaces them, one note per
-// setting (an interface without leaf_qdisc included), at the setting's
-// position: "shaperd.toml:20:1: interface[0].leaf_qdisc: fq_codel not
-// available in this kernel; using bfifo sized to 50ms". `shaperd --check`
-// prints them; the daemon logs them as warnings. None when not probed.
+// LeafNotes says what happens to the plan's leaf settings on this
+// router, one note per setting (an interface without leaf_qdisc
+// included), at the setting's position:
+//   - for a plan whose LeafKinds were probed, each kind the running kernel
+//     lacks and what replaces it: "shaperd.toml:20:1: interface[0].leaf_qdisc:
+//     fq_codel not available in this kernel; using bfifo sized to 50ms";
+//   - each bfifo leaf_limit that holds fewer than model.SegmentBelow of
+//     the interface's largest aggregates (plan.Links, else 64 KiB): the
+//     aggregates are split into frames in front of it, and a limit below
+//     one frame drops every full-size packet.
+//
+// `shaperd --check` prints them; the daemon logs them as warnings.
 func LeafNotes(plan *config.Plan) []string {
-	if plan.LeafKinds == nil {
-		return nil
-	}
 	var notes []string
 	add := func(where, key, msg string) {
 		n := fmt.Sprintf("%s: %s: %s", where, key, msg)
@@ -128,6 +132,21 @@ func LeafNotes(plan *config.Plan) []string {
 	for i := range plan.Interfaces {
 		in := &plan.Interfaces[i]
 		if in.Shaper == config.ShaperTBF {
+			continue
+		}
+		limitNote := func(l config.Leaf) {
+			if msg := leafLimitNote(plan, in, l); msg != "" {
+				add(l.Source, l.Key, msg)
+			}
+		}
+		limitNote(in.Leaf)
+		for j := range plan.Tiers {
+			limitNote(plan.Tiers[j].Leaf)
+		}
+		for j := range plan.Users {
+			limitNote(plan.Users[j].Leaf)
+		}
+		if plan.LeafKinds == nil {
 			continue
 		}
 		cl, lat, _ := effectiveLeaf(in, nil, nil)
@@ -161,4 +180,24 @@ func LeafNotes(plan *config.Plan) []string {
 		}
 	}
 	return notes
+}
+
+// leafLimitNote is LeafNotes' note on a bfifo leaf_limit l on interface
+// in, "" when it holds model.SegmentBelow aggregates or more.
+func leafLimitNote(plan *config.Plan, in *config.Interface, l config.Leaf) string {
+	if l.Kind != model.LeafBfifo || l.Limit == 0 {
+		return ""
+	}
+	ls := plan.Links[in.Name]
+	frame, aggregate := model.LinkSizesOf(model.InterfaceSpec{Frame: ls.Frame, Aggregate: ls.Aggregate})
+	where := fmt.Sprintf("on interface %s (%s)", in.Name, in.Direction)
+	switch {
+	case tbf.Size(l.Limit) < frame:
+		return fmt.Sprintf("leaf_limit %d bytes is below one %d-byte frame %s: every full-size packet is dropped; raise it to at least %d (two frames), or remove it to size the queue from queue_latency",
+			l.Limit, frame, where, 2*frame)
+	case uint64(l.Limit) < model.SegmentBelow*uint64(aggregate):
+		return fmt.Sprintf("leaf_limit %d bytes holds fewer than %d of the %s aggregates TCP and GRO hand the qdisc %s: shaperd splits them into frames in front of the queue (a tbf leaf), since a bfifo drops an aggregate larger than its free space whole and TCP then gets a few percent of the rate",
+			l.Limit, model.SegmentBelow, aggregate, where)
+	}
+	return ""
 }

@@ -2,9 +2,11 @@ package policy
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -107,10 +109,10 @@ func TestLeafResolution(t *testing.T) {
 			carol0: bfifo(100 * time.Millisecond),
 			carol1: bfifo(100 * time.Millisecond),
 			notes: []string{
-				"shaperd.toml:2:1: interface[0] (lan0 egress): default leaf qdisc: fq_codel not available in this kernel; using bfifo sized to 50ms",
-				"shaperd.toml:18:1: tiers.cheap.leaf_qdisc: sfq not available in this kernel; using bfifo sized to 50ms",
-				"shaperd.toml:9:1: interface[1].leaf_qdisc: fq_codel not available in this kernel; using bfifo sized to 20ms",
-				"shaperd.toml:18:1: tiers.cheap.leaf_qdisc: sfq not available in this kernel; using bfifo sized to 20ms",
+				"shaperd.toml:2:1: interface[0] (lan0 egress): default leaf qdisc: fq_codel not available in this kernel; using bfifo sized to 50ms (behind a tbf that splits TCP aggregates where it is small)",
+				"shaperd.toml:18:1: tiers.cheap.leaf_qdisc: sfq not available in this kernel; using bfifo sized to 50ms (behind a tbf that splits TCP aggregates where it is small)",
+				"shaperd.toml:9:1: interface[1].leaf_qdisc: fq_codel not available in this kernel; using bfifo sized to 20ms (behind a tbf that splits TCP aggregates where it is small)",
+				"shaperd.toml:18:1: tiers.cheap.leaf_qdisc: sfq not available in this kernel; using bfifo sized to 20ms (behind a tbf that splits TCP aggregates where it is small)",
 			},
 		},
 	}
@@ -140,5 +142,41 @@ func TestLeafResolution(t *testing.T) {
 				t.Errorf("%s: Build: %v", tt.name, err)
 			}
 		}
+	}
+}
+
+// A bfifo leaf_limit that holds fewer than four of the link's aggregates
+// gets a note saying they are split in front of it (64 KiB aggregates by
+// default, the measured size when the plan has one); one below a frame, a
+// note that full-size packets are dropped; a large one, none.
+func TestLeafLimitNotes(t *testing.T) {
+	const main = `
+[[interface]]
+name = "lan0"
+bandwidth = "100mbit"
+leaf_qdisc = "bfifo"
+leaf_limit = 12500
+
+[tiers.gold]
+rate = "10mbit"
+leaf_qdisc = "bfifo"
+leaf_limit = 1000
+
+[tiers.big]
+rate = "10mbit"
+leaf_qdisc = "bfifo"
+leaf_limit = 300000
+`
+	p := loadPlan(t, main, "")
+	want := []string{
+		"shaperd.toml:5:1: interface[0].leaf_qdisc: leaf_limit 12500 bytes holds fewer than 4 of the 64kb aggregates TCP and GRO hand the qdisc on interface lan0 (egress): shaperd splits them into frames in front of the queue (a tbf leaf), since a bfifo drops an aggregate larger than its free space whole and TCP then gets a few percent of the rate",
+		"shaperd.toml:10:1: tiers.gold.leaf_qdisc: leaf_limit 1000 bytes is below one 1522-byte frame on interface lan0 (egress): every full-size packet is dropped; raise it to at least 3044 (two frames), or remove it to size the queue from queue_latency",
+	}
+	if got := LeafNotes(p); !reflect.DeepEqual(got, want) {
+		t.Errorf("notes\n%q\nwant\n%q", got, want)
+	}
+	p.Links = map[string]config.LinkSizes{"lan0": {Frame: 1522, Aggregate: 2048}} // aggregates of 2 KiB: 12,500 bytes hold six
+	if got := LeafNotes(p); len(got) != 1 || !strings.Contains(got[0], "tiers.gold") {
+		t.Errorf("with 2 KiB aggregates: notes %q, want only tiers.gold's", got)
 	}
 }

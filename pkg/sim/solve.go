@@ -25,6 +25,10 @@ type Options struct {
 	// packet per round: its share weight is max(quantum, PacketSize).
 	// 0 means DefaultPacketSize.
 	PacketSize tbf.Size
+	// Aggregate is the largest GSO or GRO aggregate reaching the leaves,
+	// in bytes; 0 means model.DefaultAggregate (64 KiB). A bfifo leaf
+	// smaller than one is flagged (ClassResult.ShortQueue).
+	Aggregate tbf.Size
 }
 
 // DefaultPacketSize is one full Ethernet frame without FCS (no GSO).
@@ -41,23 +45,42 @@ func Solve(t *model.Tree, demand DemandFunc, o Options) (*Result, error) {
 	if t.Root == nil {
 		return nil, fmt.Errorf("simulate %s: no shaper qdisc", t.Device)
 	}
+	pkt := o.PacketSize
+	if pkt == 0 {
+		pkt = DefaultPacketSize
+	}
+	var res *Result
+	var err error
 	switch t.Root.Kind {
 	case model.ShaperHTB:
-		pkt := o.PacketSize
-		if pkt == 0 {
-			pkt = DefaultPacketSize
-		}
-		return solveHTB(t, demand, float64(pkt))
+		res, err = solveHTB(t, demand, float64(pkt))
 	case model.ShaperTBF:
 		return solveTBF(t, o.Flows)
 	case model.ShaperMQ:
-		pkt := o.PacketSize
-		if pkt == 0 {
-			pkt = DefaultPacketSize
-		}
-		return solveMQ(t, demand, float64(pkt))
+		res, err = solveMQ(t, demand, float64(pkt))
+	default:
+		return nil, fmt.Errorf("simulate %s: unknown shaper %q", t.Device, t.Root.Kind)
 	}
-	return nil, fmt.Errorf("simulate %s: unknown shaper %q", t.Device, t.Root.Kind)
+	if err != nil {
+		return nil, err
+	}
+	flagShortQueues(t, res, o.Aggregate)
+	return res, nil
+}
+
+// flagShortQueues sets ShortQueue on the leaves of res whose class in t
+// has a bfifo leaf smaller than aggregate bytes (0: the default).
+func flagShortQueues(t *model.Tree, res *Result, aggregate tbf.Size) {
+	_, aggregate = model.LinkSizesOf(model.InterfaceSpec{Aggregate: aggregate})
+	short := map[model.Handle]bool{}
+	for _, c := range t.Classes {
+		if l := c.Leaf; l != nil && l.Kind == model.LeafBfifo && l.Limit != 0 && tbf.Size(l.Limit) < aggregate {
+			short[c.Handle] = true
+		}
+	}
+	for i := range res.Classes {
+		res.Classes[i].ShortQueue = res.Classes[i].Leaf && short[res.Classes[i].Handle]
+	}
 }
 
 // htbMaxDepth is TC_HTB_MAXDEPTH: HTB's levels are 0 (leaves) to 7.

@@ -420,3 +420,38 @@ func TestAggregatesOversubscribed(t *testing.T) {
 	check(t, solve(t, tree, demands(nil)), 40,
 		want{"g1", 10, ByShare, 0x10}, want{"g2", 10, ByShare, 0x10}, want{"s1", 10, ByShare, 0x11}, want{"s2", 10, ByShare, 0x11})
 }
+
+// A bfifo leaf smaller than one aggregate (a tree dumped from a kernel that
+// an older version or a hand-written script shaped) is flagged; the leaves
+// Build makes (a segmenting tbf for the small queue, a large bfifo) are not.
+func TestSolveFlagsShortQueues(t *testing.T) {
+	tree := htbTree(cls{minor: 1, rate: 100, ceil: 100},
+		cls{minor: 100, parent: 1, rate: 1, ceil: 2, user: "small"},
+		cls{minor: 101, parent: 1, rate: 1, ceil: 2, user: "segmented"},
+		cls{minor: 102, parent: 1, rate: 50, ceil: 50, user: "large"})
+	tree.Classes[1].Leaf = &model.LeafQdisc{Kind: model.LeafBfifo, Limit: 12500}
+	tree.Classes[2].Leaf = &model.LeafQdisc{Kind: model.LeafTBF, Limit: 12500, Segment: 1536}
+	tree.Classes[3].Leaf = &model.LeafQdisc{Kind: model.LeafBfifo, Limit: 312500}
+	res, err := Solve(tree, demands(nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, c := range res.Classes {
+		if c.Leaf {
+			got[c.Labels.User] = c.ShortQueue
+		}
+	}
+	if !got["small"] || got["segmented"] || got["large"] {
+		t.Errorf("short queues %v, want only small", got)
+	}
+	res, err = Solve(tree, demands(nil), Options{Aggregate: 8 << 10}) // a link without GSO/GRO aggregates above 8 KiB
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Classes {
+		if c.ShortQueue {
+			t.Errorf("%s flagged with 8 KiB aggregates", c.Labels.User)
+		}
+	}
+}

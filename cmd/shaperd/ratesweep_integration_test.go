@@ -1,0 +1,336 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/pkg/model"
+)
+
+// The rate sweep: every tier gets its rate, from the cheapest plan to a
+// gigabit, whatever sends the TCP and whatever the leaf qdisc. The daemon
+// runs as the unit runs it, with one user per ceiling, all busy at once,
+// in each of these phases, for IPv4 and IPv6:
+//   - download, router: TCP sent by the router itself (TCP hands the qdisc
+//     GSO aggregates of up to 64 KiB);
+//   - download, forwarded: TCP from the wan namespace (its veth passes the
+//     sender's GSO packets through whole);
+//   - download, gro: the wan sender without TSO/GSO and GRO on the
+//     router's wan device, so the aggregates are built by the router's GRO,
+//     as a physical NIC does with forwarded traffic;
+//   - upload, forwarded: TCP from the user to the wan host, through the
+//     IFB;
+//   - upload, router: TCP from the user to the router itself.
+//
+// Each user's class must pass 0.90-1.03 of its ceil (its link-layer bytes,
+// from the kernel's counters over 3 s of the run), and the user's goodput
+// (iperf3), scaled to link-layer bytes (1514 per 1448 bytes of IPv4
+// payload, per 1428 of IPv6), at least 0.90 of it; under the
+// latency-sized leaves, the ping of a user with a saturating download
+// (up to 100mbit) stays below queue_latency + 20 ms at the 99th
+// percentile. The pfifo configuration also shows that aggregates really
+// reach the leaves (bytes per queued packet above a frame).
+
+// sweepCeils are the users' ceilings in mbit, one user each.
+var sweepCeils = []int{1, 2, 5, 8, 10, 25, 100, 1000}
+
+// sweepLatency is the configurations' queue_latency (the default).
+const sweepLatency = 50 * time.Millisecond
+
+const sweepConfig = `
+[daemon]
+socket = "%%[1]s/shaperd.sock"
+state_dir = "%%[1]s/state"
+metrics = ""
+
+[policy]
+ramp = "0s"
+
+[[interface]]
+name = "r-lan"
+direction = "egress"
+bandwidth = "5gbit"
+default_tier = "guest"
+queues = %[1]d
+%[2]s
+
+[[interface]]
+name = "r-lan"
+direction = "ingress"
+ifb = "r-ifb"
+bandwidth = "5gbit"
+queues = %[1]d
+%[2]s
+
+[tiers.guest]
+rate = "1mbit"
+ceil = "10mbit"
+%[3]s`
+
+// sweepUsers gives lab user i the tier of sweepCeils[i].
+func sweepUsers(lab *netnslab.RouterLab) string {
+	var b strings.Builder
+	for i, a := range lab.Users4 {
+		fmt.Fprintf(&b, "[[user]]\nname = \"u%d\"\ntier = \"c%d\"\naddresses = [%q, %q]\n\n", sweepCeils[i], sweepCeils[i], a, lab.Users6[i])
+	}
+	return b.String()
+}
+
+// sweepTiers is a tier c<N> with rate = ceil = N mbit per ceiling.
+func sweepTiers() string {
+	var b strings.Builder
+	for _, c := range sweepCeils {
+		fmt.Fprintf(&b, "\n[tiers.c%d]\nrate = \"%dmbit\"\nceil = \"%dmbit\"\n", c, c, c)
+	}
+	return b.String()
+}
+
+// sweepSource is where a phase's TCP comes from.
+type sweepSource string
+
+const (
+	fromRouter    sweepSource = "router"
+	fromForwarded sweepSource = "forwarded"
+	fromGRO       sweepSource = "gro"
+)
+
+// sweepRow is one user's result in one phase.
+type sweepRow struct {
+	config, source, dir, family string
+	ceil                        int
+	// mbit is the goodput (iperf3), ratio that scaled to link-layer bytes
+	// over the ceil; class is the class's link-layer rate over the ceil.
+	mbit, ratio, class float64
+	pingP99            time.Duration // 0: not measured
+}
+
+func TestRateSweep(t *testing.T) {
+	var mu sync.Mutex
+	var rows []sweepRow
+	for _, cfg := range []struct {
+		name   string
+		queues int
+		leaf   string
+		// latencySized: the leaves hold queue_latency at the ceil (ping
+		// is asserted); aggregates: check that aggregates reach the leaves.
+		latencySized, aggregates bool
+	}{
+		{name: "default", queues: 1, latencySized: true},
+		{name: "default-queues4", queues: 4, latencySized: true},
+		{name: "pfifo", queues: 1, leaf: `leaf_qdisc = "pfifo"`, aggregates: true},
+		{name: "bfifo-12500", queues: 1, leaf: "leaf_qdisc = \"bfifo\"\nleaf_limit = 12500"},
+	} {
+		t.Run(cfg.name, func(t *testing.T) {
+			config := fmt.Sprintf(sweepConfig, cfg.queues, cfg.leaf, sweepTiers())
+			u := newUnitLabBefore(t, len(sweepCeils), config, sweepUsers, nil, unitEdit{lanQueues: cfg.queues})
+			for _, ph := range []struct {
+				source sweepSource
+				dir    netnslab.Direction
+			}{
+				{fromRouter, netnslab.Download}, {fromForwarded, netnslab.Download}, {fromGRO, netnslab.Download},
+				{fromForwarded, netnslab.Upload}, {fromRouter, netnslab.Upload},
+			} {
+				if ph.source == fromGRO {
+					sweepGRO(t, u.RouterLab)
+				}
+				for _, v6 := range []bool{false, true} {
+					got := sweepPhase(t, u, ph.source, ph.dir, v6, cfg.aggregates)
+					for i := range got {
+						got[i].config = cfg.name
+					}
+					mu.Lock()
+					rows = append(rows, got...)
+					mu.Unlock()
+					for _, r := range got {
+						if r.class < 0.90 || r.class > 1.03 {
+							t.Errorf("%s %s %s %s, ceil %dmbit: the class passed %.3f of its ceil, want 0.90-1.03",
+								cfg.name, r.source, r.dir, r.family, r.ceil, r.class)
+						}
+						if r.ratio < 0.90 {
+							t.Errorf("%s %s %s %s, ceil %dmbit: goodput %.3f Mbit/s = %.3f of the ceil (link-layer), want at least 0.90",
+								cfg.name, r.source, r.dir, r.family, r.ceil, r.mbit, r.ratio)
+						}
+						if cfg.latencySized && r.pingP99 > sweepLatency+20*time.Millisecond {
+							t.Errorf("%s %s %s %s, ceil %dmbit: ping p99 %s under a saturating download, want below %s",
+								cfg.name, r.source, r.dir, r.family, r.ceil, r.pingP99, sweepLatency+20*time.Millisecond)
+						}
+					}
+				}
+			}
+			if t.Failed() {
+				for _, dev := range []string{netnslab.RouterLANDev, netnslab.RouterIFB} {
+					out, _ := u.Router.Run("tc", "-s", "qdisc", "show", "dev", dev)
+					t.Logf("tc -s qdisc show dev %s:\n%s", dev, out)
+				}
+				t.Logf("shaperd's log:\n%s", u.Logs.String())
+			}
+		})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-16s %-9s %-8s %-4s %6s %10s %6s %6s %9s\n", "config", "source", "dir", "ip", "ceil", "Mbit/s", "ratio", "class", "ping p99")
+	for _, r := range rows {
+		ping := "-"
+		if r.pingP99 > 0 {
+			ping = r.pingP99.Round(100 * time.Microsecond).String()
+		}
+		fmt.Fprintf(&b, "%-16s %-9s %-8s %-4s %6d %10.3f %6.3f %6.3f %9s\n", r.config, r.source, r.dir, r.family, r.ceil, r.mbit, r.ratio, r.class, ping)
+	}
+	t.Logf("rate sweep (Mbit/s: goodput; ratio: goodput scaled to link-layer bytes / ceil; class: the class's link-layer rate / ceil):\n%s", b.String())
+}
+
+// sweepGRO makes the wan host send frames, not GSO packets, and the
+// router's wan device merge them with GRO (veth does GRO in NAPI mode,
+// which `ethtool -K ... gro on` turns on).
+func sweepGRO(t *testing.T, lab *netnslab.RouterLab) {
+	t.Helper()
+	lab.WAN.MustRun("ethtool", "-K", netnslab.WANDev, "tso", "off", "gso", "off")
+	lab.Router.MustRun("ethtool", "-K", netnslab.RouterWANDev, "gro", "on")
+	t.Cleanup(func() {
+		_, _ = lab.WAN.Run("ethtool", "-K", netnslab.WANDev, "tso", "on", "gso", "on")
+		_, _ = lab.Router.Run("ethtool", "-K", netnslab.RouterWANDev, "gro", "off")
+	})
+}
+
+// sweepPhase runs one TCP flow per user at once, from source in direction
+// dir, for 4 s after an omitted second, measures each user's class over 3 s
+// of it, pings each user up to 100mbit from
+// the sender during downloads, and returns one row per user.
+func sweepPhase(t *testing.T, u *unitLab, source sweepSource, dir netnslab.Direction, v6, aggregates bool) []sweepRow {
+	t.Helper()
+	lab := u.RouterLab
+	family, far, router, users := "ipv4", lab.WAN4, netip.MustParseAddr("198.18.0.1"), lab.Users4
+	payload := 1448.0
+	if v6 {
+		family, far, router, users = "ipv6", lab.WAN6, netip.MustParseAddr("2001:db8:1::1"), lab.Users6
+		payload = 1428
+	}
+	type flow struct {
+		client *netnslab.NS
+		src    netip.Addr
+		server *netnslab.Server
+	}
+	flows := make([]flow, len(users))
+	device := netnslab.RouterLANDev
+	if dir == netnslab.Upload {
+		device = netnslab.RouterIFB
+	}
+	handles := make([]model.Handle, len(users))
+	for i, a := range users {
+		handles[i] = u.classOf(device, a).Handle
+		switch {
+		case dir == netnslab.Download && source == fromRouter:
+			flows[i] = flow{lab.Router, router, netnslab.StartServer(t, lab.LAN, a)}
+		case dir == netnslab.Download:
+			flows[i] = flow{lab.WAN, far, netnslab.StartServer(t, lab.LAN, a)}
+		case source == fromRouter:
+			flows[i] = flow{lab.LAN, a, netnslab.StartServer(t, lab.Router, router)}
+		default:
+			flows[i] = flow{lab.LAN, a, netnslab.StartServer(t, lab.WAN, far)}
+		}
+	}
+	rates := make([]float64, len(users))
+	pings := make([]time.Duration, len(users))
+	errs := make([]error, len(users))
+	var wg sync.WaitGroup
+	for i, f := range flows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rates[i], errs[i] = netnslab.RunClient(f.client, f.src, f.server, netnslab.ClientOptions{Seconds: 4})
+		}()
+		if dir == netnslab.Download && sweepCeils[i] <= 100 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(2 * time.Second) // the queue is full and TCP past its start
+
+				pings[i] = pingP99(t, f.client, users[i], 40)
+			}()
+		}
+	}
+	var perPacket float64
+	var class []float64
+	time.Sleep(1500 * time.Millisecond) // past the omitted second
+	if aggregates && dir == netnslab.Download {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			perPacket = largestQueuedPacket(t, lab.Router, 3*time.Second)
+		}()
+	}
+	class = classRates(t, u, device, 3*time.Second, handles...)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("%s %v %s, ceil %dmbit: %v", source, dir, family, sweepCeils[i], err)
+		}
+	}
+	dirName := map[netnslab.Direction]string{netnslab.Download: "download", netnslab.Upload: "upload"}[dir]
+	if aggregates && dir == netnslab.Download {
+		t.Logf("%s %s %s: at most %.0f bytes per packet queued in a leaf", source, dirName, family, perPacket)
+		if perPacket < 3*1514 {
+			t.Errorf("%s %s %s: at most %.0f bytes per packet queued in a leaf: no GSO/GRO aggregates reached the leaves, so this phase tests nothing about them",
+				source, dirName, family, perPacket)
+		}
+	}
+	rows := make([]sweepRow, len(users))
+	for i := range users {
+		ceil := float64(sweepCeils[i]) * 1e6
+		rows[i] = sweepRow{source: string(source), dir: dirName, family: family, ceil: sweepCeils[i],
+			mbit: rates[i] / 1e6, ratio: rates[i] * 1514 / payload / ceil, class: class[i] / ceil, pingP99: pings[i]}
+	}
+	return rows
+}
+
+var pingTime = regexp.MustCompile(`time=([0-9.]+) ms`)
+
+// pingP99 pings addr from ns n times, 50 ms apart, and returns the 99th
+// percentile of the round trips (the largest of fewer than 100). A ping
+// that gets fewer than half its replies fails the test.
+func pingP99(t *testing.T, ns *netnslab.NS, addr netip.Addr, n int) time.Duration {
+	out, _ := ns.Run("ping", "-n", "-i", "0.05", "-c", strconv.Itoa(n), "-W", "1", addr.String())
+	var rtts []time.Duration
+	for _, m := range pingTime.FindAllStringSubmatch(out, -1) {
+		ms, _ := strconv.ParseFloat(m[1], 64)
+		rtts = append(rtts, time.Duration(ms*float64(time.Millisecond)))
+	}
+	if len(rtts) < n/2 {
+		t.Errorf("ping %s from %s: %d of %d replies:\n%s", addr, ns.Name, len(rtts), n, out)
+		return 0
+	}
+	slices.Sort(rtts)
+	return rtts[int(math.Ceil(0.99*float64(len(rtts))))-1]
+}
+
+var leafBacklog = regexp.MustCompile(`(?m)^qdisc \S+ \S+ parent 1:[0-9a-f]+ .*\n.*\n backlog (\d+)b (\d+)p`)
+
+// largestQueuedPacket samples the router's r-lan leaf qdiscs every 200 ms
+// for d and returns the largest mean bytes per queued packet seen in one
+// leaf (a qdisc counts a GSO or GRO aggregate as one packet).
+func largestQueuedPacket(t *testing.T, router *netnslab.NS, d time.Duration) float64 {
+	t.Helper()
+	best := 0.0
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		out, err := router.Run("tc", "-s", "qdisc", "show", "dev", netnslab.RouterLANDev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range leafBacklog.FindAllStringSubmatch(out, -1) {
+			bytes, _ := strconv.ParseFloat(m[1], 64)
+			pkts, _ := strconv.ParseFloat(m[2], 64)
+			if pkts > 0 {
+				best = max(best, bytes/pkts)
+			}
+		}
+	}
+	return best
+}

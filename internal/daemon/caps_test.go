@@ -88,3 +88,27 @@ func TestCapsStatusAndMetrics(t *testing.T) {
 		t.Errorf("set-rate alice 50mbit: %v", err)
 	}
 }
+
+// TestFleetSharedPlanCapped: a shared plan whose gold tier (ceil 100mbit)
+// was written for bigger links applies on a router whose upload side is
+// 50mbit, with gold's ceil capped there, instead of being refused.
+func TestFleetSharedPlanCapped(t *testing.T) {
+	k := newFakeKernel("lan0", "ifb-lan0")
+	dir := t.TempDir()
+	writeConfig(t, dir, capsConfig+strings.TrimPrefix(fleetTestConfig, testConfig), testUsers)
+	d, _ := newTestDaemon(t, k, newFakeClock(), dir)
+	defer d.Close()
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d.applyShared(sharedPlan(7, "30mbit"))
+	if st := d.status().Fleet; st == nil || st.Revision != 7 || st.Refused != 0 {
+		t.Fatalf("status.fleet after revision 7: %+v; want it in force", st)
+	}
+	if cl := userClass(t, d, k, "lan0/ingress", "ifb-lan0", "alice"); cl.Ceil != 50*tbf.Mbit || cl.Rate != 30*tbf.Mbit {
+		t.Errorf("alice upload: rate %s ceil %s; want 30mbit and the ceil capped to 50mbit", cl.Rate, cl.Ceil)
+	}
+	if got := userRate(t, k, "alice"); got != mbit(30) {
+		t.Errorf("alice download: %v, want 30mbit", got)
+	}
+}

@@ -141,6 +141,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
+		for _, n := range config.FormatNotes(daemon.CheckKeyNotes(plan), config.MaxPrinted) {
+			fmt.Fprintln(stdout, n)
+		}
 		for _, n := range append(daemon.CheckNotes(plan), clsNotes...) {
 			fmt.Fprintf(stdout, "%s: note: %s\n", f.config, n)
 		}

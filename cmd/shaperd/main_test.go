@@ -128,6 +128,35 @@ addresses = ["198.18.0.2"]
 	}
 }
 
+// --check notes a tier's ceil above an interface's bandwidth at the key,
+// with the configured and the capped value, and accepts the plan (exit 0):
+// one set of tiers serves a 1gbit uplink and a 50mbit building link.
+func TestCheckCapNotes(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "shaperd.toml")
+	os.WriteFile(cfg, []byte(`[[interface]]
+name = "wan0"
+bandwidth = "1gbit"
+
+[[interface]]
+name = "r0"
+bandwidth = "50mbit"
+
+[tiers.gold]
+rate = "10mbit"
+ceil = "100mbit"
+`), 0o644)
+	os.WriteFile(filepath.Join(dir, "users.toml"), []byte("[[user]]\nname = \"a\"\ntier = \"gold\"\naddresses = [\"198.18.0.1\"]\n"), 0o644)
+	code, out, errOut := runMain("--config", cfg, "--check")
+	want := cfg + ":11:1: note: tiers.gold.ceil: ceil 100mbit is above the bandwidth 50mbit of interface r0 (egress): capped to 50mbit\n"
+	if code != 0 || errOut != "" || !strings.Contains(out, want) || !strings.Contains(out, cfg+": ok") {
+		t.Errorf("exit %d\nstdout %s\nstderr %s\nwant exit 0 and %q", code, out, errOut, want)
+	}
+	if n := strings.Count(out, "capped"); n != 1 {
+		t.Errorf("%d cap notes, want 1 (wan0's 1gbit fits 100mbit):\n%s", n, out)
+	}
+}
+
 // --help is an answer, not an error: stdout, exit 0, flags spelled --name.
 func TestHelp(t *testing.T) {
 	code, out, errOut := runMain("--help")

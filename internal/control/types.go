@@ -106,6 +106,10 @@ type InterfaceStatus struct {
 	Override *OverrideStatus `json:"override,omitempty"`
 	// DefaultTier is the tier the default class (unknown addresses) follows.
 	DefaultTier string `json:"default_tier,omitempty"`
+	// Capped lists the ceilings above the interface's configured bandwidth
+	// that are capped to it (one plan may serve links of different sizes):
+	// "tier gold: ceil 100mbit capped to the bandwidth 50mbit (3 users)".
+	Capped []string `json:"capped,omitempty"`
 }
 
 // Interface states.
@@ -131,6 +135,10 @@ type TierStatus struct {
 	Override      *OverrideStatus `json:"override,omitempty"`
 	EffectiveRate tbf.Rate        `json:"effective_rate,omitempty"`
 	EffectiveCeil tbf.Rate        `json:"effective_ceil,omitempty"`
+	// CappedCeil is the interface's bandwidth when the tier's ceil here
+	// (the override's, when one is in force) is above it: each user's ceil
+	// is capped to it. 0 when the ceil fits.
+	CappedCeil tbf.Rate `json:"capped_ceil,omitempty"`
 }
 
 // UserStatus is one user on one interface.

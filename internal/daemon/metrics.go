@@ -162,7 +162,7 @@ func (c *classCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBytes, descPackets, descDrops, descOverlimits, descRate, descCeil} {
 		ch <- d
 	}
-	for _, d := range []*prometheus.Desc{descTierBytes, descTierPackets, descTierDrops, descTierUsers} {
+	for _, d := range []*prometheus.Desc{descTierBytes, descTierPackets, descTierDrops, descTierUsers, descTierCeilConfigured, descTierCeilEffective} {
 		ch <- d
 	}
 }

@@ -30,6 +30,29 @@ type ifaceSnapshot struct {
 	// daemon.metrics_per_user.
 	tierSums map[string]tierCounts
 	perUser  config.UserMetrics
+	// tierCeils are the tiers' ceilings on an HTB interface, as configured
+	// and as capped to its bandwidth (sorted by tier).
+	tierCeils []tierCeil
+}
+
+// tierCeil is a tier's ceil for an interface's direction, as configured
+// and in effect (capped to the interface's configured bandwidth).
+type tierCeil struct {
+	tier                  string
+	configured, effective tbf.Rate
+}
+
+// tierCeilsOf lists plan's tiers' ceilings on the HTB interface in.
+func tierCeilsOf(plan *config.Plan, in *config.Interface) []tierCeil {
+	if in.Shaper != config.ShaperHTB {
+		return nil
+	}
+	out := make([]tierCeil, 0, len(plan.Tiers))
+	for i := range plan.Tiers {
+		_, c := plan.Tiers[i].Rates(in.Direction)
+		out = append(out, tierCeil{tier: plan.Tiers[i].Name, configured: c, effective: min(c, in.Bandwidth)})
+	}
+	return out
 }
 
 // classRow is what the metrics show of a desired class.
@@ -133,7 +156,8 @@ func (d *Daemon) publish() {
 		s := &ifaceSnapshot{iface: st.cfg.Name, direction: string(st.cfg.Direction),
 			present: st.built() && st.state != stateMissing, inSync: st.state == stateOK,
 			classes: st.view, counters: st.counters, rootStats: st.rootStats,
-			tierSums: st.copyTierSums(), perUser: d.plan.Daemon.MetricsPerUser}
+			tierSums: st.copyTierSums(), perUser: d.plan.Daemon.MetricsPerUser,
+			tierCeils: tierCeilsOf(d.plan, &st.cfg)}
 		if st.cfg.Shaper == config.ShaperTBF && st.desired.Root != nil {
 			s.tbf = st.desired.Root.TBF
 		}

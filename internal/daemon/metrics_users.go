@@ -26,10 +26,18 @@ var (
 	descTierPackets = prometheus.NewDesc("shaperd_tier_packets_total", "Packets sent by the tier's user classes on the interface, counted since shaperd started.", tierLabels, nil)
 	descTierDrops   = prometheus.NewDesc("shaperd_tier_drops_total", "Packets the tier's user classes dropped on the interface, counted since shaperd started.", tierLabels, nil)
 	descTierUsers   = prometheus.NewDesc("shaperd_tier_users", "Users of the tier with a class on the interface.", tierLabels, nil)
+	// A tier's ceil above an interface's bandwidth is capped to it: the
+	// two differ on such an interface.
+	descTierCeilConfigured = prometheus.NewDesc("shaperd_tier_ceil_configured_bytes_per_second", "The tier's ceil for the interface's direction as configured (schedules and overrides not applied), bytes per second.", tierLabels, nil)
+	descTierCeilEffective  = prometheus.NewDesc("shaperd_tier_ceil_effective_bytes_per_second", "The tier's configured ceil capped to the interface's configured bandwidth (what its users get at most there), bytes per second.", tierLabels, nil)
 )
 
-// collectTiers sends s's per-tier sums and user counts.
+// collectTiers sends s's per-tier sums, user counts and ceilings.
 func collectTiers(ch chan<- prometheus.Metric, s *ifaceSnapshot) {
+	for _, c := range s.tierCeils {
+		ch <- prometheus.MustNewConstMetric(descTierCeilConfigured, prometheus.GaugeValue, float64(c.configured)/8, s.iface, s.direction, c.tier)
+		ch <- prometheus.MustNewConstMetric(descTierCeilEffective, prometheus.GaugeValue, float64(c.effective)/8, s.iface, s.direction, c.tier)
+	}
 	users := map[string]int{}
 	for i := 0; i < s.classes.len(); i++ {
 		l := s.classes.at(i).labels

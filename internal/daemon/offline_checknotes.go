@@ -20,3 +20,13 @@ func CheckNotes(plan *config.Plan) []string {
 	notes := policy.Evaluate(plan, policy.Overrides{}, nil, time.Now()).OversubscriptionNotes()
 	return append(notes, leafCheckNotes(plan)...)
 }
+
+// CheckKeyNotes returns what `shaperd --check` tells about keys of a
+// valid configuration, each at the key's position: a ceil above an HTB
+// interface's bandwidth, capped to it, and a guaranteed rate above it,
+// scaled with the others (policy.CheckWithNotes). One plan may serve
+// links of different sizes, so neither is an error.
+func CheckKeyNotes(plan *config.Plan) []config.Error {
+	_, notes := policy.CheckWithNotes(plan)
+	return notes
+}

@@ -51,6 +51,7 @@ func (d *Daemon) status() *control.Status {
 			ir = &res.Interfaces[i]
 		}
 		d.addOverrideStatus(&is, in, ir, out.Generated)
+		addCapStatus(&is, in, ir)
 		out.Interfaces = append(out.Interfaces, is)
 		if i >= len(res.Interfaces) {
 			continue
@@ -96,4 +97,29 @@ func (d *Daemon) userStatus(st *reconciler, x policy.Explanation, ut model.UserT
 		us.Quota = &control.QuotaStatus{Used: q.Used, Limit: q.Limit, PeriodEnd: q.PeriodEnd}
 	}
 	return us
+}
+
+// addCapStatus fills what an HTB interface caps to its configured
+// bandwidth: each tier whose ceil here is above it (CappedCeil) and the
+// capped classes (Capped, from the policy's result ir).
+func addCapStatus(is *control.InterfaceStatus, in *config.Interface, ir *policy.InterfaceResult) {
+	if in.Shaper != config.ShaperHTB {
+		return
+	}
+	for k := range is.Tiers {
+		ts := &is.Tiers[k]
+		ceil := ts.Ceil
+		if ts.Override != nil {
+			ceil = ts.EffectiveCeil
+		}
+		if ceil > in.Bandwidth {
+			ts.CappedCeil = in.Bandwidth
+		}
+	}
+	if ir == nil {
+		return
+	}
+	for _, c := range ir.Caps() {
+		is.Capped = append(is.Capped, c.String())
+	}
 }

@@ -342,6 +342,9 @@ func (d *Daemon) changeUser(req control.UserRequest) (*control.UserResponse, err
 		if req.Ceil != nil {
 			u.Ceil = *req.Ceil
 		}
+		if err := ownRateBound(d.plan, req.Name, u.Rate, u.Ceil); err != nil {
+			return nil, err
+		}
 		for _, p := range addrs {
 			u.Addresses = append(u.Addresses, runtimeAddr{Prefix: p})
 		}
@@ -797,4 +800,29 @@ func (d *Daemon) reloadRuntime(file *config.Plan) (*config.Plan, []runtimeUser, 
 		return nil, nil, false, &ConfigError{Problems: append([]string{"with the run-time users (shaperctl user list):"}, errorMessages(errs)...)}
 	}
 	return plan, kept, changed, nil
+}
+
+// ownRateBound refuses a run-time user's own rate or ceil (download:
+// egress interfaces) above the largest bandwidth of the HTB interfaces it
+// is shaped on: a plan's ceil above a smaller link is capped to it, but a
+// value no link can carry is likely a typo (1gbps, bytes, for 1gbit), as
+// set-rate refuses it.
+func ownRateBound(plan *config.Plan, user string, rate, ceil tbf.Rate) error {
+	var bw tbf.Rate
+	name := ""
+	for _, in := range plan.Interfaces {
+		if in.Shaper == config.ShaperHTB && in.Direction == config.Egress && in.Bandwidth > bw {
+			bw, name = in.Bandwidth, in.Name
+		}
+	}
+	for _, v := range []struct {
+		what string
+		r    tbf.Rate
+	}{{"rate", rate}, {"ceil", ceil}} {
+		if bw != 0 && v.r > bw {
+			return control.BadRequest("user %s: %s %s is above the bandwidth %s of interface %s (egress), the largest its downloads are shaped on",
+				user, v.what, v.r, bw, name)
+		}
+	}
+	return nil
 }

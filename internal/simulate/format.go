@@ -68,6 +68,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	for _, in := range rep.Interfaces {
+		for _, c := range in.Capped {
+			fmt.Fprintf(w, "%s %s: %s\n", in.Interface, in.Direction, c)
+		}
+	}
+	for _, in := range rep.Interfaces {
 		if len(in.Queues) == 0 {
 			continue
 		}
@@ -134,6 +139,7 @@ type jsonIface struct {
 	Bits           uint64     `json:"bits_per_second"`
 	Guaranteed     uint64     `json:"guaranteed_bits_per_second"`
 	Oversubscribed bool       `json:"oversubscribed"`
+	Capped         []string   `json:"capped,omitempty"`
 	Tiers          []jsonTier `json:"tiers"`
 }
 
@@ -162,7 +168,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	for _, in := range rep.Interfaces {
 		j := jsonIface{Interface: in.Interface, Device: in.Device, Direction: string(in.Direction), Shaper: string(in.Shaper),
 			Bandwidth: *bits(in.Bandwidth), DemandBits: bits(in.Demand), Bits: *bits(in.Rate),
-			Guaranteed: *bits(in.Guaranteed), Oversubscribed: in.Oversubscribed, Tiers: []jsonTier{}}
+			Guaranteed: *bits(in.Guaranteed), Oversubscribed: in.Oversubscribed, Capped: in.Capped, Tiers: []jsonTier{}}
 		for _, t := range in.Tiers {
 			j.Tiers = append(j.Tiers, jsonTier{Tier: t.Tier, Bits: *bits(t.Rate)})
 		}

@@ -52,7 +52,10 @@ type IfaceRow struct {
 	// above Bandwidth, HTB lets Rate exceed Bandwidth too.
 	Guaranteed     float64
 	Oversubscribed bool
-	Tiers          []TierTotal
+	// Capped lists the ceilings above the interface's configured bandwidth
+	// that are capped to it (policy.Cap).
+	Capped []string
+	Tiers  []TierTotal
 	// Queues are the per-queue trees (queues > 1) with the split the
 	// policy loop's rebalancing settles on.
 	Queues []sim.QueueResult
@@ -131,6 +134,9 @@ func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tr
 	row := IfaceRow{Interface: spec0.Name, Device: tree.Device, Direction: dir, Shaper: model.ShaperHTB,
 		Bandwidth: out.Bandwidth, Demand: out.Demand, Rate: out.Total, Guaranteed: out.Guaranteed,
 		Oversubscribed: out.Guaranteed > out.Bandwidth, Queues: out.Queues}
+	for _, c := range ir.Caps() {
+		row.Capped = append(row.Capped, c.String())
+	}
 	tiers := map[string]int{}
 	users := make(map[string]UserRow, len(ir.Users))
 	var unclassified *UserRow

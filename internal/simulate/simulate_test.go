@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,5 +305,43 @@ func TestMainExitCodes(t *testing.T) {
 	}
 	if code, _, errOut := run(Flags{Demand: DefaultSpec}, "testdata/missing.toml"); code != 1 || errOut == "" {
 		t.Errorf("missing config: exit %d, %q", code, errOut)
+	}
+}
+
+// TestCappedCeilings: the plan's tiers (ceils 40..60mbit) on the 20mbit
+// upload side are capped to it; the report lists them per interface, in
+// the table and in JSON, and no user's class is given more than 20mbit.
+func TestCappedCeilings(t *testing.T) {
+	rep := simulateAt(t, "*=max", "2026-12-04 12:00")
+	var up, down *IfaceRow
+	for i := range rep.Interfaces {
+		in := &rep.Interfaces[i]
+		if in.Interface == "lan0" && in.Direction == model.Ingress {
+			up = in
+		}
+		if in.Interface == "lan0" && in.Direction == model.Egress {
+			down = in
+		}
+	}
+	if up == nil || down == nil {
+		t.Fatalf("interfaces %+v", rep.Interfaces)
+	}
+	want := "tier gold: ceil 60mbit capped to the bandwidth 20mbit (2 users)"
+	if !slices.Contains(up.Capped, want) || len(down.Capped) != 0 {
+		t.Errorf("upload capped %q (want %q), download capped %q (want none)", up.Capped, want, down.Capped)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "lan0 ingress: "+want+"\n") {
+		t.Errorf("table lacks the cap:\n%s", b.String())
+	}
+	b.Reset()
+	if err := rep.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"capped": [`) || !strings.Contains(b.String(), want) {
+		t.Errorf("JSON lacks the cap:\n%s", b.String())
 	}
 }

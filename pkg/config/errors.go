@@ -91,6 +91,26 @@ func (c *collector) result() *Errors {
 // rest: a broken users file of thousands of entries stays readable.
 const MaxPrinted = 100
 
+// FormatNotes formats notes (information about keys of a valid
+// configuration, held as Errors) one per line as FILE:LINE:COL: note:
+// KEY: MSG, the first limit of them, then "... and N more notes"; a
+// limit of 0 or less prints every note.
+func FormatNotes(notes []Error, limit int) []string {
+	n := len(notes)
+	if limit > 0 && n > limit {
+		n = limit
+	}
+	out := make([]string, 0, n+1)
+	for _, e := range notes[:n] {
+		e.Key = strings.TrimSuffix("note: "+e.Key, ": ")
+		out = append(out, e.Error())
+	}
+	if n < len(notes) {
+		out = append(out, fmt.Sprintf("... and %d more notes", len(notes)-n))
+	}
+	return out
+}
+
 // FormatErrors formats errs one per line (Error.Error), the first limit of
 // them, then one line "... and N more errors" when there are more. A limit
 // of 0 or less prints every error.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -37,6 +38,46 @@ type Fleet struct {
 	Username, PasswordFile string
 }
 
+// validEndpoint reports whether s is an etcd client URL: http or https
+// with a host.
+func validEndpoint(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// ParseEndpoints reads etcd client URLs separated by commas, as etcdctl's
+// --endpoints takes them: "http://10.0.0.5:2379,https://etcd2:2379". A
+// bare HOST:PORT means http://HOST:PORT. At least one is needed.
+func ParseEndpoints(s string) ([]string, error) {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		if !strings.Contains(e, "://") {
+			e = "http://" + e
+		}
+		if !validEndpoint(e) {
+			return nil, fmt.Errorf("%q is not an etcd client URL (http://HOST:PORT, https://HOST:PORT or HOST:PORT)", e)
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no etcd endpoint in %q", s)
+	}
+	return out, nil
+}
+
+// CheckFleetPrefix refuses a key prefix that does not start with '/', is
+// only "/", or ends with '/'.
+func CheckFleetPrefix(s string) error {
+	if !strings.HasPrefix(s, "/") || len(s) < 2 || strings.HasSuffix(s, "/") {
+		return fmt.Errorf("%q must start with '/' and not end with one (default %q)", s, DefaultFleetPrefix)
+	}
+	return nil
+}
+
 // validRouter reports whether s can name a router: 1 to 64 characters of
 // A-Z, a-z, 0-9, '.', '_' and '-' (a host name fits).
 func validRouter(s string) bool {
@@ -61,8 +102,7 @@ func decodeFleet(rt *table) *Fleet {
 	f := &Fleet{Prefix: DefaultFleetPrefix, DialTimeout: DefaultFleetDialTimeout}
 	if eps, ok := t.strs("endpoints"); ok {
 		for _, e := range eps {
-			u, err := url.Parse(e.s)
-			if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+			if !validEndpoint(e.s) {
 				t.f.errf(index(t.key("endpoints"), e.i), "%q is not an etcd client URL (http://HOST:PORT or https://HOST:PORT)", e.s)
 			} else {
 				f.Endpoints = append(f.Endpoints, e.s)
@@ -75,8 +115,8 @@ func decodeFleet(rt *table) *Fleet {
 		t.require("endpoints")
 	}
 	if s, ok := t.str("prefix"); ok {
-		if !strings.HasPrefix(s, "/") || len(s) < 2 || strings.HasSuffix(s, "/") {
-			t.errf("prefix", "%q must start with '/' and not end with one (default %q)", s, DefaultFleetPrefix)
+		if err := CheckFleetPrefix(s); err != nil {
+			t.errf("prefix", "%v", err)
 		} else {
 			f.Prefix = s
 		}

@@ -26,9 +26,6 @@ import (
 // (CheckOverrideBuild).
 //
 // Problems found:
-//   - a rate or ceil (tier, schedule, user, default class, tier aggregate)
-//     above the interface's bandwidth: HTB caps it anyway, so it would
-//     promise what the link cannot give;
 //   - a tier's burst (cburst) that does not fit an outcome's rate (ceil):
 //     the kernel keeps the bucket as u32 ticks of transmission, so at most
 //     tbf.MaxBurst(rate) bytes (about 274 bytes at 8bit, 34 MB at 1mbit);
@@ -37,9 +34,26 @@ import (
 //     limit, peak rate or mtu the kernel cannot hold, ...), at the key
 //     named by model.FieldError, else at the interface.
 //
+// A ceil (tier, schedule, user, default class, tier aggregate) above an
+// HTB interface's bandwidth is not a problem: one plan may serve links of
+// different sizes, so it is capped to the bandwidth (see Cap), and a
+// guaranteed rate above it is scaled with the others (see
+// Oversubscription). CheckWithNotes reports those as notes.
+//
 // The classifier's limits (prefix lengths, nodes per bucket) are the
 // kernel package's; the daemon's check adds them.
 func Check(plan *config.Plan) []config.Error {
+	errs, _ := CheckWithNotes(plan)
+	return errs
+}
+
+// CheckWithNotes is Check that also returns notes: information about a
+// plan that builds, each at the position of the key it concerns, sorted
+// like errors. A note says that a ceil above an HTB interface's bandwidth
+// is capped to it ("ceil 100mbit is above the bandwidth 50mbit of
+// interface r0 (egress): capped to 50mbit"), or that a guaranteed rate
+// above it is scaled to fit with the others.
+func CheckWithNotes(plan *config.Plan) (errs, notes []config.Error) {
 	c := &checker{plan: plan, seen: map[string]bool{}}
 	c.reduce()
 	maxSched := 0
@@ -55,8 +69,9 @@ func Check(plan *config.Plan) []config.Error {
 			continue
 		}
 		htb = true
-		if in.DefaultCeil > in.Bandwidth {
-			c.add(key+".default_ceil", "%s is above bandwidth %s", in.DefaultCeil, in.Bandwidth)
+		if in.DefaultRate != 0 && in.DefaultCeil > in.Bandwidth {
+			c.note(c.pick(key+".default_ceil", key+".default_rate"), "default class: ceil %s is above the bandwidth %s of interface %s (%s): capped to %s",
+				in.DefaultCeil, in.Bandwidth, in.Name, in.Direction, in.Bandwidth)
 		}
 		for s := -1; s < maxSched; s++ {
 			for _, oq := range []bool{false, true} {
@@ -77,7 +92,8 @@ func Check(plan *config.Plan) []config.Error {
 			len(plan.Users), queues, queues*model.MaxUsers, model.MaxUsers)
 	}
 	plan.SortErrors(c.errs)
-	return c.errs
+	plan.SortErrors(c.notes)
+	return c.errs, c.notes
 }
 
 // MaxUsers is how many users plan's HTB interfaces can all hold: one
@@ -104,9 +120,10 @@ func MaxUsers(plan *config.Plan) int {
 }
 
 type checker struct {
-	plan *config.Plan
-	errs []config.Error
-	seen map[string]bool
+	plan  *config.Plan
+	errs  []config.Error
+	notes []config.Error
+	seen  map[string]bool
 	// reduced is plan with one user per tier among those without rates
 	// of their own (the others get exactly their tier's classes), and
 	// every user with own rates; index maps its users to plan.Users.
@@ -177,6 +194,17 @@ func (c *checker) add(path, format string, args ...any) {
 	c.errs = append(c.errs, e)
 }
 
+// note reports information at path once, as add does for problems.
+func (c *checker) note(path, format string, args ...any) {
+	e := c.plan.Errorf(path, format, args...)
+	k := "note\x00" + path + "\x00" + e.Msg
+	if c.seen[k] {
+		return
+	}
+	c.seen[k] = true
+	c.notes = append(c.notes, e)
+}
+
 // pick returns the first of paths that is written, else the last.
 func (c *checker) pick(paths ...string) string {
 	for _, p := range paths {
@@ -198,15 +226,14 @@ func (c *checker) iface(key string, in *config.Interface, o *outcome) {
 	bad := false
 	bw := in.Bandwidth
 	where := fmt.Sprintf("of interface %s (%s)", in.Name, in.Direction)
+	scaled := ": guaranteed rates are scaled to fit it"
 	if d := r.Default; d != nil && d.Source != SourceConfig {
 		t, _ := c.plan.Tier(d.Tier)
 		if t != nil && d.Unscaled() > bw {
-			c.add(c.rateKey(t, -1, d.Source, o.sched, "rate", in.Direction), "default class (default_tier %s): rate %s is above the bandwidth %s %s", t.Name, d.Unscaled(), bw, where)
-			bad = true
+			c.note(c.rateKey(t, -1, d.Source, o.sched, "rate", in.Direction), "default class (default_tier %s): rate %s is above the bandwidth %s %s%s", t.Name, d.Unscaled(), bw, where, scaled)
 		}
-		if t != nil && d.Ceil > bw {
-			c.add(c.rateKey(t, -1, d.Source, o.sched, "ceil", in.Direction), "default class (default_tier %s): ceil %s is above the bandwidth %s %s", t.Name, d.Ceil, bw, where)
-			bad = true
+		if t != nil && d.CeilCapped {
+			c.note(c.rateKey(t, -1, d.Source, o.sched, "ceil", in.Direction), "default class (default_tier %s): ceil %s is above the bandwidth %s %s: capped to %s", t.Name, d.UncappedCeil, bw, where, d.Ceil)
 		}
 	}
 	for i := range r.Users {
@@ -215,15 +242,11 @@ func (c *checker) iface(key string, in *config.Interface, o *outcome) {
 		if !ok {
 			continue
 		}
-		if x.Source != SourceQuota { // a quota never raises a rate
-			if x.Unscaled() > bw {
-				c.add(c.rateKey(t, c.index[i], x.Source, o.sched, "rate", in.Direction), "rate %s is above the bandwidth %s %s", x.Unscaled(), bw, where)
-				bad = true
-			}
-			if x.Ceil > bw {
-				c.add(c.rateKey(t, c.index[i], x.Source, o.sched, "ceil", in.Direction), "ceil %s is above the bandwidth %s %s", x.Ceil, bw, where)
-				bad = true
-			}
+		if x.Unscaled() > bw {
+			c.note(c.rateKey(t, c.index[i], x.Source, o.sched, "rate", in.Direction), "rate %s is above the bandwidth %s %s%s", x.Unscaled(), bw, where, scaled)
+		}
+		if x.CeilCapped {
+			c.note(c.rateKey(t, c.index[i], x.Source, o.sched, "ceil", in.Direction), "ceil %s is above the bandwidth %s %s: capped to %s", x.UncappedCeil, bw, where, x.Ceil)
 		}
 		if !x.BurstCut {
 			continue
@@ -258,14 +281,19 @@ func (c *checker) iface(key string, in *config.Interface, o *outcome) {
 			p += "upload_"
 		}
 		if ar := aggregateRate(t, in.Direction); ar > bw {
-			c.add(c.pick(p+"aggregate_rate", "tiers."+tt.Name+".aggregate_rate"), "aggregate rate %s is above the bandwidth %s %s", ar, bw, where)
-			bad = true
+			c.note(c.pick(p+"aggregate_rate", "tiers."+tt.Name+".aggregate_rate"), "aggregate rate %s is above the bandwidth %s %s%s", ar, bw, where, scaled)
 		}
-		if tt.Ceil > bw && t != nil {
-			c.add(c.pick(p+"aggregate_ceil", "tiers."+tt.Name+".aggregate_ceil", p+"aggregate_rate", "tiers."+tt.Name+".aggregate_rate"),
-				"aggregate ceil %s is above the bandwidth %s %s", tt.Ceil, bw, where)
-			bad = true
+	}
+	for _, cp := range r.Caps() {
+		if cp.Kind != "tier" {
+			continue
 		}
+		p := "tiers." + cp.Tier + "."
+		if in.Direction == config.Ingress {
+			p += "upload_"
+		}
+		c.note(c.pick(p+"aggregate_ceil", "tiers."+cp.Tier+".aggregate_ceil", p+"aggregate_rate", "tiers."+cp.Tier+".aggregate_rate"),
+			"aggregate ceil %s is above the bandwidth %s %s: capped to %s", cp.Ceil, bw, where, cp.Bandwidth)
 	}
 	if bad {
 		c.failed[key] = true

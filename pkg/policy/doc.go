@@ -63,6 +63,19 @@
 // configured, else the default_tier's rates after rules 2, 5 and 6 (a tier
 // override of the default tier applies to unclassified traffic too).
 //
+// # Links of different sizes
+//
+// One set of tiers may serve interfaces of different bandwidths (a 1gbit
+// uplink and a 50mbit building link, or every router of a fleet). On an
+// HTB interface a ceil above the interface's configured bandwidth (a
+// user's, a tier's or schedule's, the default class's, a tier aggregate's)
+// is capped to the bandwidth (capCeilings, Cap): Explanation.CeilCapped
+// and UncappedCeil keep the ceil the rules gave and Reason says so.
+// Guaranteed rates above the bandwidth are scaled with the others to fit
+// it (Oversubscription). CheckWithNotes reports both as notes at the keys
+// that set them. Run-time overrides are bounded by the daemon instead
+// (a set-rate above the bandwidth is refused: likely a typo).
+//
 // # Quotas
 //
 // Usage counts each user's bytes from the kernel's class byte counters,

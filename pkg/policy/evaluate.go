@@ -34,6 +34,9 @@ type InterfaceResult struct {
 	// Oversubscriptions lists the parents (the interface, tier aggregates)
 	// whose children's guaranteed rates were scaled down to fit them.
 	Oversubscriptions []Oversubscription
+	// tierCaps are the tier aggregates whose ceil was capped to the
+	// bandwidth (see Caps).
+	tierCaps []Cap
 }
 
 // Targets returns every interface's targets, in plan order.
@@ -177,6 +180,7 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 		}
 	}
 	out.Targets.Interface = spec
+	capCeilings(&out, in.Bandwidth)
 	scaleGuarantees(&out)
 	return out
 }
@@ -416,6 +420,7 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 				ut.Burst, ut.CBurst = targetBursts(t, &x), targetCBurst(t, &x)
 			}
 			ut.Rate, ut.Ceil = x.Rate, x.Ceil
+			capUser(&ut.Ceil, &ut.CBurst, &x, plan.Interfaces[i].Bandwidth)
 			changes = append(changes, saved{ir, j, ir.Targets.Users[j], ir.Users[j], slices.Clone(ir.Oversubscriptions)})
 			if !updateOversubscribed(ir, j, ut, x) {
 				undo()

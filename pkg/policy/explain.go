@@ -62,6 +62,12 @@ type Explanation struct {
 	// "; oversubscribed xF".
 	Oversubscribed bool
 	Guaranteed     tbf.Rate
+	// CeilCapped is set when the ceil the rules gave was above the
+	// interface's configured bandwidth, so Ceil was capped to it from
+	// UncappedCeil (see Cap); Reason then ends in "; ceil 100mbit capped
+	// to the bandwidth 50mbit".
+	CeilCapped   bool
+	UncappedCeil tbf.Rate
 	// Source is the rule that decided Rate/Ceil, Reason the same for people:
 	// "tier gold", "schedule gold#0 mon,tue,wed,thu,fri 19:00-23:00",
 	// "user config", "quota exceeded", "override until 12:00", "tier

@@ -167,6 +167,10 @@ func complete(words []string, cur string, status func(socket string) *control.St
 		if n == 0 {
 			return []string{"bash", "fish", "zsh"}, false
 		}
+	case "fleet":
+		if n == 0 {
+			return []string{"pull", "push", "status"}, false
+		}
 	case "import":
 		if n == 0 {
 			return []string{"csv", "libreqos"}, false

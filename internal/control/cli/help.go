@@ -24,6 +24,7 @@ Commands:
   export     write the plan in force as users.toml or CSV
   import     write users.toml from LibreQoS's ShapedDevices.csv or a CSV
   completion print the bash, zsh or fish completion script
+  fleet      push, pull and watch a fleet's shared plan in etcd (not the socket)
   help       show help for a command: shaperctl help set-rate
 
 Global flags:
@@ -86,7 +87,7 @@ was at its ceiling: it would take more).
 "--set tier:gold=30mbit:40mbit --set alice=5mbit". Repeatable.
 --json prints the prediction with rates in bits per second.
 `,
-	"set-rate": `Usage: shaperctl set-rate TARGET RATE [--ceil RATE] [--direction download|upload] [--ramp DUR] [--for DUR] [--json]
+	"set-rate": `Usage: shaperctl set-rate TARGET RATE [--ceil RATE] [--direction download|upload] [--ramp DUR] [--for DUR] [--json] [--fleet]
 
 Change the rates of TARGET at run time, until cleared or for a while.
 TARGET is a user name, tier:NAME (each user of the tier, and the default
@@ -111,7 +112,9 @@ side; a change for both directions replaces the target's directed ones.
 RATE and --ceil are at least 8bit and at most the configured bandwidth of
 the interfaces the change applies to (uploads checked with the scaled
 rates): for iface:NAME every interface of that name, for a user or tier the
-smallest shaped (htb) interface of each side. Rates in bytes/s are echoed
+smallest shaped (htb) interface of each side. A higher value is refused,
+not capped (it is likely a typo such as 1gbps for 1gbit), while a tier's
+ceil in the configuration above a smaller interface is capped to it. Rates in bytes/s are echoed
 in bits: "rate 1gbps (8gbit) is above lan0's bandwidth 1gbit".
 Needs root or daemon.admin_group. Who set it (uid) and when are kept, also
 across restarts: see 'shaperctl overrides'.
@@ -123,6 +126,9 @@ Flags:
                        (default: the policy's ramp from shaperd.toml)
   --for DUR            undo the change after DUR (default: until 'shaperctl clear')
   --json               print the daemon's answer as JSON
+  --fleet              a fleet-wide change kept in etcd for every router, in
+                       any position; it talks to etcd, not to a daemon's
+                       socket, so --socket is refused (see 'shaperctl help fleet')
 
 Examples:
   shaperctl set-rate alice 3mbit
@@ -143,6 +149,7 @@ Needs root or daemon.admin_group.
 
 Flags:
   --json   print the result as JSON: {"target": ..., "cleared": true}
+  --fleet  remove fleet-wide changes from etcd instead (see 'shaperctl help fleet')
 `,
 	"overrides": `Usage: shaperctl overrides [--json]
 

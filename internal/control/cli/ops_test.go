@@ -173,3 +173,34 @@ func TestStatusShowsOverridesAndReload(t *testing.T) {
 		}
 	}
 }
+
+// status shows a tier whose ceil is capped to a smaller interface's
+// bandwidth, and the interface's capped classes, in text and JSON.
+func TestStatusShowsCaps(t *testing.T) {
+	st := controltest.Sample()
+	st.Interfaces[1].State = control.StateOK
+	st.Interfaces[0].Bandwidth = 50 * tbf.Mbit
+	st.Interfaces[0].Tiers[0].Ceil = 100 * tbf.Mbit
+	st.Interfaces[0].Tiers[0].CappedCeil = 50 * tbf.Mbit
+	st.Interfaces[0].Capped = []string{"tier bronze: ceil 100mbit capped to the bandwidth 50mbit (2 users)"}
+	sock := controltest.Serve(t, &controltest.Fake{State: st})
+	code, out, errOut := run(t, cli.Env{}, "--socket", sock, "status")
+	if code != 0 {
+		t.Errorf("exit %d %s", code, errOut)
+	}
+	name := st.Interfaces[0].Name + " (" + st.Interfaces[0].Direction + ")"
+	for _, want := range []string{
+		"bronze " + st.Interfaces[0].Tiers[0].Rate.String() + "/100mbit (ceil capped to 50mbit)",
+		name + ": tier bronze: ceil 100mbit capped to the bandwidth 50mbit (2 users)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	_, out, _ = run(t, cli.Env{}, "--socket", sock, "status", "--json")
+	for _, want := range []string{`"capped_ceil": "50mbit"`, `"capped": [`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status --json lacks %s:\n%s", want, out)
+		}
+	}
+}

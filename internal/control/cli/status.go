@@ -108,6 +108,9 @@ func writeStatus(out io.Writer, st *control.Status) error {
 		for _, f := range i.Foreign {
 			fmt.Fprintf(out, "%s (%s): not shaperd's: %s\n", i.Name, i.Direction, f)
 		}
+		for _, c := range i.Capped {
+			fmt.Fprintf(out, "%s (%s): %s\n", i.Name, i.Direction, c)
+		}
 	}
 	writeStateProblems(out, st.StateProblems)
 	writeFleet(out, st.Fleet)
@@ -168,18 +171,23 @@ func bandwidthText(i control.InterfaceStatus) string {
 }
 
 // tierText is one tier in the TIERS column: "gold 50mbit/100mbit", marked
-// "(default class)" when it is the interface's default tier and with an
-// override's rates: "gold 30mbit/40mbit (override; plan 50mbit/100mbit)".
+// "(default class)" when it is the interface's default tier, with an
+// override's rates: "gold 30mbit/40mbit (override; plan 50mbit/100mbit)",
+// and "(ceil capped to 50mbit)" when its ceil is above the bandwidth.
 func tierText(t control.TierStatus, defaultTier string) string {
 	name := t.Name
 	if t.Name == defaultTier {
 		name += " (default class)"
 	}
-	if t.Override == nil {
-		return fmt.Sprintf("%s %s/%s", name, formatRate(t.Rate), formatRate(t.Ceil))
+	capped := ""
+	if t.CappedCeil != 0 {
+		capped = " (ceil capped to " + formatRate(t.CappedCeil) + ")"
 	}
-	return fmt.Sprintf("%s %s/%s (override; plan %s/%s)", name, formatRate(t.EffectiveRate), formatRate(t.EffectiveCeil),
-		formatRate(t.Rate), formatRate(t.Ceil))
+	if t.Override == nil {
+		return fmt.Sprintf("%s %s/%s%s", name, formatRate(t.Rate), formatRate(t.Ceil), capped)
+	}
+	return fmt.Sprintf("%s %s/%s (override; plan %s/%s)%s", name, formatRate(t.EffectiveRate), formatRate(t.EffectiveCeil),
+		formatRate(t.Rate), formatRate(t.Ceil), capped)
 }
 
 // reason is the REASON column: the daemon's reason with a ramp or quota in progress.

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/user"
 	"slices"
@@ -46,30 +47,55 @@ type Env struct {
 	Getenv func(string) string
 }
 
-// Help is `shaperctl help fleet`.
-const Help = `Fleet commands talk to the fleet's etcd ([fleet] of --config FILE, default
-/etc/shaperd/shaperd.toml or SHAPERD_CONFIG), not to a daemon's socket.
+// EndpointsEnv names the environment variable with the etcd endpoints
+// when --endpoints is not given (comma-separated, as --endpoints).
+const EndpointsEnv = "SHAPERD_ETCD_ENDPOINTS"
 
-  shaperctl fleet push --config FILE [--diff] [--json]
+// Help is `shaperctl help fleet`.
+const Help = `Usage: shaperctl fleet push|pull|status [FLAGS]
+
+Fleet commands (and set-rate or clear with --fleet) talk to the fleet's
+etcd, never to a daemon's socket: --socket does not apply and is refused.
+Where etcd is: --endpoints, else $SHAPERD_ETCD_ENDPOINTS, else fleet.endpoints
+of the [fleet] table of --config FILE (default $SHAPERD_CONFIG, else
+/etc/shaperd/shaperd.toml, a router's own configuration). The other [fleet]
+keys of that file (prefix, TLS, user name) apply when it has the table.
+
+  shaperctl fleet push --config FILE [--endpoints URLS] [--diff] [--json]
       check FILE and its users file as shaperd --check does and write their
       [policy], [tiers] and users to etcd in one transaction (a new revision);
-      an invalid plan prints FILE:LINE:COL errors and writes nothing.
+      an invalid plan prints FILE:LINE:COL errors and writes nothing. FILE
+      needs no [fleet] table when --endpoints or $SHAPERD_ETCD_ENDPOINTS
+      says where etcd is. A tier's ceil above a router's bandwidth is capped
+      to it there (shaperd --check notes it), not refused.
       --diff prints what would change (+/-/~ tier, user, policy) and writes nothing.
-  shaperctl fleet pull [--config FILE] [--json]
+  shaperctl fleet pull [--config FILE] [--endpoints URLS] [--json]
       print the shared plan in etcd as TOML.
-  shaperctl fleet status [--config FILE] [--json]
+  shaperctl fleet status [--config FILE] [--endpoints URLS] [--json]
       every router that registered: alive or not, plan revision in force,
       health, version, errors (a refused revision and why).
-  shaperctl set-rate TARGET RATE --fleet [--ceil R] [--ramp D] [--for D] [--direction download|upload] [--config FILE]
+  shaperctl set-rate TARGET RATE --fleet [--ceil R] [--ramp D] [--for D] [--direction download|upload]
       a fleet-wide override, applied by every router (a local override of
       the same target wins on its router); --for expires it (an etcd lease).
-  shaperctl clear TARGET --fleet [--direction download|upload] [--config FILE]
+  shaperctl clear TARGET --fleet [--direction download|upload]
       remove fleet overrides of TARGET.
+
+Flags (every fleet command):
+  --config FILE        the file whose [fleet] table says where etcd is (for
+                       push also the plan to push)
+  --endpoints URLS     etcd client URLs, comma-separated as etcdctl takes them
+                       (http://10.0.0.5:2379,https://etcd2:2379; a bare
+                       HOST:PORT means http://)
+  --prefix PREFIX      the fleet's key prefix (default: fleet.prefix of --config,
+                       else /shaperd)
+  --json               print the result as JSON
 `
 
 // IsFleet reports whether args (shaperctl's, without the program name)
-// are a fleet command: `fleet ...`, or set-rate/clear with --fleet.
+// are a fleet command: `fleet ...`, or set-rate/clear with --fleet,
+// after any global flags (--socket PATH).
 func IsFleet(args []string) bool {
+	_, args = leadingSocket(args)
 	if len(args) == 0 {
 		return false
 	}
@@ -84,10 +110,45 @@ func IsFleet(args []string) bool {
 	return false
 }
 
+// leadingSocket splits shaperctl's global --socket flag (--socket PATH,
+// --socket=PATH, one dash or two) off the front of args, as shaperctl
+// takes it before the command; socket is "" when there is none.
+func leadingSocket(args []string) (socket string, rest []string) {
+	for len(args) > 0 {
+		a := args[0]
+		switch {
+		case (a == "--socket" || a == "-socket") && len(args) > 1:
+			socket, args = "--socket "+args[1], args[2:]
+		case strings.HasPrefix(a, "--socket="), strings.HasPrefix(a, "-socket="):
+			socket, args = a, args[1:]
+		default:
+			return socket, args
+		}
+	}
+	return socket, args
+}
+
+// errSocket refuses --socket with a fleet command.
+func errSocket(cmd string) error {
+	return usageErr(fmt.Sprintf("%s talks to the fleet's etcd, not to a daemon's socket: --socket does not apply "+
+		"(say where etcd is with --endpoints URLS, $%s or --config FILE with a [fleet] table; see 'shaperctl help fleet')", cmd, EndpointsEnv))
+}
+
 // Run runs a fleet command (IsFleet(args)) and returns the exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) int {
 	var err error
+	socket, args := leadingSocket(args)
 	switch {
+	case len(args) == 0:
+		err = usageErr("usage: shaperctl fleet push|pull|status [--config FILE] ...")
+	case socket != "" && args[0] != "help":
+		name := args[0]
+		if name == "fleet" && len(args) > 1 {
+			name += " " + args[1]
+		} else if name != "fleet" {
+			name += " --fleet"
+		}
+		err = errSocket(name)
 	case args[0] == "help" || len(args) == 1 || args[1] == "help" || args[1] == "--help" || args[1] == "-h":
 		fmt.Fprint(stdout, Help)
 		return ExitOK
@@ -135,20 +196,30 @@ func (e checkErr) Error() string { return strings.Join(e, "\n") }
 
 // flags is what every fleet command accepts.
 type flags struct {
-	fs     *flag.FlagSet
-	config *string
-	asJSON *bool
-	rest   []string
+	fs        *flag.FlagSet
+	config    *string
+	endpoints *string
+	prefix    *string
+	socket    *string
+	asJSON    *bool
+	rest      []string
+	getenv    func(string) string
 }
 
 func newFlags(name string, env Env) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	def := DefaultConfig
-	if env.Getenv != nil && env.Getenv("SHAPERD_CONFIG") != "" {
-		def = env.Getenv("SHAPERD_CONFIG")
+	getenv := env.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
 	}
-	f := &flags{fs: fs, config: fs.String("config", def, ""), asJSON: fs.Bool("json", false, "")}
+	def := DefaultConfig
+	if getenv("SHAPERD_CONFIG") != "" {
+		def = getenv("SHAPERD_CONFIG")
+	}
+	f := &flags{fs: fs, config: fs.String("config", def, ""), asJSON: fs.Bool("json", false, ""),
+		endpoints: fs.String("endpoints", "", ""), prefix: fs.String("prefix", "", ""),
+		socket: fs.String("socket", "", ""), getenv: getenv}
 	fs.Bool("fleet", true, "")
 	return f
 }
@@ -165,21 +236,62 @@ func (f *flags) parse(args []string) error {
 			args = args[1:]
 		}
 	}
+	if *f.socket != "" {
+		name := f.fs.Name()
+		if name == "set-rate" || name == "clear" {
+			name += " --fleet"
+		}
+		return errSocket(name)
+	}
 	return nil
 }
 
-// dial reads [fleet] of --config and connects.
-func (f *flags) dial() (*clientv3.Client, *config.Fleet, error) {
+// fleetConfig says where etcd is: --endpoints, else $SHAPERD_ETCD_ENDPOINTS,
+// else fleet.endpoints of --config; the other [fleet] keys of --config
+// (prefix, TLS, authentication) apply when it has the table, --prefix
+// wins over its prefix.
+func (f *flags) fleetConfig() (*config.Fleet, error) {
+	eps, from := *f.endpoints, "--endpoints"
+	if eps == "" {
+		eps, from = f.getenv(EndpointsEnv), "$"+EndpointsEnv
+	}
 	fc, err := config.LoadFleet(*f.config)
+	switch {
+	case eps == "" && err != nil:
+		return nil, fmt.Errorf("reading where the fleet's etcd is: %w (or give --endpoints URLS)", err)
+	case eps == "" && fc == nil:
+		return nil, fmt.Errorf("%s has no [fleet] table saying where the fleet's etcd is: give --endpoints URLS (or $%s), or --config FILE with a [fleet] table", *f.config, EndpointsEnv)
+	case eps != "" && err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("reading the [fleet] table of %s: %w", *f.config, err)
+	}
+	if eps != "" {
+		list, err := config.ParseEndpoints(eps)
+		if err != nil {
+			return nil, usageErr(fmt.Sprintf("%s: %v", from, err))
+		}
+		if fc == nil {
+			fc = &config.Fleet{Prefix: config.DefaultFleetPrefix, DialTimeout: config.DefaultFleetDialTimeout}
+		}
+		fc.Endpoints = list
+	}
+	if *f.prefix != "" {
+		if err := config.CheckFleetPrefix(*f.prefix); err != nil {
+			return nil, usageErr("--prefix: " + err.Error())
+		}
+		fc.Prefix = *f.prefix
+	}
+	return fc, nil
+}
+
+// dial finds where etcd is (fleetConfig) and connects.
+func (f *flags) dial() (*clientv3.Client, *config.Fleet, error) {
+	fc, err := f.fleetConfig()
 	if err != nil {
 		return nil, nil, err
-	}
-	if fc == nil {
-		return nil, nil, fmt.Errorf("%s has no [fleet] table: it says where the fleet's etcd is (or give --config FILE)", *f.config)
 	}
 	c, err := fleet.Dial(fc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("etcd %s: %w", strings.Join(fc.Endpoints, ","), err)
 	}
 	return c, fc, nil
 }

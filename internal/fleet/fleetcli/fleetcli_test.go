@@ -12,6 +12,7 @@ import (
 	"github.com/shaperd/shaperd/internal/fleet"
 	"github.com/shaperd/shaperd/internal/fleet/etcdlab"
 	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 func TestIsFleet(t *testing.T) {
@@ -26,6 +27,11 @@ func TestIsFleet(t *testing.T) {
 		{[]string{"status", "--fleet"}, false},
 		{[]string{"help", "fleet"}, true},
 		{[]string{"help", "status"}, false},
+		{[]string{"--socket", "/run/s.sock", "set-rate", "u2", "3mbit", "--fleet"}, true},
+		{[]string{"--socket=/run/s.sock", "clear", "--fleet", "u2"}, true},
+		{[]string{"-socket", "/run/s.sock", "fleet", "status"}, true},
+		{[]string{"--socket", "/run/s.sock", "set-rate", "u2", "3mbit"}, false},
+		{[]string{"--socket", "/run/s.sock"}, false},
 		{nil, false},
 	} {
 		if got := IsFleet(c.args); got != c.want {
@@ -124,5 +130,92 @@ func TestHelp(t *testing.T) {
 		if code := Run(context.Background(), args, &out, &errb, Env{}); code != ExitOK || !strings.Contains(out.String(), "shaperctl fleet push --config FILE") {
 			t.Errorf("%q: exit %d\n%s%s", args, code, out.String(), errb.String())
 		}
+	}
+}
+
+// TestSocketIsRefused: --fleet talks to etcd, so a --socket before or
+// after the command is refused with a usage error saying so (before any
+// etcd is asked), not "flag provided but not defined: -fleet".
+func TestSocketIsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"--socket", "/run/s.sock", "set-rate", "u2", "3mbit", "--fleet"},
+		{"set-rate", "--fleet", "u2", "3mbit", "--socket", "/run/s.sock"},
+		{"--socket=/run/s.sock", "clear", "u2", "--fleet"},
+		{"--socket", "/run/s.sock", "fleet", "push", "--config", "plan.toml"},
+	} {
+		var out, errb strings.Builder
+		code := Run(context.Background(), args, &out, &errb, Env{})
+		if code != ExitUsage || !strings.Contains(errb.String(), "talks to the fleet's etcd, not to a daemon's socket: --socket does not apply") {
+			t.Errorf("%q: exit %d\nstdout %s\nstderr %s", args, code, out.String(), errb.String())
+		}
+	}
+}
+
+// planNoFleet is a plan file without [fleet]: where etcd is comes from
+// --endpoints or $SHAPERD_ETCD_ENDPOINTS.
+const planNoFleet = `[daemon]
+users_file = "users.toml"
+[[interface]]
+name = "lan0"
+bandwidth = "1gbit"
+[tiers.gold]
+rate = "20mbit"
+ceil = "100mbit"
+`
+
+// TestPushWithEndpoints: a plan file without [fleet] is pushed to the etcd
+// --endpoints names (or $SHAPERD_ETCD_ENDPOINTS, a bare HOST:PORT too) and
+// pulled back; without either the refusal says how to give them;
+// set-rate --fleet takes its flags in any order.
+func TestPushWithEndpoints(t *testing.T) {
+	s := etcdlab.Start(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "plan.toml")
+	if err := os.WriteFile(p, []byte(planNoFleet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "users.toml"), []byte("[[user]]\nname = \"u2\"\ntier = \"gold\"\naddresses = [\"198.18.0.12\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	run := func(args ...string) (int, string) {
+		var out, errb strings.Builder
+		code := Run(context.Background(), args, &out, &errb, Env{Getenv: func(k string) string { return env[k] }})
+		return code, out.String() + errb.String()
+	}
+	if code, out := run("fleet", "push", "--config", p); code != ExitError || !strings.Contains(out, "has no [fleet] table") || !strings.Contains(out, "--endpoints") {
+		t.Fatalf("push without endpoints: exit %d\n%s", code, out)
+	}
+	if code, out := run("fleet", "push", "--config", p, "--endpoints", "ftp://x"); code != ExitUsage || !strings.Contains(out, "--endpoints") {
+		t.Fatalf("push with a bad endpoint: exit %d\n%s", code, out)
+	}
+	if code, out := run("fleet", "push", "--endpoints", s.Endpoint+",", "--config", p, "--prefix", "/ep"); code != ExitOK || !strings.Contains(out, "pushed revision") || !strings.Contains(out, "/ep: 1 tiers, 1 users") {
+		t.Fatalf("push --endpoints: exit %d\n%s", code, out)
+	}
+	c, err := fleet.Dial(&config.Fleet{Endpoints: []string{s.Endpoint}, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, err := fleet.Pull(context.Background(), c, "/ep")
+	if err != nil || got == nil || !strings.Contains(string(got.Shared.Main), `ceil = "100mbit"`) || !strings.Contains(string(got.Shared.Users), `"u2"`) {
+		t.Fatalf("pulled %+v (%v); want the pushed plan", got, err)
+	}
+	// The environment, with a bare HOST:PORT, as etcdctl takes it.
+	env[EndpointsEnv] = strings.TrimPrefix(s.Endpoint, "http://")
+	if code, out := run("fleet", "pull", "--config", p, "--prefix", "/ep"); code != ExitOK || !strings.Contains(out, `rate = "20mbit"`) {
+		t.Fatalf("pull with $%s: exit %d\n%s", EndpointsEnv, code, out)
+	}
+	for _, args := range [][]string{
+		{"set-rate", "--fleet", "u2", "3mbit", "--prefix", "/ep"},
+		{"set-rate", "u2", "--prefix=/ep", "3mbit", "--fleet", "--ceil", "4mbit"},
+	} {
+		if code, out := run(args...); code != ExitOK || !strings.Contains(out, "fleet-wide rate 3mbit") {
+			t.Fatalf("%q: exit %d\n%s", args, code, out)
+		}
+	}
+	ovs, _, err := fleet.Overrides(context.Background(), c, "/ep")
+	if err != nil || len(ovs) != 1 || ovs[0].Target.Name != "u2" || ovs[0].Ceil != 4*tbf.Mbit {
+		t.Fatalf("fleet overrides %+v (%v); want u2 at 3mbit/4mbit", ovs, err)
 	}
 }

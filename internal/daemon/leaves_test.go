@@ -2,14 +2,17 @@ package daemon
 
 import (
 	"context"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/netnslab"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // probingKernel is the fake kernel with a fixed set of leaf kinds.
@@ -71,4 +74,52 @@ queue_latency = "30ms"`, 1), testUsers)
 	if found == have["fq_codel"] {
 		t.Errorf("fq_codel available %v, notes %q", have["fq_codel"], notes)
 	}
+}
+
+// The latency-sized leaf follows every change of its class's ceil to the
+// end: a ramp up, a clear, and a --for that expires (the test plan's
+// default ramp is 0s).
+// (A leaf left at an intermediate ramp step's size holds less than
+// queue_latency, and the next full reconcile reports it as drift.)
+func TestLeafFollowsEveryRateChange(t *testing.T) {
+	k := newFakeKernel("lan0")
+	clk := newFakeClock()
+	cfg := strings.Replace(testConfig, `default_tier = "bronze"`, `default_tier = "bronze"
+leaf_qdisc = "bfifo"`, 1)
+	d, c := runDaemonConfig(t, k, clk, io.Discard, &recNotifier{}, cfg)
+	syncLoop(t, c)
+	check := func(when string, ceil tbf.Rate) {
+		t.Helper()
+		bob := userClass(t, d, k, "lan0/egress", "lan0", "bob")
+		want := uint32(ceil.BytesPerSecond() * 50 / 1000) // 50ms at the ceil
+		if bob.Ceil != ceil || bob.Leaf == nil || bob.Leaf.Limit != want {
+			t.Errorf("%s: bob's ceil %v, leaf %+v; want ceil %v and a queue of %d bytes", when, bob.Ceil, bob.Leaf, ceil, want)
+		}
+	}
+	check("at start", 20*tbf.Mbit)
+	steps := func(n int) {
+		for i := 0; i < n; i++ {
+			clk.Advance(t, RampStep)
+			syncLoop(t, c)
+		}
+	}
+	if _, err := c.SetRate(context.Background(), control.SetRateRequest{Target: "bob", Rate: 40 * tbf.Mbit, Ramp: control.DurationPtr(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	steps(12)
+	check("after a 2s ramp up to 40mbit", 40*tbf.Mbit)
+	if _, err := c.Clear(context.Background(), control.ClearRequest{Target: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	steps(12)
+	check("after a clear (the policy's default ramp)", 20*tbf.Mbit)
+	if _, err := c.SetRate(context.Background(), control.SetRateRequest{Target: "bob", Rate: 30 * tbf.Mbit, Ramp: control.DurationPtr(0), For: control.DurationPtr(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	syncLoop(t, c)
+	check("set-rate 30mbit --for 1m", 30*tbf.Mbit)
+	clk.Advance(t, time.Minute+time.Second)
+	syncLoop(t, c)
+	steps(4)
+	check("after --for expired", 20*tbf.Mbit)
 }

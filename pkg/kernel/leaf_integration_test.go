@@ -72,6 +72,9 @@ func TestLeafQdiscsInKernel(t *testing.T) {
 		}
 		q := qdiscs[i]
 		limit := string(q.Options.Limit) // pfifo: packets; bfifo: bytes
+		if q.Kind == model.LeafTBF {
+			limit = strconv.FormatUint(uint64(dumpedLeaf(t, k, c.Handle).Limit), 10) // tc shows a tbf's limit as "lat"
+		}
 		wantLimit := strconv.FormatUint(uint64(want.Limit), 10)
 		t.Logf("user %s: tc shows %s %s limit %s; model %+v", c.Labels.User, q.Kind, q.Handle, limit, *want)
 		if q.Kind != want.Kind || q.Handle != LeafHandle(c.Handle).String() || (want.Limit != 0 && limit != wantLimit) {
@@ -88,6 +91,31 @@ func TestLeafQdiscsInKernel(t *testing.T) {
 	if res.Writes != 1 {
 		t.Errorf("changing one leaf's limit took %d writes, want 1", res.Writes)
 	}
+	// A small move of a class's ceil (one step of a ramp) resizes its
+	// latency-sized leaf too, in place: 5.5mbit * 50ms.
+	tg.Users[1].Ceil = 5500 * tbf.Kbit
+	reconcile(t, k, tg, nil)
+	u1 := desired.Classes[slices.IndexFunc(desired.Classes, func(c model.Class) bool { return c.Labels.User == "u1" })].Handle
+	if l := dumpedLeaf(t, k, u1); l.Kind != model.LeafTBF || l.Limit != 34375 || l.Segment != 1536 {
+		t.Errorf("after the ceil moved 10%%: u1's leaf %+v, want the segmenting tbf with limit 34375 and max_size 1536", l)
+	}
+}
+
+// dumpedLeaf is the leaf qdisc under class h of the router's lan device,
+// as the kernel dumps it.
+func dumpedLeaf(t *testing.T, k *Kernel, h model.Handle) model.LeafQdisc {
+	t.Helper()
+	tr, err := k.Dump(netnslab.RouterLANDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range tr.Classes {
+		if c.Handle == h && c.Leaf != nil {
+			return *c.Leaf
+		}
+	}
+	t.Fatalf("no leaf under class %s", h)
+	return model.LeafQdisc{}
 }
 
 // rtts pings dst from ns count times at interval and returns the RTTs.

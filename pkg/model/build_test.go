@@ -390,20 +390,31 @@ func TestLeafEqualParameters(t *testing.T) {
 	}
 }
 
-// A latency-sized bfifo is not resized for a small change of the ceil
-// (a ramp step), but is for a large one; a fixed limit must match exactly.
-func TestLeafEqualBfifoResize(t *testing.T) {
-	sized := func(limit uint32) *model.LeafQdisc {
-		return &model.LeafQdisc{Kind: model.LeafBfifo, Limit: limit, Latency: 50 * time.Millisecond}
+// A latency-sized queue (bfifo or the segmenting tbf) is resized at every
+// change of its limit, however small, so that it always holds its
+// latency at the class's current ceil; the segmenting tbf's max_size
+// matches within one 64-byte tick.
+func TestLeafEqualResizesEveryChange(t *testing.T) {
+	sized := func(kind string, limit uint32) *model.LeafQdisc {
+		return &model.LeafQdisc{Kind: kind, Limit: limit, Latency: 50 * time.Millisecond, Segment: map[string]tbf.Size{model.LeafTBF: 1536}[kind]}
 	}
-	dumped := &model.LeafQdisc{Kind: model.LeafBfifo, Limit: 31250}
-	if !model.LeafEqual(dumped, sized(36000)) || !model.LeafEqual(dumped, sized(25000)) {
-		t.Error("a bfifo within 25% of its size is resized")
+	for _, kind := range []string{model.LeafBfifo, model.LeafTBF} {
+		dumped := sized(kind, 31250)
+		dumped.Latency = 0
+		if !model.LeafEqual(dumped, sized(kind, 31250)) {
+			t.Errorf("%s: the same limit does not match", kind)
+		}
+		if model.LeafEqual(dumped, sized(kind, 31251)) || model.LeafEqual(dumped, sized(kind, 30000)) {
+			t.Errorf("%s: a different limit matched", kind)
+		}
 	}
-	if model.LeafEqual(dumped, sized(40000)) || model.LeafEqual(dumped, sized(24000)) {
-		t.Error("a bfifo more than 25% off is not resized")
+	a, b := sized(model.LeafTBF, 1000), sized(model.LeafTBF, 1000)
+	b.Segment = 1536 + 63
+	if !model.LeafEqual(a, b) {
+		t.Error("segment within one tick does not match")
 	}
-	if model.LeafEqual(dumped, &model.LeafQdisc{Kind: model.LeafBfifo, Limit: 31251}) {
-		t.Error("a configured bfifo limit matched a different one")
+	b.Segment = 1536 + 64
+	if model.LeafEqual(a, b) {
+		t.Error("segment a tick apart matched")
 	}
 }

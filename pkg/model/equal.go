@@ -25,10 +25,11 @@ func ClassParamsEqual(a, b Class) bool {
 // where both sides give one: 0 (or "") on either side is the kernel's
 // default and matches any value. Target and Interval, which the kernel
 // keeps in units of 1.024 us and dumps in whole microseconds, match within
-// 1% + 2us. Latency is not compared (Build turns it into Limit), but a
-// bfifo or LeafTBF with a Latency on either side matches limits within
-// BfifoResize. A LeafTBF's Segment matches within one SegmentGrain (what
-// the kernel's dump of its bucket in ticks can tell apart).
+// 1% + 2us. Latency is not compared (Build turns it into Limit): a
+// latency-sized queue whose class's ceil moves is resized at every change
+// (in place: bfifo and tbf keep their queued packets). A LeafTBF's Segment
+// matches within one SegmentGrain (what the kernel's dump of its bucket in
+// ticks can tell apart).
 func LeafEqual(a, b *LeafQdisc) bool {
 	if a == nil || b == nil {
 		return a == b
@@ -45,13 +46,6 @@ func LeafEqual(a, b *LeafQdisc) bool {
 		return d <= max(x, y)/100+2*time.Microsecond
 	}
 	limit := u32(a.Limit, b.Limit)
-	if !limit && (a.Kind == LeafBfifo || a.Kind == LeafTBF) && (a.Latency != 0 || b.Latency != 0) {
-		// A latency-sized bfifo follows its class's ceil; during a ramp
-		// the ceil moves in small steps. The queue is resized only when
-		// it is off by more than BfifoResize, not at every step.
-		lo, hi := min(a.Limit, b.Limit), max(a.Limit, b.Limit)
-		limit = float64(hi) <= float64(lo)*(1+BfifoResize)
-	}
 	segment := max(a.Segment, b.Segment)-min(a.Segment, b.Segment) < SegmentGrain
 	return a.Kind == b.Kind && limit && segment && u32(a.Flows, b.Flows) && u32(a.Quantum, b.Quantum) &&
 		dur(a.Target, b.Target) && dur(a.Interval, b.Interval) &&
@@ -137,6 +131,3 @@ func filterOK(a, d Filter) bool { return a.ClassID == d.ClassID && !a.Damaged &&
 // concerned: Diff(actual, desired) is empty.
 func Equal(actual, desired Tree) bool { return len(Diff(actual, desired)) == 0 }
 
-// BfifoResize is how far (as a fraction) a latency-sized bfifo's limit may
-// be from the one its class's ceil asks for before it is resized.
-const BfifoResize = 0.25

@@ -130,4 +130,3 @@ func filterOK(a, d Filter) bool { return a.ClassID == d.ClassID && !a.Damaged &&
 // Equal reports whether actual already is desired as far as the kernel is
 // concerned: Diff(actual, desired) is empty.
 func Equal(actual, desired Tree) bool { return len(Diff(actual, desired)) == 0 }
-

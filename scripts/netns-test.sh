@@ -106,7 +106,7 @@ test_all() {
 	# The tests remove their own namespaces (t.Cleanup); nothing to trap here.
 	# -p 1: one package's tests at a time, so the throughput and smoothness
 	# measurements of one package are not disturbed by another's traffic.
-	run go test -race -count=1 -p 1 -timeout 8m ./...
+	run go test -race -count=1 -p 1 -timeout 15m ./...
 }
 
 # demo: the standing lab with shaperd shaping r-lan (downloads on egress, uploads

@@ -8,6 +8,7 @@ import (
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/netnslab"
 	"github.com/shaperd/shaperd/pkg/kernel"
+	"github.com/shaperd/shaperd/pkg/model"
 )
 
 // Two faults of the kernel's kind, with shaperd started as the unit starts
@@ -132,10 +133,10 @@ func TestForeignRootNeedsTakeover(t *testing.T) {
 	}
 }
 
-// TestLeafFallbackAsUnit (issue 11 §2): a leaf kind the kernel lacks is
-// replaced by a bfifo sized to queue_latency at the class's ceil, with a
-// warning naming the fallback; the interface is ok and every user class
-// has the bfifo. Interfaces without leaf_qdisc get the default (fq_codel
+// TestLeafFallbackAsUnit: a leaf kind the kernel lacks is replaced by a
+// bfifo sized to queue_latency at the class's ceil (behind the segmenting
+// tbf where that is small), with a warning naming the fallback; the
+// interface is ok and every user class has that queue. Interfaces without leaf_qdisc get the default (fq_codel
 // where the kernel has it, else the same bfifo).
 func TestLeafFallbackAsUnit(t *testing.T) {
 	have, err := kernel.LeafKindsAvailable()
@@ -165,9 +166,13 @@ func TestLeafFallbackAsUnit(t *testing.T) {
 				continue
 			}
 			n++
-			want := uint32(max(float64(c.Ceil.BytesPerSecond())*latency, 3028))
-			if c.Leaf == nil || c.Leaf.Kind != "bfifo" || c.Leaf.Limit != want {
-				t.Errorf("%s class %s (ceil %s): leaf %+v, want bfifo limit %d", dev, c.Handle, c.Ceil, c.Leaf, want)
+			want := uint32(max(float64(c.Ceil.BytesPerSecond())*latency, 2*float64(model.DefaultFrame)))
+			kind := "bfifo" // a queue of fewer than four 64 KiB aggregates is fed by the segmenting tbf
+			if uint64(want) < model.SegmentBelow*uint64(model.DefaultAggregate) {
+				kind = model.LeafTBF
+			}
+			if c.Leaf == nil || c.Leaf.Kind != kind || c.Leaf.Limit != want {
+				t.Errorf("%s class %s (ceil %s): leaf %+v, want %s limit %d", dev, c.Handle, c.Ceil, c.Leaf, kind, want)
 			}
 		}
 		if n != len(u.Users4) {

@@ -62,11 +62,11 @@ queue_latency = "30ms"`, 1), testUsers)
 		t.Fatal(errs)
 	}
 	notes := CheckNotes(plan)
-	want := p + ":16:1: interface[0].leaf_qdisc: sfq not available in this kernel; using bfifo sized to 30ms"
+	want := p + ":16:1: interface[0].leaf_qdisc: sfq not available in this kernel; using bfifo sized to 30ms (behind a tbf that splits TCP aggregates where it is small)"
 	if got := slices.Contains(notes, want); got == have["sfq"] {
 		t.Errorf("sfq available %v, notes %q", have["sfq"], notes)
 	}
-	wantDefault := "default leaf qdisc: fq_codel not available in this kernel; using bfifo sized to 50ms"
+	wantDefault := "default leaf qdisc: fq_codel not available in this kernel; using bfifo sized to 50ms (behind a tbf that splits TCP aggregates where it is small)"
 	found := false
 	for _, n := range notes {
 		found = found || strings.HasSuffix(n, wantDefault) && strings.Contains(n, "(lan0 ingress)")

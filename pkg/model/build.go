@@ -156,7 +156,7 @@ func normLeaf(l *LeafQdisc) (*LeafQdisc, error) {
 // the interface's largest aggregates, the leaf becomes a LeafTBF that
 // splits aggregates into frames in front of the same queue; above a ceil
 // of SegmentRate/8 it stays a bfifo of at least two aggregates instead.
-// The result is a copy; Latency is kept, for LeafEqual's tolerance.
+// The result is a copy.
 func sizeLeaf(l *LeafQdisc, ceil tbf.Rate, spec InterfaceSpec) *LeafQdisc {
 	if l == nil || l.Kind != LeafBfifo || (l.Limit == 0 && l.Latency <= 0) {
 		return l

@@ -25,9 +25,10 @@ import (
 // User and default classes get leaf qdiscs as in the single tree; the
 // kernel picks their handles (a leaf's handle in the single tree is its
 // class minor as major, which would collide between queue trees), from
-// its range of automatic handles. That range holds MaxMQLeaves: an
-// interface with more user and default classes keeps the kernel's default
-// pfifo leaves.
+// its range of automatic handles. That range runs out: with more than
+// MaxMQUserLeaves users every class keeps the kernel's default pfifo leaf
+// (the policy leaves the targets' leaves nil then, so that a Build of a
+// few of the users agrees).
 func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	spec := t.Interface
 	n := spec.Queues
@@ -42,12 +43,9 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	if err != nil {
 		return err
 	}
-	if len(t.Users)+n > MaxMQLeaves {
+	tooMany := len(t.Users) > MaxMQUserLeaves
+	if tooMany {
 		leaf = nil
-		t.Users = slices.Clone(t.Users)
-		for i := range t.Users {
-			t.Users[i].Leaf = nil
-		}
 	}
 	tiers, tierNames, err := tierClasses(t.Tiers)
 	if err != nil {
@@ -56,6 +54,11 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	users, userNames, err := userClasses(t.Users, leaf, spec)
 	if err != nil {
 		return err
+	}
+	if tooMany {
+		for i := range users {
+			users[i].Leaf = nil
+		}
 	}
 	filters, err := userFilters(t.Users, match)
 	if err != nil {

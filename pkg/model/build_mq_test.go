@@ -168,7 +168,7 @@ func TestBuildMQBeyondOneQdisc(t *testing.T) {
 }
 
 // Per-queue trees get the single tree's leaves (sized per class), up to
-// MaxMQLeaves leaf qdiscs on the device; beyond, the kernel's defaults.
+// MaxMQUserLeaves users; beyond, the kernel's defaults.
 func TestBuildMQLeaves(t *testing.T) {
 	s := mqSpec(2)
 	s.Leaf = &model.LeafQdisc{Kind: model.LeafBfifo, Latency: 50 * time.Millisecond}
@@ -190,10 +190,10 @@ func TestBuildMQLeaves(t *testing.T) {
 	if leaves != 4+2 {
 		t.Errorf("%d leaves, want 4 users + 2 default classes", leaves)
 	}
-	many := mustBuild(t, model.Targets{Interface: s, Users: manyUsers(model.MaxMQLeaves)}, nil)
+	many := mustBuild(t, model.Targets{Interface: s, Users: manyUsers(model.MaxMQUserLeaves + 1)}, nil)
 	for _, c := range many.Classes {
 		if c.Leaf != nil {
-			t.Fatalf("%d users on 2 queues: class %s has leaf %+v, want the kernel's default beyond %d leaves", model.MaxMQLeaves, c.Handle, c.Leaf, model.MaxMQLeaves)
+			t.Fatalf("%d users on 2 queues: class %s has leaf %+v, want the kernel's default", model.MaxMQUserLeaves+1, c.Handle, c.Leaf)
 		}
 	}
 }

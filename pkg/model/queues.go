@@ -21,10 +21,12 @@ const (
 	// MaxQueues is the most transmit queues shaperd puts a tree under:
 	// queue majors 1..MaxQueues stay clear of MQHandle.
 	MaxQueues = 1024
-	// MaxMQLeaves is the most leaf qdiscs shaperd gives the classes of
-	// per-queue trees on one device: the kernel's automatic qdisc handles
-	// (majors 8000 to ffff) hold 32,767, and a few stay free for others.
-	MaxMQLeaves = 32000
+	// MaxMQUserLeaves is the most users whose classes get leaf qdiscs
+	// under per-queue trees: the kernel's automatic qdisc handles (majors
+	// 8000 to ffff), from which their leaves are named, hold 32,767, for
+	// these and the default classes of up to MaxQueues queues. More users
+	// keep the kernel's default pfifo leaves, and so do the default classes.
+	MaxMQUserLeaves = 31000
 )
 
 // queueMajors are the handle majors of the queues' HTB qdiscs, by queue:

@@ -167,11 +167,17 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 		if tier != nil {
 			ut.Burst, ut.CBurst, ut.Prio = targetBursts(tier, &x), targetCBurst(tier, &x), tier.Prio
 		}
-		if in.Queues <= 1 {
-			ut.Leaf = leaves.user(tier, u)
-		}
+		ut.Leaf = leaves.user(tier, u)
 		out.Targets.Users = append(out.Targets.Users, ut)
 		out.Users = append(out.Users, x)
+	}
+	if (in.Queues > 1 || in.Queues == config.QueuesAuto) && len(out.Targets.Users) > model.MaxMQUserLeaves {
+		// Per-queue trees name leaves from the kernel's automatic handles,
+		// which run out: this many users keep the kernel's default leaves.
+		spec.Leaf = nil
+		for i := range out.Targets.Users {
+			out.Targets.Users[i].Leaf = nil
+		}
 	}
 	for i := range e.plan.Tiers {
 		t := &e.plan.Tiers[i]

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/daemon"
 	"github.com/shaperd/shaperd/internal/simulate"
 	"github.com/shaperd/shaperd/pkg/config"
@@ -219,7 +220,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for range hup {
 			logger.Info("SIGHUP: reloading")
 			rctx, cancel := context.WithTimeout(ctx, time.Minute)
-			if _, err := d.Reload(rctx); err != nil {
+			if _, err := d.Reload(rctx, control.ReloadRequest{}); err != nil {
 				logger.Error("reload failed", "err", err)
 			}
 			cancel()

@@ -83,6 +83,11 @@ type Daemon struct {
 	UsersFile string
 	// LogLevel is daemon.log_level: debug, info (default), warn or error.
 	LogLevel slog.Level
+	// MaxReloadRemovals is daemon.max_reload_removals: the share of the
+	// users in force, in percent, that a reload may remove without being
+	// confirmed (see ReloadRemovalsRefused). Default 50; 100 turns the
+	// guard off.
+	MaxReloadRemovals int
 }
 
 // Policy is the [policy] table.

@@ -203,7 +203,7 @@ wins: the run-time entry is dropped (logged). status shows each user's
 source. add, set-addresses, add-address, remove-address and remove need
 root or daemon.admin_group; list needs the read role.
 `,
-	"reload": `Usage: shaperctl reload [--dry-run] [--json]
+	"reload": `Usage: shaperctl reload [--allow-removals] [--dry-run] [--json]
 
 Reread shaperd.toml and users.toml. An invalid configuration is refused and
 its errors listed (file:line:col: message); the old one stays in force
@@ -212,6 +212,14 @@ the result and each interface that is not ok after it. Exit 1 also when an
 interface is then failed or degraded (missing ones are waited for and do not
 count). Like SIGHUP to shaperd, which answers nobody. status shows the last
 reload's time and result. Needs root or daemon.admin_group.
+
+A reload that would remove more of the users in force than
+daemon.max_reload_removals allows (default "50%", and always more than two),
+or every user, is refused the same way, naming how many users would go: an
+emptied or truncated users.toml must not drop everyone into the default
+class. --allow-removals confirms such a reload. SIGHUP cannot confirm: use
+shaperctl reload --allow-removals. Quota usage of removed users is kept for
+their current period and counts again when the same name comes back.
 
 --dry-run changes nothing: it validates the configuration files and prints
 what reloading them would do with the overrides and quota usage in force:

@@ -122,9 +122,10 @@ across restarts: see 'shaperctl overrides'.
 Flags:
   --ceil RATE          the most the target may borrow up to; at least RATE
   --direction DIR      download or upload (default: both, see above)
-  --ramp DUR           how long the change takes; 0s changes at once
-                       (default: the policy's ramp from shaperd.toml)
-  --for DUR            undo the change after DUR (default: until 'shaperctl clear')
+  --ramp DUR           how long the change takes; 0s changes at once, at
+                       most 24h (default: the policy's ramp from shaperd.toml)
+  --for DUR            undo the change after DUR, at most 8760h (a year)
+                       (default: until 'shaperctl clear')
   --json               print the daemon's answer as JSON
   --fleet              a fleet-wide change kept in etcd for every router, in
                        any position; it talks to etcd, not to a daemon's

@@ -38,6 +38,11 @@ type Plan struct {
 	// and 64 KiB aggregates. Load leaves it nil.
 	Links map[string]LinkSizes
 
+	// Notes are remarks on keys of the valid configuration, at the key's
+	// position, that `shaperd --check` prints (e.g. a rate written in
+	// bytes per second, "10mbps", which is 80mbit).
+	Notes []Error
+
 	keys keyPos // where each key is written (see Errorf)
 }
 

@@ -40,8 +40,9 @@ admin_group, so members of either group can connect.
 Rates use tc's units: bit kbit mbit gbit tbit, or bps kbps mbps gbps for bytes/s.
 Durations use Go syntax: 250ms, 2s, 1h30m.
 Exit status: 0 ok, 1 error (also permission denied), 2 usage error.
-status exits 1 when an interface is not ok, reload when one is failed or
-degraded after it: scripts and monitoring can rely on it.
+status exits 1 when an interface is not ok or the daemon cannot save its
+state, reload when an interface is failed or degraded after it: scripts and
+monitoring can rely on it.
 `
 
 // commandHelp is each command's help.
@@ -63,9 +64,12 @@ tier of the default class (addresses of no user) is marked "(default class)".
 The last reload's time and result follow the interfaces.
 
 Exit status: 0 when every interface is ok; 1 when one is not (missing,
-pending, failed, degraded): the status is printed all the same, and the
-interfaces that are not ok are named on stderr. Scripts and monitoring
-rely on it.
+pending, failed, degraded), or when the daemon cannot save a state file
+(state_dir full or read-only: overrides, quota usage or class ids would be
+lost at the next restart): the status is printed all the same, and the
+interfaces and files are named on stderr. A state file found corrupt or
+unreadable at start is shown but does not count (the daemon recovered).
+Scripts and monitoring rely on it.
 
 Flags:
   --json      print the status as JSON (rates as tc strings, "10mbit")

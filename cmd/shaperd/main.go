@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/daemon"
 	"github.com/shaperd/shaperd/internal/simulate"
 	"github.com/shaperd/shaperd/pkg/config"
@@ -62,7 +63,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.config, "config", "/etc/shaperd/shaperd.toml", "the configuration `file`")
 	fs.BoolVar(&f.check, "check", false, "validate the configuration, print every error as FILE:LINE:COL: KEY: MSG and exit (1 when invalid)")
 	fs.BoolVar(&f.once, "once", false, "apply the plan once, verify it and exit (non-zero with the reason on failure)")
-	fs.BoolVar(&f.teardown, "teardown", false, "remove everything shaperd installed on the configured interfaces and exit")
+	fs.BoolVar(&f.teardown, "teardown", false, "remove everything shaperd installed on the configured interfaces (and its interface lock files) and exit")
 	fs.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (default: daemon.log_level of the configuration)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&f.netns, "netns", "", "shape in the named network `namespace` (as 'ip netns' knows it) instead of this one")
@@ -219,7 +220,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for range hup {
 			logger.Info("SIGHUP: reloading")
 			rctx, cancel := context.WithTimeout(ctx, time.Minute)
-			if _, err := d.Reload(rctx); err != nil {
+			if _, err := d.Reload(rctx, control.ReloadRequest{}); err != nil {
 				logger.Error("reload failed", "err", err)
 			}
 			cancel()

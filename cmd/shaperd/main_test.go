@@ -157,6 +157,35 @@ ceil = "100mbit"
 	}
 }
 
+// A rate in a bytes-per-second unit is valid but noted at its key: tc's
+// mbps is megabytes per second, so "10mbps" is 80mbit.
+func TestCheckNotesBytesPerSecond(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "shaperd.toml")
+	os.WriteFile(cfg, []byte(`[[interface]]
+name = "lan0"
+bandwidth = "1gbit"
+
+[tiers.gold]
+rate = "10mbps"
+ceil = "100mbit"
+`), 0o644)
+	os.WriteFile(filepath.Join(dir, "users.toml"), []byte("[[user]]\nname = \"a\"\ntier = \"gold\"\nrate = \"2KBps\"\naddresses = [\"198.18.0.1\"]\n"), 0o644)
+	code, out, errOut := runMain("--config", cfg, "--check")
+	for _, want := range []string{
+		cfg + `:6:1: note: tiers.gold.rate: rate "10mbps" is 80mbit: in tc's units mbps counts bytes per second; mbit counts bits (write "10mbit" if 10mbit was meant)` + "\n",
+		filepath.Join(dir, "users.toml") + `:4:1: note: user[0].rate: rate "2KBps" is 16kbit: in tc's units KBps counts bytes per second; kbit counts bits (write "2kbit" if 2kbit was meant)` + "\n",
+		cfg + ": ok\n",
+	} {
+		if code != 0 || errOut != "" || !strings.Contains(out, want) {
+			t.Errorf("exit %d\nstdout %s\nstderr %s\nwant exit 0 and %q", code, out, errOut, want)
+		}
+	}
+	if n := strings.Count(out, "counts bytes"); n != 2 {
+		t.Errorf("%d bytes notes, want 2 (100mbit is bits):\n%s", n, out)
+	}
+}
+
 // --help is an answer, not an error: stdout, exit 0, flags spelled --name.
 func TestHelp(t *testing.T) {
 	code, out, errOut := runMain("--help")

@@ -100,10 +100,11 @@ func (c *Client) Clear(ctx context.Context, req ClearRequest) (*ClearResponse, e
 // Reload asks the daemon to reload its configuration and returns the
 // result it applied; a refused one is an *APIError wrapping a
 // *ValidationError with the problems. An older daemon answers {}: the
-// result is then empty.
-func (c *Client) Reload(ctx context.Context) (*ReloadStatus, error) {
+// result is then empty. req.AllowRemovals confirms a reload that removes
+// many users.
+func (c *Client) Reload(ctx context.Context, req ReloadRequest) (*ReloadStatus, error) {
 	var resp ReloadStatus
-	if err := c.do(ctx, http.MethodPost, "/v1/reload", struct{}{}, &resp); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/reload", req, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil

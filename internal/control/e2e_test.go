@@ -211,7 +211,7 @@ func TestClientErrors(t *testing.T) {
 	}
 
 	fake.ReloadErr = &control.ValidationError{Problems: []string{"shaperd.toml:3:8: unknown tier \"platnum\"", "users.toml:9:1: duplicate user \"bob\""}}
-	_, err = c.Reload(ctx)
+	_, err = c.Reload(ctx, control.ReloadRequest{})
 	var ve *control.ValidationError
 	if !errors.As(err, &ve) || !reflect.DeepEqual(ve.Problems, fake.ReloadErr.(*control.ValidationError).Problems) ||
 		!errors.As(err, &ae) || ae.StatusCode != 422 || !strings.Contains(err.Error(), "old one stays in force") {
@@ -273,7 +273,7 @@ func TestServicePanicIs500(t *testing.T) {
 // slow blocks in Reload until its context ends.
 type slow struct{ controltest.Fake }
 
-func (s *slow) Reload(ctx context.Context) (*control.ReloadStatus, error) {
+func (s *slow) Reload(ctx context.Context, _ control.ReloadRequest) (*control.ReloadStatus, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }

@@ -101,17 +101,18 @@ func (s *Server) handleQuotaReset(ctx context.Context, r *http.Request) (any, er
 }
 
 func (s *Server) handleReload(ctx context.Context, r *http.Request) (any, error) {
-	// The body is optional: nothing, or an empty object.
+	// The body is optional: nothing, or a ReloadRequest.
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		return nil, bodyError(err)
 	}
+	var req ReloadRequest
 	if len(bytes.TrimSpace(b)) > 0 {
-		if _, err := decodeBody(bytes.NewReader(b), &struct{}{}); err != nil {
+		if _, err := decodeBody(bytes.NewReader(b), &req); err != nil {
 			return nil, err
 		}
 	}
-	resp, err := s.svc.Reload(ctx)
+	resp, err := s.svc.Reload(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("reload: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -96,7 +97,8 @@ const MinRate = 8 * tbf.Bit
 // Validate checks the request on its own, as both shaperctl (before
 // sending) and the server (before calling the Service) do: a valid target, a
 // rate of at least MinRate, a ceiling not below the rate, a non-negative
-// ramp and a positive duration. The bandwidth of the target's interfaces is
+// ramp of at most policy.MaxRamp and a positive duration of at most
+// policy.MaxOverrideFor. The bandwidth of the target's interfaces is
 // checked by the daemon with CheckBound. It returns a *BadRequestError.
 func (r *SetRateRequest) Validate() error {
 	if _, _, err := ParseDirectedTarget(r.Target, r.Direction); err != nil {
@@ -115,6 +117,18 @@ func (r *SetRateRequest) Validate() error {
 	}
 	if r.For != nil && *r.For <= 0 {
 		return BadRequest("for %s for %s: must be positive (omit it to keep the override until cleared)", r.For, r.Target)
+	}
+	var ramp, dur *time.Duration
+	if r.Ramp != nil {
+		v := r.Ramp.Std()
+		ramp = &v
+	}
+	if r.For != nil {
+		v := r.For.Std()
+		dur = &v
+	}
+	if err := policy.CheckDurations(ramp, dur); err != nil {
+		return BadRequest("%s: %v", r.Target, err)
 	}
 	return nil
 }

@@ -28,8 +28,10 @@ type Service interface {
 	Clear(ctx context.Context, req ClearRequest) (*ClearResponse, error)
 	// Reload rereads the configuration and swaps it in when valid, and
 	// answers with the result applied (the interfaces' states); when not,
-	// it returns a *ValidationError listing the problems and keeps the old one.
-	Reload(ctx context.Context) (*ReloadStatus, error)
+	// it returns a *ValidationError listing the problems and keeps the old
+	// one. A reload removing more users than daemon.max_reload_removals
+	// allows is refused that way unless req.AllowRemovals.
+	Reload(ctx context.Context, req ReloadRequest) (*ReloadStatus, error)
 	// Top is Status with the traffic counters read from the kernel for
 	// this request (shaperctl top's refresh), not those of the last
 	// reconcile.

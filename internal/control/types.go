@@ -45,6 +45,10 @@ type FleetStatus struct {
 	Overrides int `json:"overrides"`
 }
 
+// StateProblemWrite is StateProblem.Kind of a state file the daemon cannot
+// write now (the others, "corrupt" and "read", were met at start).
+const StateProblemWrite = "write"
+
 // StateProblem is a fault of one state file in daemon.state_dir. Shaping
 // goes on regardless; this says what was lost or is not being saved.
 type StateProblem struct {

@@ -53,6 +53,15 @@ type ReloadStatus struct {
 	Problems   []string          `json:"problems,omitempty"`
 }
 
+// ReloadRequest asks for a reload (the body of POST /v1/reload; an empty
+// body is the zero value).
+type ReloadRequest struct {
+	// AllowRemovals confirms a reload that removes more users than
+	// daemon.max_reload_removals allows (shaperctl reload --allow-removals);
+	// without it such a reload is refused.
+	AllowRemovals bool `json:"allow_removals,omitempty"`
+}
+
 // Reload results.
 const (
 	ReloadOK       = "ok"

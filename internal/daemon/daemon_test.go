@@ -117,7 +117,7 @@ func TestInvalidReloadKeepsPlanWithZeroWrites(t *testing.T) {
 	w := k.writeCount()
 	bad := strings.Replace(testConfig, `ceil = "100mbit"`, `ceil = "1mbit"`, 1)
 	writeConfig(t, dir, bad, testUsers+"\n[[user]]\nname = \"carol\"\ntier = \"gold\"\naddresses = [\"198.18.1.30\"]\n")
-	err := d.reload()
+	err := d.reload(false)
 	var ve *control.ValidationError
 	if !errors.As(err, &ve) || len(ve.Problems) == 0 {
 		t.Fatalf("reload of an invalid config: %v, want a ValidationError with problems", err)
@@ -137,7 +137,7 @@ func TestInvalidReloadKeepsPlanWithZeroWrites(t *testing.T) {
 
 	// A valid reload that adds carol is applied.
 	writeConfig(t, dir, testConfig, testUsers+"\n[[user]]\nname = \"carol\"\ntier = \"gold\"\naddresses = [\"198.18.1.30\"]\n")
-	if err := d.reload(); err != nil {
+	if err := d.reload(false); err != nil {
 		t.Fatalf("valid reload: %v", err)
 	}
 	if c := userClass(t, d, k, "lan0/egress", "lan0", "carol"); c.Rate != 50*tbf.Mbit {

@@ -217,7 +217,9 @@ func (d *Daemon) applyShared(p *fleet.Plan) {
 		return
 	}
 	start := d.clock.Now()
-	if err := d.reloadWith(p); err != nil {
+	// A shared plan is pushed on purpose (shaperctl fleet push): it may
+	// remove users without a confirmation here.
+	if err := d.reloadWith(p, true); err != nil {
 		fst.refused, fst.errs, fst.refusedPlan = p.Revision, problemsOf(err), p
 		fst.refusedA.Store(p.Revision)
 		d.log.Error("fleet: shared plan refused; the old one stays in force", "revision", p.Revision, "err", err)

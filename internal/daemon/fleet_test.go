@@ -278,7 +278,7 @@ func TestFleetRefusedRetriedAtReload(t *testing.T) {
 		t.Fatalf("revision 4 with a tier this router's file lacks: %+v", st)
 	}
 	writeConfig(t, dir, strings.ReplaceAll(fleetTestConfig, `default_tier = "bronze"`, `default_tier = "silver"`), testUsers)
-	if err := d.reload(); err != nil {
+	if err := d.reload(false); err != nil {
 		t.Fatal(err)
 	}
 	if st := d.status().Fleet; st.Refused != 0 || st.Revision != 4 || len(st.Errors) != 0 {

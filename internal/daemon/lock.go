@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,6 +27,9 @@ var ErrLocked = errors.New("managed by another shaperd")
 // kernel drops the locks when the process ends, also on kill -9.
 type ifaceLocks struct {
 	files []*os.File
+	// dir holds the files; madeDir: lockInterfaces created it.
+	dir     string
+	madeDir bool
 }
 
 // lockInterfaces takes the lock of every device in devices, in the network
@@ -37,12 +41,13 @@ func lockInterfaces(dir, netns string, devices []string) (*ifaceLocks, error) {
 	if err != nil {
 		return nil, err
 	}
+	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("interface locks: %w", err)
 	}
 	devices = append([]string(nil), devices...)
 	sort.Strings(devices) // one order for every process: no lock-order races
-	l := &ifaceLocks{}
+	l := &ifaceLocks{dir: dir, madeDir: errors.Is(statErr, fs.ErrNotExist)}
 	for i, dev := range devices {
 		if i > 0 && dev == devices[i-1] {
 			continue
@@ -90,6 +95,28 @@ func netnsInode(name string) (uint64, error) {
 		return 0, fmt.Errorf("network namespace %s: %w", path, err)
 	}
 	return st.Ino, nil
+}
+
+// remove deletes the lock files (while still holding them, so that no
+// other process can take a lock on a file about to go) and then drops the
+// locks, and removes the directory when lockInterfaces created it and it
+// is empty: `shaperd --teardown` leaves nothing of shaperd's behind.
+func (l *ifaceLocks) remove() error {
+	if l == nil {
+		return nil
+	}
+	var errs []error
+	for _, f := range l.files {
+		if err := os.Remove(f.Name()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove lock file: %w", err))
+		}
+	}
+	l.release()
+	if l.madeDir {
+		// Not empty (the control socket of a daemon, another lock): it stays.
+		_ = os.Remove(l.dir)
+	}
+	return errors.Join(errs...)
 }
 
 // release drops every lock (the files stay, empty of meaning).

@@ -196,7 +196,7 @@ func TestTierCountersOnlyGrow(t *testing.T) {
 	// Everyone moves to bronze: gold keeps its count with 0 users.
 	writeConfig(t, dir, strings.Replace(testConfig, "[daemon]\n", "[daemon]\nmetrics_per_user = false\n", 1),
 		strings.ReplaceAll(metricsUsers, `"gold"`, `"bronze"`))
-	if err := d.reload(); err != nil {
+	if err := d.reload(false); err != nil {
 		t.Fatal(err)
 	}
 	mfs = scrape(t, d)

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"slices"
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/config"
@@ -25,8 +26,9 @@ func CheckNotes(plan *config.Plan) []string {
 // valid configuration, each at the key's position: a ceil above an HTB
 // interface's bandwidth, capped to it, and a guaranteed rate above it,
 // scaled with the others (policy.CheckWithNotes). One plan may serve
-// links of different sizes, so neither is an error.
+// links of different sizes, so neither is an error. The loader's notes
+// (config.Plan.Notes: a rate written in bytes per second) come first.
 func CheckKeyNotes(plan *config.Plan) []config.Error {
 	_, notes := policy.CheckWithNotes(plan)
-	return notes
+	return append(slices.Clip(plan.Notes), notes...)
 }

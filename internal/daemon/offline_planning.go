@@ -126,17 +126,23 @@ func parseWhatIf(s string, now time.Time) (policy.Override, error) {
 
 // PlanDiff implements control.Service: what reloading the configuration
 // file would change in the kernel, with the overrides and usage in force,
-// changing nothing (shaperctl reload --dry-run).
+// changing nothing (shaperctl reload --dry-run). Users the reload would
+// remove are counted first, with whether the reload needs
+// --allow-removals.
 func (d *Daemon) PlanDiff(ctx context.Context) (*control.PlanDiffResponse, error) {
 	var diffs []PlanDiff
+	var note string
 	var err error
-	if cerr := d.call(ctx, func() { diffs, err = d.reloadDiffs() }); cerr != nil {
+	if cerr := d.call(ctx, func() { diffs, note, err = d.reloadDiffs() }); cerr != nil {
 		return nil, cerr
 	}
 	if err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
+	if note != "" {
+		fmt.Fprintln(&b, note)
+	}
 	WritePlanDiff(&b, diffs, true)
 	resp := &control.PlanDiffResponse{Text: b.String()}
 	for _, pd := range diffs {
@@ -177,15 +183,23 @@ func (d *Daemon) dryReconcilers(plan *config.Plan) []*reconciler {
 
 // reloadDiffs is what reloading the files would change: the plan they
 // give with the run-time users a reload keeps (withRuntime), against the
-// one in force.
-func (d *Daemon) reloadDiffs() ([]PlanDiff, error) {
+// one in force, and a note on the users it would remove ("" when none).
+func (d *Daemon) reloadDiffs() ([]PlanDiff, string, error) {
 	plan, err := loadPlan(d.opts.ConfigPath, d.sharedPlan())
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	plan, _, _ = withRuntime(plan, d.runtime, d.clock.Now())
 	ifaces := d.dryReconcilers(plan)
 	ov := d.overrides.Clone()
 	ov.Prune(plan)
-	return d.planDiff(plan, ifaces, ov, d.clock.Now()), nil
+	var note string
+	if gone := d.removedUsers(plan); len(gone) > 0 {
+		note = fmt.Sprintf("removes %d of the %d users in force: %s", len(gone), len(d.plan.Users), describe(gone, 10))
+		if ce := d.checkRemovals(plan, gone); ce != nil {
+			note += fmt.Sprintf(" (more than daemon.max_reload_removals = \"%d%%\" allows: a reload needs --allow-removals)",
+				d.plan.Daemon.MaxReloadRemovals)
+		}
+	}
+	return d.planDiff(plan, ifaces, ov, d.clock.Now()), note, nil
 }

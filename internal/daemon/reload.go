@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/shaperd/shaperd/internal/fleet"
+	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"
 )
@@ -14,15 +15,17 @@ import (
 // or the newest one refused when it loads now). Everything that can fail is done
 // before the swap: loading and validating the files, evaluating the policy
 // and building every interface's tree. A failure returns a *ConfigError and
-// leaves the daemon (and the kernel) untouched.
-func (d *Daemon) reload() error {
+// leaves the daemon (and the kernel) untouched. A reload that removes
+// more users than daemon.max_reload_removals allows is refused the same
+// way unless allowRemovals confirms it (shaperctl reload --allow-removals).
+func (d *Daemon) reload(allowRemovals bool) error {
 	var shared *fleet.Plan
 	if d.fleet != nil {
 		shared = d.fleet.shared
 		// A fleet revision this router refused may load now that its own
 		// file changed (e.g. an interface's default_tier fixed).
 		if p := d.fleet.refusedPlan; p != nil {
-			if _, err := loadPlan(d.opts.ConfigPath, sharedOf(p)); err == nil && d.reloadWith(p) == nil {
+			if _, err := loadPlan(d.opts.ConfigPath, sharedOf(p)); err == nil && d.reloadWith(p, allowRemovals) == nil {
 				d.fleet.refused, d.fleet.errs, d.fleet.refusedPlan = 0, nil, nil
 				d.fleet.refusedA.Store(0)
 				d.log.Info("fleet: the shared plan refused before is applied with the reloaded file", "revision", p.Revision)
@@ -32,12 +35,13 @@ func (d *Daemon) reload() error {
 			}
 		}
 	}
-	return d.reloadWith(shared)
+	return d.reloadWith(shared, allowRemovals)
 }
 
 // reloadWith is reload with the fleet's shared plan p (nil: the local
 // file's own policy, tiers and users); on success p is the one in force.
-func (d *Daemon) reloadWith(p *fleet.Plan) error {
+// allowRemovals lets it remove more users than checkRemovals allows.
+func (d *Daemon) reloadWith(p *fleet.Plan, allowRemovals bool) error {
 	// RELOADING=1 with MONOTONIC_USEC is what Type=notify-reload
 	// (systemd >= 253) expects; older versions ignore it.
 	d.notify.Notify(fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
@@ -68,6 +72,15 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 		d.log.Error("reload refused: the run-time users do not fit the new configuration; the old one stays in force", "err", err)
 		d.reloadResult(d.clock.Now(), err.(*ConfigError).Problems)
 		return err
+	}
+	gone := d.removedUsers(plan)
+	if !allowRemovals {
+		if err := d.checkRemovals(plan, gone); err != nil {
+			d.stats.reloads.WithLabelValues("refused").Inc()
+			d.log.Error("reload refused: it would remove too many users; the old configuration stays in force", "err", err)
+			d.reloadResult(d.clock.Now(), err.Problems)
+			return err
+		}
 	}
 	now := d.clock.Now()
 	ifaces := d.makeReconcilers(plan, d.ifaces)
@@ -145,7 +158,10 @@ func (d *Daemon) reloadWith(p *fleet.Plan) error {
 	}
 	d.stats.reloads.WithLabelValues("ok").Inc()
 	d.log.Info("configuration reloaded", "config", plan.Path, "interfaces", len(plan.Interfaces),
-		"tiers", len(plan.Tiers), "users", len(plan.Users))
+		"tiers", len(plan.Tiers), "users", len(plan.Users), "removed_users", len(gone))
+	if len(gone) > 0 {
+		d.log.Info("reload removed users", "count", len(gone), "users", describe(gone, 10), "confirmed", allowRemovals)
+	}
 	err = d.policyStep(now)
 	d.saveAssignments()
 	d.saveUsage(now)
@@ -162,4 +178,40 @@ func (d *Daemon) teardown(st *reconciler) {
 		return
 	}
 	d.log.Info("removed the shaping of an interface no longer configured", "interface", st.key)
+}
+
+// removedUsers names the users in force that next does not have, in the
+// order of the plan in force.
+func (d *Daemon) removedUsers(next *config.Plan) []string {
+	keep := make(map[string]bool, len(next.Users))
+	for i := range next.Users {
+		keep[next.Users[i].Name] = true
+	}
+	var gone []string
+	for i := range d.plan.Users {
+		if !keep[d.plan.Users[i].Name] {
+			gone = append(gone, d.plan.Users[i].Name)
+		}
+	}
+	return gone
+}
+
+// checkRemovals refuses a reload to next that removes the users gone when
+// they are more than daemon.max_reload_removals (the value in force, so
+// that the file being reloaded cannot lift its own guard) allows, or every
+// user: an emptied or truncated users file must not drop everyone into the
+// default class. The error says how many would go and how to confirm.
+func (d *Daemon) checkRemovals(next *config.Plan, gone []string) *ConfigError {
+	n, limit := len(d.plan.Users), d.plan.Daemon.MaxReloadRemovals
+	if !config.ReloadRemovalsRefused(n, len(gone), limit) {
+		return nil
+	}
+	what := fmt.Sprintf("%d of the %d users in force", len(gone), n)
+	if len(gone) == n {
+		what = fmt.Sprintf("all %d users in force", n)
+	}
+	return &ConfigError{Problems: []string{fmt.Sprintf(
+		"%s: reload refused: it would remove %s (%s), more than daemon.max_reload_removals = \"%d%%\" allows; "+
+			"the old configuration stays in force. If that is meant, confirm with 'shaperctl reload --allow-removals'",
+		next.UsersPath, what, describe(gone, 5), limit)}}
 }

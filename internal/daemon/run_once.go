@@ -35,8 +35,9 @@ func (d *Daemon) Once(ctx context.Context) error {
 
 // Teardown removes what shaperd installed on every managed interface of
 // the plan (root qdiscs with their classes and filters, ingress redirects,
-// IFB devices). Overrides stay in the state directory. Missing interfaces
-// are not errors.
+// IFB devices) and, when all of that worked, the interface lock files it
+// created. Overrides stay in the state directory. Missing interfaces are
+// not errors.
 func (d *Daemon) Teardown(ctx context.Context) error {
 	var errs []error
 	for _, st := range d.ifaces {
@@ -48,6 +49,12 @@ func (d *Daemon) Teardown(ctx context.Context) error {
 			continue
 		}
 		d.log.Info("removed shaping", "interface", st.key, "device", st.device)
+	}
+	if len(errs) == 0 {
+		// Nothing is left to manage: the interface lock files go too.
+		if err := d.locks.remove(); err != nil {
+			d.log.Warn("teardown: lock files", "err", err)
+		}
 	}
 	return errors.Join(errs...)
 }

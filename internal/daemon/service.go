@@ -77,12 +77,14 @@ func (d *Daemon) Clear(ctx context.Context, req control.ClearRequest) (*control.
 // Reload implements control.Service (and SIGHUP): the configuration is
 // reread, validated and built; an invalid one is a *control.ValidationError
 // and changes nothing, a valid one is swapped in and applied, and the
-// answer gives every interface's state after it.
-func (d *Daemon) Reload(ctx context.Context) (*control.ReloadStatus, error) {
+// answer gives every interface's state after it. A reload that removes
+// more users than daemon.max_reload_removals allows is refused unless
+// req.AllowRemovals (SIGHUP cannot confirm: it passes the zero request).
+func (d *Daemon) Reload(ctx context.Context, req control.ReloadRequest) (*control.ReloadStatus, error) {
 	var err error
 	var res *control.ReloadStatus
 	if cerr := d.call(ctx, func() {
-		err = d.reload()
+		err = d.reload(req.AllowRemovals)
 		res = d.lastReload
 	}); cerr != nil {
 		return nil, cerr

@@ -185,7 +185,7 @@ func TestReloadWithTheSameUserInUsersTomlDropsTheRuntimeEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeConfig(t, dir, testConfig, testUsers+"\n[[user]]\nname = \"carol\"\ntier = \"bronze\"\naddresses = [\"198.18.1.33\"]\n")
-	if err := d.reload(); err != nil {
+	if err := d.reload(false); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
 	if d.userSource("carol") != control.SourceFile || len(d.runtime) != 0 {
@@ -332,7 +332,7 @@ func TestReloadDryRunKeepsRuntimeUsers(t *testing.T) {
 	if _, err := d.changeUser(add); err != nil {
 		t.Fatal(err)
 	}
-	diffs, err := d.reloadDiffs()
+	diffs, _, err := d.reloadDiffs()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestRuntimeUserAfterReloadKeepsProbedLeaf(t *testing.T) {
 	if _, err := d.changeUser(dave); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.reload(); err != nil { // with a run-time user
+	if err := d.reload(false); err != nil { // with a run-time user
 		t.Fatal(err)
 	}
 	// gold oversubscribes the ingress side: a full evaluation.

@@ -113,7 +113,7 @@ func TestReloadRefusesWhatCheckRefuses(t *testing.T) {
 	d, _ := newTestDaemon(t, k, clk, dir)
 	defer d.Close()
 	writeConfig(t, dir, tbfTestConfig+"[[tiers.gold.schedule]]\ndays = [\"all\"]\nfrom = \"01:00\"\nto = \"02:00\"\nrate = \"8bit\"\n", users)
-	err := d.reload()
+	err := d.reload(false)
 	var ce *ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "shaperd.toml:25:1: tiers.gold.schedule[0].rate: tier gold's burst 64kb does not fit rate 8bit") {
 		t.Fatalf("reload: %v; want a ConfigError at tiers.gold.schedule[0].rate", err)

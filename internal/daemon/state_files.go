@@ -27,7 +27,7 @@ const (
 	StateRead = "read"
 	// StateWrite: a state file could not be written (read-only or full
 	// state_dir); shaping goes on and the write is retried.
-	StateWrite = "write"
+	StateWrite = control.StateProblemWrite
 )
 
 // stateFiles are the state files, for metric labels.

@@ -22,8 +22,10 @@ func (d *Daemon) saveOverrides(ov policy.Overrides) error {
 // saveUsage writes the quota usage and marks it flushed at now. A failure
 // leaves it due; it is retried on later reconcile ticks, and the counts
 // keep growing in memory meanwhile (they come from the kernel's counters,
-// so the next successful write holds everything).
+// so the next successful write holds everything). Removed users whose
+// quota period has ended are forgotten first (policy.Usage.PruneEnded).
 func (d *Daemon) saveUsage(now time.Time) {
+	d.usage.PruneEnded(now)
 	err := saveJSON(d.plan.Daemon.StateDir, UsageFile, d.usage)
 	d.stateWritten(UsageFile, err)
 	if err == nil {

@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,9 @@ const (
 	DefaultSmoothWindow          = 1 * time.Second
 	// DefaultQuotaInterval is policy.quota_interval's default.
 	DefaultQuotaInterval = 1 * time.Second
+	// DefaultMaxReloadRemovals is daemon.max_reload_removals' default, in
+	// percent of the users in force.
+	DefaultMaxReloadRemovals = 50
 )
 
 // MaxSocketPath is the longest unix socket path: sockaddr_un's sun_path
@@ -42,6 +46,7 @@ func decodeDaemon(rt *table) Daemon {
 		FullReconcileInterval: DefaultFullReconcileInterval,
 		UsersFile:             DefaultUsersFile,
 		LogLevel:              slog.LevelInfo,
+		MaxReloadRemovals:     DefaultMaxReloadRemovals,
 	}
 	t, ok := rt.sub("daemon")
 	if !ok {
@@ -109,6 +114,13 @@ func decodeDaemon(rt *table) Daemon {
 	if s, ok := t.enum("log_level", "debug", "info", "warn", "error"); ok {
 		d.LogLevel = logLevels[s]
 	}
+	if s, ok := t.typed("max_reload_removals", `a share of the users such as "50%"`); ok {
+		if p, err := parsePercent(s); err != nil {
+			t.errf("max_reload_removals", "%v", err)
+		} else {
+			d.MaxReloadRemovals = p
+		}
+	}
 	t.finish()
 	return d
 }
@@ -168,4 +180,35 @@ func checkGroup(name string) error {
 		return fmt.Errorf("group %q does not exist on this system (create it with groupadd, or use another group)", name)
 	}
 	return nil
+}
+
+// parsePercent reads a whole percentage from 0% to 100%, e.g. "50%".
+func parsePercent(s string) (int, error) {
+	num, ok := strings.CutSuffix(strings.TrimSpace(s), "%")
+	n, err := strconv.Atoi(strings.TrimSpace(num))
+	if !ok || err != nil {
+		return 0, fmt.Errorf("%q is not a percentage such as \"50%%\"", s)
+	}
+	if n < 0 || n > 100 {
+		return 0, fmt.Errorf("%q is out of range: from 0%% to 100%%", s)
+	}
+	return n, nil
+}
+
+// minGuardedRemovals is how many users a reload may always remove, whatever
+// max_reload_removals says, unless it removes every user.
+const minGuardedRemovals = 2
+
+// ReloadRemovalsRefused reports whether a reload that removes removed of the
+// inForce users needs a confirmation under daemon.max_reload_removals
+// maxPercent: it removes more than maxPercent of them (and more than two),
+// or every one of them. With maxPercent 100 it never does.
+func ReloadRemovalsRefused(inForce, removed, maxPercent int) bool {
+	if maxPercent >= 100 || removed == 0 {
+		return false
+	}
+	if removed >= inForce {
+		return true
+	}
+	return removed > minGuardedRemovals && removed*100 > inForce*maxPercent
 }

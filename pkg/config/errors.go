@@ -68,9 +68,13 @@ func (e *Errors) Unwrap() []error {
 type collector struct {
 	list  []Error
 	order map[string]int // file -> rank for sorting (main file first)
+	// notes are remarks on valid keys (Plan.Notes).
+	notes []Error
 }
 
 func (c *collector) add(e Error) { c.list = append(c.list, e) }
+
+func (c *collector) note(e Error) { c.notes = append(c.notes, e) }
 
 // result returns the sorted errors, or nil when there are none.
 func (c *collector) result() *Errors {

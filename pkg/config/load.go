@@ -91,6 +91,7 @@ func load(mainPath string, sh *Shared, read func(string) ([]byte, error), resolv
 	if errs := c.result(); errs != nil {
 		return nil, errs
 	}
+	plan.Notes = c.notes
 	return plan, nil
 }
 

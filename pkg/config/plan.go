@@ -38,6 +38,11 @@ type Plan struct {
 	// and 64 KiB aggregates. Load leaves it nil.
 	Links map[string]LinkSizes
 
+	// Notes are remarks on keys of the valid configuration, at the key's
+	// position, that `shaperd --check` prints (e.g. a rate written in
+	// bytes per second, "10mbps", which is 80mbit).
+	Notes []Error
+
 	keys keyPos // where each key is written (see Errorf)
 }
 
@@ -83,6 +88,11 @@ type Daemon struct {
 	UsersFile string
 	// LogLevel is daemon.log_level: debug, info (default), warn or error.
 	LogLevel slog.Level
+	// MaxReloadRemovals is daemon.max_reload_removals: the share of the
+	// users in force, in percent, that a reload may remove without being
+	// confirmed (see ReloadRemovalsRefused). Default 50; 100 turns the
+	// guard off.
+	MaxReloadRemovals int
 }
 
 // Policy is the [policy] table.

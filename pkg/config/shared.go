@@ -69,6 +69,7 @@ func loadShared(mainPath string, sh *Shared, read func(string) ([]byte, error), 
 	if errs := c.result(); errs != nil {
 		return nil, errs
 	}
+	plan.Notes = c.notes
 	return plan, nil
 }
 

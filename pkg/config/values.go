@@ -42,6 +42,12 @@ func (f *file) errf(path, format string, args ...any) {
 	f.c.add(Error{File: f.name, Line: p.Line, Col: p.Col, Key: path, Msg: fmt.Sprintf(format, args...)})
 }
 
+// notef reports a remark on the valid key at path (Plan.Notes).
+func (f *file) notef(path, format string, args ...any) {
+	p := f.at(path)
+	f.c.note(Error{File: f.name, Line: p.Line, Col: p.Col, Key: path, Msg: fmt.Sprintf(format, args...)})
+}
+
 // where formats the position of path for messages that name a second place.
 func (f *file) where(path string) string {
 	p := f.at(path)
@@ -190,7 +196,28 @@ func (t *table) rate(k string) (tbf.Rate, bool) {
 		t.errf(k, "rate %s is below the minimum 8bit (1 byte/s)", s)
 		return 0, false
 	}
+	if bits, ok := bytesUnit(s); ok {
+		t.f.notef(t.key(k), "rate %q is %s: in tc's units %s counts bytes per second; %s counts bits (write %q if %s was meant)",
+			s, r, s[len(s)-len(bits.bytes):], bits.bits, bits.written, bits.written)
+	}
 	return r, true
+}
+
+// byteRate is a rate written in a bytes-per-second unit ("mbps"), with
+// the bits unit of the same prefix ("mbit") and the rate written in it.
+type byteRate struct{ bytes, bits, written string }
+
+// bytesUnit reports whether rate text s uses a bytes-per-second unit
+// (bps, kbps, mbps, ..., any case), which people often mean as bits.
+func bytesUnit(s string) (byteRate, bool) {
+	t := strings.TrimSpace(s)
+	if len(t) < 3 || !strings.EqualFold(t[len(t)-3:], "bps") {
+		return byteRate{}, false
+	}
+	num := strings.TrimRight(t[:len(t)-3], "kKmMgGtTiI")
+	prefix := t[len(num) : len(t)-3]
+	return byteRate{bytes: prefix + t[len(t)-3:], bits: strings.ToLower(prefix) + "bit",
+		written: strings.TrimSpace(num) + strings.ToLower(prefix) + "bit"}, true
 }
 
 // size returns the size at k: a tc size string or an integer of bytes.

@@ -142,6 +142,39 @@ func (o Override) Validate() error {
 	return nil
 }
 
+// Bounds of a run-time override's durations (set-rate --ramp and --for).
+// A ramp longer than a day is no smooth change but a schedule, and an
+// override for longer than a year is a plan change: both are far more
+// likely a typo (876000h) than meant.
+const (
+	// MaxRamp is the longest ramp an override may ask for.
+	MaxRamp = 24 * time.Hour
+	// MaxOverrideFor is the longest an override may be set for.
+	MaxOverrideFor = 365 * 24 * time.Hour
+)
+
+// CheckDurations checks an override's requested ramp and duration (nil:
+// not given): a ramp from 0 to MaxRamp, a duration above 0 and at most
+// MaxOverrideFor. The error names the flag and the bound.
+func CheckDurations(ramp, dur *time.Duration) error {
+	if ramp != nil && (*ramp < 0 || *ramp > MaxRamp) {
+		return fmt.Errorf("--ramp %s: must be from 0s (at once) to %s", *ramp, fmtBound(MaxRamp))
+	}
+	if dur != nil && (*dur <= 0 || *dur > MaxOverrideFor) {
+		return fmt.Errorf("--for %s: must be above 0 and at most %s (omit it to keep the override until cleared)", *dur, fmtBound(MaxOverrideFor))
+	}
+	return nil
+}
+
+// fmtBound writes a bound in hours ("24h"), with the days from two days up.
+func fmtBound(d time.Duration) string {
+	s := strings.TrimSuffix(d.String(), "0m0s")
+	if d < 48*time.Hour {
+		return s
+	}
+	return fmt.Sprintf("%s (%d days)", s, d/(24*time.Hour))
+}
+
 // ErrUnknownTarget is returned (wrapped) by CheckOverride for a target the
 // plan does not have.
 var ErrUnknownTarget = errors.New("unknown target")

@@ -238,3 +238,27 @@ func TestDefaultClass(t *testing.T) {
 		t.Error("TBF interface has a default class")
 	}
 }
+
+// An override's ramp may be 0 to MaxRamp, its duration above 0 up to
+// MaxOverrideFor; both bounds themselves are accepted.
+func TestCheckDurations(t *testing.T) {
+	d := func(v time.Duration) *time.Duration { return &v }
+	for _, c := range []struct {
+		ramp, dur *time.Duration
+		ok        bool
+	}{
+		{nil, nil, true},
+		{d(0), d(time.Second), true},
+		{d(MaxRamp), d(MaxOverrideFor), true},
+		{d(MaxRamp + time.Second), nil, false},
+		{d(876000 * time.Hour), nil, false},
+		{d(-time.Second), nil, false},
+		{nil, d(MaxOverrideFor + time.Second), false},
+		{nil, d(999999 * time.Hour), false},
+		{nil, d(0), false},
+	} {
+		if err := CheckDurations(c.ramp, c.dur); (err == nil) != c.ok {
+			t.Errorf("ramp %v for %v: %v, want ok %v", c.ramp, c.dur, err, c.ok)
+		}
+	}
+}

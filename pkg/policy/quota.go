@@ -70,7 +70,12 @@ func NewUsage(loc *time.Location) *Usage {
 
 // Configure takes the time zone and each user's quota period from plan
 // (users of tiers without a quota count monthly). Call it after every
-// (re)load. Users no longer in the plan are forgotten. When a user's
+// (re)load. A user no longer in the plan keeps the bytes counted in their
+// period, so that removing a user and adding the same name back (an
+// emptied users file, a run-time user removed and re-added) does not
+// reset their quota: only the counter baselines go (their classes go
+// too; a returning user's new classes start new baselines). PruneEnded
+// drops such users once their period is over. When a user's
 // period kind changes, the bytes counted so far carry into the new
 // period when the old period began inside it (day -> month: today's
 // bytes are this month's too), else the new period starts from zero
@@ -99,14 +104,36 @@ func (u *Usage) Configure(plan *config.Plan) (changed []string) {
 		p, ok := u.periods[name]
 		switch {
 		case !ok:
-			delete(u.users, name)
-			u.touch(time.Time{})
+			if len(uu.Counters) > 0 {
+				uu.Counters = map[string]uint64{}
+				u.touch(time.Time{})
+			}
 		case uu.Period != p:
 			changed = append(changed, name)
 		}
 	}
 	slices.Sort(changed)
 	return changed
+}
+
+// PruneEnded forgets the users the plan no longer has (see Configure)
+// whose stored period ended at or before now: their count no longer
+// matters to anyone. It returns how many it forgot.
+func (u *Usage) PruneEnded(now time.Time) int {
+	n := 0
+	for name, uu := range u.users {
+		if _, ok := u.periods[name]; ok {
+			continue
+		}
+		if _, end := PeriodBounds(uu.Period, uu.Start, u.loc); !now.Before(end) {
+			delete(u.users, name)
+			n++
+		}
+	}
+	if n > 0 {
+		u.touch(now)
+	}
+	return n
 }
 
 // carries reports whether uu's count carries into period kind p, whose

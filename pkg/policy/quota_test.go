@@ -162,6 +162,59 @@ func TestUsagePersistence(t *testing.T) {
 	}
 }
 
+// A user the plan no longer has keeps their count (the counter baselines
+// go with their classes) and it counts again when the same name comes back;
+// PruneEnded forgets them only once their period is over.
+func TestUsageKeptForRemovedUser(t *testing.T) {
+	loc := berlin(t)
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, loc)
+	plan := func(users ...string) *config.Plan {
+		p := &config.Plan{Policy: config.Policy{Location: loc},
+			Tiers: []config.Tier{{Name: "q", Quota: 1 << 30, QuotaPeriod: config.PeriodDay}}}
+		for _, n := range users {
+			p.Users = append(p.Users, config.User{Name: n, Tier: "q"})
+		}
+		return p
+	}
+	u := NewUsage(loc)
+	u.Configure(plan("alice", "bob"))
+	u.Observe("alice", "lan0/egress/1:105", 0, now)
+	u.Observe("alice", "lan0/egress/1:105", 700, now.Add(time.Minute))
+	u.Configure(plan("bob"))
+	if n := u.PruneEnded(now.Add(time.Hour)); n != 0 {
+		t.Errorf("PruneEnded within alice's day forgot %d users", n)
+	}
+	data, err := json.Marshal(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u = NewUsage(loc) // a restart while alice is gone
+	if err := json.Unmarshal(data, u); err != nil {
+		t.Fatal(err)
+	}
+	u.Configure(plan("bob", "alice"))
+	// Her new class reuses the old id: its counter starts again at 0.
+	u.Observe("alice", "lan0/egress/1:105", 0, now.Add(2*time.Hour))
+	u.Observe("alice", "lan0/egress/1:105", 300, now.Add(3*time.Hour))
+	if got, _, _ := u.Used("alice", config.PeriodDay, now.Add(3*time.Hour)); got != 1000 {
+		t.Errorf("alice back: used %d, want 700 before her removal + 300 since", got)
+	}
+	u.Configure(plan("bob"))
+	if n := u.PruneEnded(now.Add(13 * time.Hour)); n != 0 { // 23:00, still her day
+		t.Errorf("PruneEnded forgot %d users before the day ended", n)
+	}
+	if n := u.PruneEnded(now.Add(14 * time.Hour)); n != 1 { // midnight
+		t.Errorf("PruneEnded at the day's end forgot %d users, want alice", n)
+	}
+	u.Configure(plan("bob", "alice"))
+	if got, _, _ := u.Used("alice", config.PeriodDay, now.Add(14*time.Hour)); got != 0 {
+		t.Errorf("alice in a new day after being forgotten: used %d", got)
+	}
+	if got, _, _ := u.Used("bob", config.PeriodDay, now); got != 0 {
+		t.Errorf("bob used %d, never observed", got)
+	}
+}
+
 // The flush contract: not due while clean, due FlushInterval after the
 // first change, clean after Flushed.
 func TestUsageFlushDue(t *testing.T) {

@@ -40,8 +40,9 @@ admin_group, so members of either group can connect.
 Rates use tc's units: bit kbit mbit gbit tbit, or bps kbps mbps gbps for bytes/s.
 Durations use Go syntax: 250ms, 2s, 1h30m.
 Exit status: 0 ok, 1 error (also permission denied), 2 usage error.
-status exits 1 when an interface is not ok, reload when one is failed or
-degraded after it: scripts and monitoring can rely on it.
+status exits 1 when an interface is not ok or the daemon cannot save its
+state, reload when an interface is failed or degraded after it: scripts and
+monitoring can rely on it.
 `
 
 // commandHelp is each command's help.
@@ -63,9 +64,12 @@ tier of the default class (addresses of no user) is marked "(default class)".
 The last reload's time and result follow the interfaces.
 
 Exit status: 0 when every interface is ok; 1 when one is not (missing,
-pending, failed, degraded): the status is printed all the same, and the
-interfaces that are not ok are named on stderr. Scripts and monitoring
-rely on it.
+pending, failed, degraded), or when the daemon cannot save a state file
+(state_dir full or read-only: overrides, quota usage or class ids would be
+lost at the next restart): the status is printed all the same, and the
+interfaces and files are named on stderr. A state file found corrupt or
+unreadable at start is shown but does not count (the daemon recovered).
+Scripts and monitoring rely on it.
 
 Flags:
   --json      print the status as JSON (rates as tc strings, "10mbit")
@@ -122,9 +126,10 @@ across restarts: see 'shaperctl overrides'.
 Flags:
   --ceil RATE          the most the target may borrow up to; at least RATE
   --direction DIR      download or upload (default: both, see above)
-  --ramp DUR           how long the change takes; 0s changes at once
-                       (default: the policy's ramp from shaperd.toml)
-  --for DUR            undo the change after DUR (default: until 'shaperctl clear')
+  --ramp DUR           how long the change takes; 0s changes at once, at
+                       most 24h (default: the policy's ramp from shaperd.toml)
+  --for DUR            undo the change after DUR, at most 8760h (a year)
+                       (default: until 'shaperctl clear')
   --json               print the daemon's answer as JSON
   --fleet              a fleet-wide change kept in etcd for every router, in
                        any position; it talks to etcd, not to a daemon's
@@ -203,7 +208,7 @@ wins: the run-time entry is dropped (logged). status shows each user's
 source. add, set-addresses, add-address, remove-address and remove need
 root or daemon.admin_group; list needs the read role.
 `,
-	"reload": `Usage: shaperctl reload [--dry-run] [--json]
+	"reload": `Usage: shaperctl reload [--allow-removals] [--dry-run] [--json]
 
 Reread shaperd.toml and users.toml. An invalid configuration is refused and
 its errors listed (file:line:col: message); the old one stays in force
@@ -212,6 +217,14 @@ the result and each interface that is not ok after it. Exit 1 also when an
 interface is then failed or degraded (missing ones are waited for and do not
 count). Like SIGHUP to shaperd, which answers nobody. status shows the last
 reload's time and result. Needs root or daemon.admin_group.
+
+A reload that would remove more of the users in force than
+daemon.max_reload_removals allows (default "50%", and always more than two),
+or every user, is refused the same way, naming how many users would go: an
+emptied or truncated users.toml must not drop everyone into the default
+class. --allow-removals confirms such a reload. SIGHUP cannot confirm: use
+shaperctl reload --allow-removals. Quota usage of removed users is kept for
+their current period and counts again when the same name comes back.
 
 --dry-run changes nothing: it validates the configuration files and prints
 what reloading them would do with the overrides and quota usage in force:

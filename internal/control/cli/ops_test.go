@@ -128,6 +128,28 @@ func TestReloadResult(t *testing.T) {
 	}
 }
 
+// reload --allow-removals carries the confirmation to the daemon; a plain
+// reload does not, and a refusal is printed with exit 1.
+func TestReloadAllowRemovals(t *testing.T) {
+	fake, sock := serve(t)
+	fake.Reloaded = &control.ReloadStatus{Result: control.ReloadOK}
+	if code, _, errOut := run(t, cli.Env{}, "--socket", sock, "reload", "--allow-removals"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := run(t, cli.Env{}, "--socket", sock, "reload"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if calls := fake.CallLog(); len(calls) != 2 || calls[0] != "reload --allow-removals" || calls[1] != "reload" {
+		t.Errorf("calls %q, want the confirmation on the first reload only", calls)
+	}
+	msg := "users.toml: reload refused: it would remove all 850 users in force (a; b; c; d; e; and 845 more), more than daemon.max_reload_removals = \"50%\" allows"
+	fake.ReloadErr = &control.ValidationError{Problems: []string{msg}}
+	code, _, errOut := run(t, cli.Env{}, "--socket", sock, "reload")
+	if code != 1 || !strings.Contains(errOut, msg) {
+		t.Errorf("refused reload: exit %d, stderr %q", code, errOut)
+	}
+}
+
 // quota reset USER resets and says what the usage was.
 func TestQuotaReset(t *testing.T) {
 	fake, sock := serve(t)

@@ -155,6 +155,7 @@ func runReload(ctx context.Context, c *control.Client, args []string, out io.Wri
 	fs := newFlagSet("reload")
 	asJSON := fs.Bool("json", false, "")
 	dryRun := fs.Bool("dry-run", false, "")
+	allowRemovals := fs.Bool("allow-removals", false, "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagError("reload", err)
@@ -165,7 +166,7 @@ func runReload(ctx context.Context, c *control.Client, args []string, out io.Wri
 	if *dryRun {
 		return runReloadDryRun(ctx, c, out, *asJSON)
 	}
-	res, err := c.Reload(ctx)
+	res, err := c.Reload(ctx, control.ReloadRequest{AllowRemovals: *allowRemovals})
 	if err != nil {
 		return err
 	}

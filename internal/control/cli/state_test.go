@@ -44,3 +44,33 @@ func TestStatusShowsStateProblems(t *testing.T) {
 		t.Errorf("--json state_problems: exit %d, %+v\n%s", code, got, out)
 	}
 }
+
+// status exits 1 when the daemon cannot save a state file (state_dir full
+// or read-only), naming the file on stderr, even with every interface ok;
+// a problem met at start (a corrupt file moved aside) is shown but exits 0.
+func TestStatusExitsNonZeroWhenStateUnsaved(t *testing.T) {
+	st := controltest.Sample()
+	for i := range st.Interfaces {
+		st.Interfaces[i].State, st.Interfaces[i].Error = control.StateOK, ""
+	}
+	since := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	corrupt := control.StateProblem{File: "usage.json", Kind: "corrupt", Since: since, Error: "unexpected end of JSON input"}
+	unsaved := control.StateProblem{File: "overrides.json", Kind: control.StateProblemWrite, Since: since,
+		Error: "write /var/lib/shaperd/overrides.json: read-only file system"}
+	fake := &controltest.Fake{State: st}
+	sock := controltest.Serve(t, fake)
+	fake.State.StateProblems = []control.StateProblem{corrupt}
+	for _, args := range [][]string{{"status"}, {"status", "--json"}} {
+		if code, _, errOut := run(t, cli.Env{}, append([]string{"--socket", sock}, args...)...); code != 0 {
+			t.Errorf("%v with a corrupt file recovered at start: exit %d, want 0: %s", args, code, errOut)
+		}
+	}
+	fake.State.StateProblems = []control.StateProblem{corrupt, unsaved}
+	for _, args := range [][]string{{"status"}, {"status", "--json"}} {
+		code, out, errOut := run(t, cli.Env{}, append([]string{"--socket", sock}, args...)...)
+		if code != 1 || !strings.Contains(errOut, "cannot save its state") || !strings.Contains(errOut, "overrides.json") ||
+			strings.Contains(errOut, "usage.json") || !strings.Contains(out, "read-only file system") {
+			t.Errorf("%v with overrides.json unsaved: exit %d\nstdout %s\nstderr %s", args, code, out, errOut)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -50,19 +51,35 @@ func runStatus(ctx context.Context, c *control.Client, args []string, out io.Wri
 	return notOK(st)
 }
 
-// notOK is an error naming the interfaces whose state is not ok, so that
-// status exits 1 for scripts and monitoring; nil when all are ok.
+// notOK is an error naming the interfaces whose state is not ok and the
+// state files the daemon cannot save (its overrides, quota usage or class
+// ids would be lost at the next restart), so that status exits 1 for
+// scripts and monitoring; nil when all is well. Problems met at start
+// (a corrupt or unreadable file, moved aside and recovered from) are
+// shown but do not count: the daemon works on without them.
 func notOK(st *control.Status) error {
-	var bad []string
+	var bad, unsaved []string
 	for _, i := range st.Interfaces {
 		if i.State != control.StateOK {
 			bad = append(bad, fmt.Sprintf("%s (%s) is %s", i.Name, i.Direction, dash(i.State)))
 		}
 	}
-	if len(bad) == 0 {
+	for _, p := range st.StateProblems {
+		if p.Kind == control.StateProblemWrite {
+			unsaved = append(unsaved, p.File)
+		}
+	}
+	var msgs []string
+	if len(bad) > 0 {
+		msgs = append(msgs, "not every interface is ok: "+strings.Join(bad, "; "))
+	}
+	if len(unsaved) > 0 {
+		msgs = append(msgs, "the daemon cannot save its state (is state_dir full or read-only?): "+strings.Join(unsaved, ", "))
+	}
+	if len(msgs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("not every interface is ok: %s", strings.Join(bad, "; "))
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // flagError turns a flag parse error into a usage error (or ErrHelp).

@@ -152,11 +152,16 @@ func (f *Fake) Clear(ctx context.Context, req control.ClearRequest) (*control.Cl
 	return resp, nil
 }
 
-// Reload records the call and returns Reloaded, or ReloadErr.
-func (f *Fake) Reload(ctx context.Context) (*control.ReloadStatus, error) {
+// Reload records the call ("reload", or "reload --allow-removals") and
+// returns Reloaded, or ReloadErr.
+func (f *Fake) Reload(ctx context.Context, req control.ReloadRequest) (*control.ReloadStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.Calls = append(f.Calls, "reload")
+	call := "reload"
+	if req.AllowRemovals {
+		call += " --allow-removals"
+	}
+	f.Calls = append(f.Calls, call)
 	if f.ReloadErr != nil {
 		return nil, f.ReloadErr
 	}

@@ -562,6 +562,14 @@ func setRate(ctx context.Context, args []string, out io.Writer, env Env) error {
 		}
 		o.Until = now.Add(d)
 	}
+	var dur *time.Duration
+	if !o.Until.IsZero() {
+		d := o.Until.Sub(now)
+		dur = &d
+	}
+	if err := policy.CheckDurations(o.Ramp, dur); err != nil {
+		return usageErr("set-rate: " + err.Error())
+	}
 	if err := o.Validate(); err != nil {
 		return usageErr("set-rate: " + err.Error())
 	}

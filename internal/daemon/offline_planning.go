@@ -175,17 +175,36 @@ func (d *Daemon) dryReconcilers(plan *config.Plan) []*reconciler {
 	return out
 }
 
-// reloadDiffs is what reloading the files would change: the plan they
-// give with the run-time users a reload keeps (withRuntime), against the
-// one in force.
+// reloadDiffs is what reloading the files would change, prepared the way
+// reload prepares it (reloadWith): the fleet's shared plan a reload would
+// take (the refused one when it loads now), the kernel's link sizes and
+// leaf kinds, the classifier check, the run-time users a reload keeps and
+// the overrides it evaluates (local and fleet, pruned to the new plan),
+// against what the kernel holds. A plan the reload would refuse is an
+// error.
 func (d *Daemon) reloadDiffs() ([]PlanDiff, error) {
-	plan, err := loadPlan(d.opts.ConfigPath, d.sharedPlan())
+	shared := d.sharedPlan()
+	if d.fleet != nil && d.fleet.refusedPlan != nil {
+		if _, err := loadPlan(d.opts.ConfigPath, sharedOf(d.fleet.refusedPlan)); err == nil {
+			shared = sharedOf(d.fleet.refusedPlan)
+		}
+	}
+	plan, err := loadPlan(d.opts.ConfigPath, shared)
 	if err != nil {
 		return nil, err
 	}
-	plan, _, _ = withRuntime(plan, d.runtime, d.clock.Now())
+	_, _ = d.probeLeaves(plan) // a failed probe falls back as reload's does
+	if err := d.checkClassifiers(plan); err != nil {
+		return nil, err
+	}
+	if len(d.runtime) > 0 {
+		plan, _, _ = withRuntime(plan, d.runtime, d.clock.Now())
+		if errs := CheckPlan(plan); len(errs) > 0 {
+			return nil, &ConfigError{Problems: append([]string{"with the run-time users (shaperctl user list):"}, errorMessages(errs)...)}
+		}
+	}
 	ifaces := d.dryReconcilers(plan)
 	ov := d.overrides.Clone()
 	ov.Prune(plan)
-	return d.planDiff(plan, ifaces, ov, d.clock.Now()), nil
+	return d.planDiff(plan, ifaces, d.evalOverrides(ov), d.clock.Now()), nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/fleet"
+	"github.com/shaperd/shaperd/internal/fleet/etcdlab"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -221,6 +222,27 @@ func TestCheckRouter(t *testing.T) {
 	errs, note = CheckRouter(p)
 	if len(errs) != 0 || !strings.Contains(note, "cached shared plan, revision 5") {
 		t.Fatalf("with the cached plan: %v, note %q", errs, note)
+	}
+}
+
+// --check of a router says why it has no shared plan from etcd: etcd
+// unreachable (naming the endpoint), or reachable and holding none.
+func TestCheckRouterSaysWhyNoSharedPlan(t *testing.T) {
+	s := etcdlab.Start(t)
+	for _, tt := range []struct {
+		endpoint, want, not string
+	}{
+		{"http://127.0.0.1:1", "etcd http://127.0.0.1:1 unreachable", "holds no shared plan"},
+		{s.Endpoint, "etcd " + s.Endpoint + " holds no shared plan under /shaperd", "unreachable"},
+	} {
+		dir := t.TempDir()
+		cfg := strings.Replace(fleetTestConfig, "http://127.0.0.1:1", tt.endpoint, 1)
+		writeConfig(t, dir, cfg, testUsers)
+		errs, note := CheckRouter(filepath.Join(dir, "shaperd.toml"))
+		if len(errs) != 0 || !strings.Contains(note, tt.want) || strings.Contains(note, tt.not) ||
+			!strings.Contains(note, "checked the file alone") {
+			t.Errorf("etcd %s: %v, note %q; want it to say %q", tt.endpoint, errs, note, tt.want)
+		}
 	}
 }
 

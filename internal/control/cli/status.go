@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -50,8 +51,9 @@ func runStatus(ctx context.Context, c *control.Client, args []string, out io.Wri
 	return notOK(st)
 }
 
-// notOK is an error naming the interfaces whose state is not ok, so that
-// status exits 1 for scripts and monitoring; nil when all are ok.
+// notOK is an error naming the interfaces whose state is not ok, and a
+// fleet router's refused shared plan, so that status exits 1 for scripts
+// and monitoring; nil when all is ok.
 func notOK(st *control.Status) error {
 	var bad []string
 	for _, i := range st.Interfaces {
@@ -59,10 +61,21 @@ func notOK(st *control.Status) error {
 			bad = append(bad, fmt.Sprintf("%s (%s) is %s", i.Name, i.Direction, dash(i.State)))
 		}
 	}
-	if len(bad) == 0 {
+	var errs []string
+	if len(bad) > 0 {
+		errs = append(errs, "not every interface is ok: "+strings.Join(bad, "; "))
+	}
+	if f := st.Fleet; f != nil && f.Refused != 0 {
+		inForce := fmt.Sprintf("revision %d", f.Revision)
+		if f.Revision == 0 {
+			inForce = "the local file's plan"
+		}
+		errs = append(errs, fmt.Sprintf("fleet: this router refused the shared plan revision %d and shapes with %s", f.Refused, inForce))
+	}
+	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("not every interface is ok: %s", strings.Join(bad, "; "))
+	return errors.New(strings.Join(errs, "; "))
 }
 
 // flagError turns a flag parse error into a usage error (or ErrHelp).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,11 +158,25 @@ func TestFleetOverrides(t *testing.T) {
 	if got := userRate(t, k, "alice"); got != mbit(3) {
 		t.Fatalf("alice with a local override over the fleet one: %v, want 3mbit", got)
 	}
+	// shaperctl overrides lists both, the fleet's marked as such and as
+	// replaced by the local one here.
+	var sources []string
+	for _, o := range d.overrideList(clk.Now()) {
+		if o.Target == "alice" {
+			sources = append(sources, fmt.Sprintf("%s %v %s", o.Source, o.Shadowed, o.Rate))
+		}
+	}
+	if want := []string{"local false 3mbit", "fleet true 7mbit"}; !slices.Equal(sources, want) {
+		t.Errorf("overrides of alice: %q, want %q", sources, want)
+	}
 	if _, err := d.clear(control.ClearRequest{Target: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := userRate(t, k, "alice"); got != mbit(7) {
 		t.Fatalf("alice after the local override is cleared: %v, want the fleet's 7mbit", got)
+	}
+	if ovs := d.overrideList(clk.Now()); len(ovs) != 1 || ovs[0].Target != "alice" || ovs[0].Source != control.SourceFleet || ovs[0].Shadowed {
+		t.Errorf("overrides with the fleet's alone: %+v, want alice's fleet override", ovs)
 	}
 	d.applyFleetOverrides(nil, nil)
 	if got := userRate(t, k, "alice"); got != mbit(50) {

@@ -69,3 +69,22 @@ func TestStatusExitsNotOKWhenFleetRefused(t *testing.T) {
 		}
 	}
 }
+
+// overrides lists fleet overrides, marked as such, and says when a local
+// override replaces one on this router.
+func TestOverridesShowFleet(t *testing.T) {
+	set := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	if err := writeOverrides(&b, []control.OverrideStatus{
+		{Target: "alice", Direction: "both", Rate: 3e6, Ceil: 3e6, Set: set, Source: control.SourceLocal},
+		{Target: "alice", Direction: "both", Rate: 7e6, Ceil: 7e6, Set: set, Source: control.SourceFleet, Shadowed: true},
+		{Target: "tier:gold", Direction: "both", Rate: 9e6, Ceil: 9e6, Set: set, Source: control.SourceFleet},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 4 || !strings.HasSuffix(lines[0], "SOURCE") || !strings.HasSuffix(lines[1], " local") ||
+		!strings.HasSuffix(lines[2], " fleet (local wins)") || !strings.HasSuffix(lines[3], " fleet") {
+		t.Errorf("overrides table:\n%s", b.String())
+	}
+}

@@ -156,8 +156,11 @@ Flags:
 List every run-time change (set-rate) in force: TARGET, DIRECTION
 (download, upload or both), RATE, CEIL, RAMP (default: the policy's),
 UNTIL (cleared: until 'shaperctl clear'), SET BY (the uid of the caller,
-from the socket's peer credentials) and SET AT. Overrides and who set them
-survive restarts (daemon.state_dir/overrides.json).
+from the socket's peer credentials), SET AT and SOURCE: local (this
+router's set-rate) or fleet (set-rate --fleet; "fleet (local wins)" when
+a local override of the same target and direction replaces it here).
+Local overrides and who set them survive restarts
+(daemon.state_dir/overrides.json); fleet overrides live in etcd.
 `,
 	"quota": `Usage: shaperctl quota reset USER [--json]
 

@@ -39,7 +39,7 @@ func (d *Daemon) simulate(req control.SimulateRequest) (*control.SimulateRespons
 	for _, s := range req.Set {
 		o, err := parseWhatIf(s, now)
 		if err != nil {
-			return nil, &control.BadRequestError{Message: err.Error()}
+			return nil, control.BadUsage("%v", err)
 		}
 		if err := policy.CheckOverride(d.plan, o); err != nil {
 			return nil, &control.BadRequestError{Message: fmt.Sprintf("--set %s: %v", s, err)}
@@ -52,7 +52,7 @@ func (d *Daemon) simulate(req control.SimulateRequest) (*control.SimulateRespons
 	if req.Demand != "" {
 		var err error
 		if spec, err = simulate.ParseSpec(req.Demand); err != nil {
-			return nil, &control.BadRequestError{Message: err.Error()}
+			return nil, control.BadUsage("%v", err)
 		}
 	} else {
 		spec = simulate.MeasuredSpec(d.measuredDemand())

@@ -39,9 +39,11 @@ admin_group, so members of either group can connect.
 
 Rates use tc's units: bit kbit mbit gbit tbit, or bps kbps mbps gbps for bytes/s.
 Durations use Go syntax: 250ms, 2s, 1h30m.
-Exit status: 0 ok, 1 error (also permission denied), 2 usage error.
-status exits 1 when an interface is not ok, reload when one is failed or
-degraded after it: scripts and monitoring can rely on it.
+Exit status: 0 ok, 1 error (also permission denied), 2 usage error (also a
+malformed value the daemon finds, as in simulate --set alice=3).
+status exits 1 when an interface is not ok or the router refused the fleet's
+shared plan, fleet status when a router is not ok, reload when an interface
+is failed or degraded after it: scripts and monitoring can rely on it.
 `
 
 // commandHelp is each command's help.
@@ -63,9 +65,9 @@ tier of the default class (addresses of no user) is marked "(default class)".
 The last reload's time and result follow the interfaces.
 
 Exit status: 0 when every interface is ok; 1 when one is not (missing,
-pending, failed, degraded): the status is printed all the same, and the
-interfaces that are not ok are named on stderr. Scripts and monitoring
-rely on it.
+pending, failed, degraded) or this fleet router refused the shared plan:
+the status is printed all the same, and what is not ok is named on
+stderr. Scripts and monitoring rely on it.
 
 Flags:
   --json      print the status as JSON (rates as tc strings, "10mbit")

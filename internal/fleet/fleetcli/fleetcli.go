@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"os/user"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -174,7 +175,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "shaperctl: %v\n", err)
+		fmt.Fprintf(stderr, "shaperctl: %s\n", DoubleDash(err.Error()))
 		return ExitUsage
 	case errors.As(err, &ce):
 		for _, l := range ce {
@@ -189,6 +190,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 }
 
 type usageErr string
+
+// flagName is a flag as the flag package's errors name it, with one dash.
+var flagName = regexp.MustCompile(`(defined: |argument: |for flag |value "[^"]*" for )-([A-Za-z][A-Za-z0-9-]*)`)
+
+// DoubleDash rewrites the flag package's error message msg to name flags
+// the way shaperctl's and shaperd's help and man pages write them: with two
+// dashes ("flag provided but not defined: --yaml", not "-yaml").
+func DoubleDash(msg string) string {
+	return flagName.ReplaceAllString(msg, "${1}--${2}")
+}
 
 func (e usageErr) Error() string { return string(e) }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/fleet/fleetcli"
+	"github.com/shaperd/shaperd/pkg/config"
 )
 
 // Exit codes of Run.
@@ -37,6 +38,10 @@ type Env struct {
 	Rows func() int
 	// After is top's refresh timer; nil: time.After.
 	After func(time.Duration) <-chan time.Time
+	// CheckPlan is the check `shaperd --check` runs on a plan once it
+	// loads (daemon.CheckPlan), for import to refuse what --check would;
+	// nil: policy.Check, its policy part.
+	CheckPlan func(*config.Plan) []config.Error
 }
 
 // command is one subcommand: it parses its own arguments (flags may follow

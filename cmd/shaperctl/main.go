@@ -25,7 +25,7 @@ func main() {
 		os.Exit(0)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	env := cli.Env{Getenv: os.Getenv, Stdin: os.Stdin, After: time.After}
+	env := cli.Env{Getenv: os.Getenv, Stdin: os.Stdin, After: time.After, CheckPlan: daemon.CheckPlan}
 	if cli.IsTerminal(os.Stdout.Fd()) {
 		env.Terminal = true
 		env.Rows = func() int { return cli.TerminalRows(os.Stdout.Fd()) }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/daemon"
+	"github.com/shaperd/shaperd/internal/fleet/fleetcli"
 	"github.com/shaperd/shaperd/internal/simulate"
 	"github.com/shaperd/shaperd/pkg/config"
 )
@@ -59,7 +60,7 @@ func usage(fs *flag.FlagSet, w io.Writer) {
 func parseFlags(args []string, stdout, stderr io.Writer) (*flags, error) {
 	f := &flags{}
 	fs := flag.NewFlagSet("shaperd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // run prints parse errors, with the flags' two dashes
 	fs.StringVar(&f.config, "config", "/etc/shaperd/shaperd.toml", "the configuration `file`")
 	fs.BoolVar(&f.check, "check", false, "validate the configuration, print every error as FILE:LINE:COL: KEY: MSG and exit (1 when invalid)")
 	fs.BoolVar(&f.once, "once", false, "apply the plan once, verify it and exit (non-zero with the reason on failure)")
@@ -113,7 +114,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "shaperd:", err)
+		fmt.Fprintln(stderr, "shaperd:", fleetcli.DoubleDash(err.Error()))
 		return 2
 	}
 	if f.version {

@@ -234,7 +234,7 @@ func decodeError(status int, data []byte) error {
 	case status == http.StatusForbidden:
 		e.Err = &ForbiddenError{Message: er.Error}
 	case status == http.StatusBadRequest:
-		e.Err = &BadRequestError{Message: er.Error}
+		e.Err = &BadRequestError{Message: er.Error, Usage: er.Usage}
 	case status == http.StatusServiceUnavailable:
 		e.Err = ErrUnavailable
 	}

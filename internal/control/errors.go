@@ -19,6 +19,11 @@ func (e *NotFoundError) Error() string {
 // saying why and what to do (400).
 type BadRequestError struct {
 	Message string
+	// Usage marks a value of the command line that is malformed (a rate
+	// without a unit, a --set or --demand that does not parse, an address
+	// that is none), as opposed to a well-formed request the plan refuses:
+	// shaperctl exits 2 for it, as for any usage error it finds itself.
+	Usage bool
 }
 
 func (e *BadRequestError) Error() string { return e.Message }
@@ -26,6 +31,12 @@ func (e *BadRequestError) Error() string { return e.Message }
 // BadRequest returns a *BadRequestError with a formatted message.
 func BadRequest(format string, args ...any) error {
 	return &BadRequestError{Message: fmt.Sprintf(format, args...)}
+}
+
+// BadUsage returns a *BadRequestError with a formatted message for a
+// malformed value (Usage set).
+func BadUsage(format string, args ...any) error {
+	return &BadRequestError{Message: fmt.Sprintf(format, args...), Usage: true}
 }
 
 // ValidationError is a refused reload: the new configuration has Problems

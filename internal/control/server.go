@@ -194,7 +194,7 @@ func (s *Server) errorResponse(err error) (int, ErrorResponse) {
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, ErrorResponse{Error: err.Error()}
 	case errors.As(err, &br):
-		return http.StatusBadRequest, ErrorResponse{Error: err.Error()}
+		return http.StatusBadRequest, ErrorResponse{Error: err.Error(), Usage: br.Usage}
 	case errors.Is(err, ErrUnavailable):
 		return http.StatusServiceUnavailable, ErrorResponse{Error: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded):

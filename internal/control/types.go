@@ -280,4 +280,7 @@ type ErrorResponse struct {
 	// Problems lists the configuration errors of a refused reload (422),
 	// one "file:line:col: message" each.
 	Problems []string `json:"problems,omitempty"`
+	// Usage is set on a 400 for a malformed value of the command line
+	// (BadRequestError.Usage).
+	Usage bool `json:"usage,omitempty"`
 }

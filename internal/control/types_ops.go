@@ -24,7 +24,19 @@ type OverrideStatus struct {
 	// SetBy is the uid of the caller who set it (SO_PEERCRED); nil when
 	// not known.
 	SetBy *uint32 `json:"set_by_uid,omitempty"`
+	// Source is where the override was set: SourceLocal (this router's
+	// set-rate) or SourceFleet (set-rate --fleet, from etcd).
+	Source string `json:"source"`
+	// Shadowed is set on a fleet override that a local override of the
+	// same target and direction replaces on this router.
+	Shadowed bool `json:"shadowed,omitempty"`
 }
+
+// Override sources (OverrideStatus.Source).
+const (
+	SourceLocal = "local"
+	SourceFleet = "fleet"
+)
 
 // OverridesResponse answers GET /v1/overrides.
 type OverridesResponse struct {

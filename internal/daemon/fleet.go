@@ -433,26 +433,36 @@ func CheckRouterPlan(path string) (plan *config.Plan, errs []config.Error, note 
 		return plan, errs, ""
 	}
 	var p *fleet.Plan
-	if c, err := fleet.Dial(f); err == nil {
+	// etcd says why there is no shared plan from it: unreachable (with
+	// the error), or reachable with none pushed under the prefix.
+	eps := strings.Join(f.Endpoints, ",")
+	etcd := "etcd " + eps + " unreachable"
+	c, err := fleet.Dial(f)
+	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), f.DialTimeout)
-		p, _ = fleet.Pull(ctx, c, f.Prefix)
+		p, err = fleet.Pull(ctx, c, f.Prefix)
 		cancel()
 		c.Close()
-		if p != nil {
-			note = fmt.Sprintf("checked with the fleet's shared plan, revision %d (etcd)", p.Revision)
-		}
+	}
+	switch {
+	case err != nil:
+		etcd += " (" + err.Error() + ")"
+	case p != nil:
+		note = fmt.Sprintf("checked with the fleet's shared plan, revision %d (etcd %s)", p.Revision, eps)
+	default:
+		etcd = fmt.Sprintf("etcd %s holds no shared plan under %s (none pushed yet)", eps, f.Prefix)
 	}
 	if p == nil {
 		stateDir, _ := peekLocal(path)
 		var cached fleetCache
 		if b, err := readFileIfExists(filepath.Join(stateDir, FleetCacheFile)); err == nil && b != nil && json.Unmarshal(b, &cached) == nil && cached.Plan != nil {
 			p = cached.Plan
-			note = fmt.Sprintf("etcd unreachable; checked with the cached shared plan, revision %d", p.Revision)
+			note = fmt.Sprintf("%s; checked with the cached shared plan, revision %d", etcd, p.Revision)
 		}
 	}
 	if p == nil {
 		plan, errs = checkFile(path)
-		return plan, errs, "no shared plan (etcd unreachable, none cached): checked the file alone, with its own tiers and users"
+		return plan, errs, "no shared plan (" + etcd + ", none cached): checked the file alone, with its own tiers and users"
 	}
 	plan, err = config.LoadShared(path, p.SharedFor())
 	if err != nil {

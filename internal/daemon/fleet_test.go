@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/fleet"
+	"github.com/shaperd/shaperd/internal/fleet/etcdlab"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -156,11 +158,25 @@ func TestFleetOverrides(t *testing.T) {
 	if got := userRate(t, k, "alice"); got != mbit(3) {
 		t.Fatalf("alice with a local override over the fleet one: %v, want 3mbit", got)
 	}
+	// shaperctl overrides lists both, the fleet's marked as such and as
+	// replaced by the local one here.
+	var sources []string
+	for _, o := range d.overrideList(clk.Now()) {
+		if o.Target == "alice" {
+			sources = append(sources, fmt.Sprintf("%s %v %s", o.Source, o.Shadowed, o.Rate))
+		}
+	}
+	if want := []string{"local false 3mbit", "fleet true 7mbit"}; !slices.Equal(sources, want) {
+		t.Errorf("overrides of alice: %q, want %q", sources, want)
+	}
 	if _, err := d.clear(control.ClearRequest{Target: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := userRate(t, k, "alice"); got != mbit(7) {
 		t.Fatalf("alice after the local override is cleared: %v, want the fleet's 7mbit", got)
+	}
+	if ovs := d.overrideList(clk.Now()); len(ovs) != 1 || ovs[0].Target != "alice" || ovs[0].Source != control.SourceFleet || ovs[0].Shadowed {
+		t.Errorf("overrides with the fleet's alone: %+v, want alice's fleet override", ovs)
 	}
 	d.applyFleetOverrides(nil, nil)
 	if got := userRate(t, k, "alice"); got != mbit(50) {
@@ -221,6 +237,27 @@ func TestCheckRouter(t *testing.T) {
 	errs, note = CheckRouter(p)
 	if len(errs) != 0 || !strings.Contains(note, "cached shared plan, revision 5") {
 		t.Fatalf("with the cached plan: %v, note %q", errs, note)
+	}
+}
+
+// --check of a router says why it has no shared plan from etcd: etcd
+// unreachable (naming the endpoint), or reachable and holding none.
+func TestCheckRouterSaysWhyNoSharedPlan(t *testing.T) {
+	s := etcdlab.Start(t)
+	for _, tt := range []struct {
+		endpoint, want, not string
+	}{
+		{"http://127.0.0.1:1", "etcd http://127.0.0.1:1 unreachable", "holds no shared plan"},
+		{s.Endpoint, "etcd " + s.Endpoint + " holds no shared plan under /shaperd", "unreachable"},
+	} {
+		dir := t.TempDir()
+		cfg := strings.Replace(fleetTestConfig, "http://127.0.0.1:1", tt.endpoint, 1)
+		writeConfig(t, dir, cfg, testUsers)
+		errs, note := CheckRouter(filepath.Join(dir, "shaperd.toml"))
+		if len(errs) != 0 || !strings.Contains(note, tt.want) || strings.Contains(note, tt.not) ||
+			!strings.Contains(note, "checked the file alone") {
+			t.Errorf("etcd %s: %v, note %q; want it to say %q", tt.endpoint, errs, note, tt.want)
+		}
 	}
 }
 

@@ -41,24 +41,35 @@ func measureLinks(plan *config.Plan, sizes func(string) (tbf.Size, tbf.Size, err
 // warning. A kernel that cannot probe (the unit tests' fake) leaves the
 // plan offline: leaves as configured.
 func (d *Daemon) resolveLeaves(plan *config.Plan) {
+	probed, err := d.probeLeaves(plan)
+	if err != nil {
+		d.log.Warn("probing the kernel's leaf qdisc kinds failed; kinds it could not probe are replaced by bfifo", "err", err)
+	}
+	if !probed {
+		return
+	}
+	for _, n := range policy.LeafNotes(plan) {
+		d.log.Warn(n)
+	}
+}
+
+// probeLeaves is resolveLeaves without its logs (for previews that must
+// plan what a reload would): it reports whether the leaf kinds were set and
+// the probe's error.
+func (d *Daemon) probeLeaves(plan *config.Plan) (bool, error) {
 	if ls, ok := d.k.(linkSizer); ok {
 		measureLinks(plan, ls.LinkSizes)
 	}
 	p, ok := d.k.(leafProber)
 	if !ok {
-		return
+		return false, nil
 	}
 	kinds, err := p.LeafKinds()
-	if err != nil {
-		d.log.Warn("probing the kernel's leaf qdisc kinds failed; kinds it could not probe are replaced by bfifo", "err", err)
-	}
 	if kinds == nil {
-		return
+		return false, err
 	}
 	plan.LeafKinds = kinds
-	for _, n := range policy.LeafNotes(plan) {
-		d.log.Warn(n)
-	}
+	return true, err
 }
 
 // leafCheckNotes are --check's notes about leaf qdiscs on this kernel

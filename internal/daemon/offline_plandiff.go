@@ -33,7 +33,8 @@ type PlanDiff struct {
 }
 
 // UserDiff is one user's class before (the kernel) and after (the plan).
-// Rates are bits/s; Predicted* are sim.Solve's steady state with every
+// Rates are bits/s (the kernel's read back from its bytes per second, the
+// plan's as configured); Predicted* are sim.Solve's steady state with every
 // class of the device backlogged (0 before for a new class).
 type UserDiff struct {
 	User                                         string
@@ -43,15 +44,17 @@ type UserDiff struct {
 }
 
 // DiffPlan evaluates the plan at now as the daemon would apply it (the
-// overrides and quota usage in state_dir, class ids from the state file or
-// the kernel, no ramps) and compares it with each device's tree in the
-// kernel. It writes nothing: `shaperd --check --diff` runs it on a Daemon
-// made with Options.ReadOnly, beside a running daemon.
+// overrides, the fleet's among them, and quota usage in state_dir, class
+// ids from the state file or the kernel, no ramps) and compares it with
+// each device's tree in the kernel. It writes nothing: `shaperd --check
+// --diff` runs it on a Daemon made with Options.ReadOnly, beside a running
+// daemon.
 func (d *Daemon) DiffPlan(now time.Time) []PlanDiff {
-	return d.planDiff(d.plan, d.ifaces, d.overrides, now)
+	return d.planDiff(d.plan, d.ifaces, d.evalOverrides(d.overrides), now)
 }
 
-// planDiff is DiffPlan for plan on ifaces with the overrides ov.
+// planDiff is DiffPlan for plan on ifaces with the overrides ov (the ones
+// the policy evaluates: local and fleet).
 func (d *Daemon) planDiff(plan *config.Plan, ifaces []*reconciler, ov policy.Overrides, now time.Time) []PlanDiff {
 	targets := policy.Evaluate(plan, ov, d.usage, now).Targets()
 	out := make([]PlanDiff, 0, len(ifaces))
@@ -79,7 +82,10 @@ func (d *Daemon) planDiff(plan *config.Plan, ifaces []*reconciler, ov policy.Ove
 }
 
 // userDiffs compares the user classes of desired with the classes of the
-// same handle in actual, and both trees' predicted shares.
+// same handle in actual, and both trees' predicted shares. Rates are
+// compared in bytes per second, the unit the kernel keeps (as
+// model.ClassParamsEqual does): a plan rate that is not a whole number of
+// bytes reads back a few bit/s lower and is not a change.
 func userDiffs(actual, desired *model.Tree) []UserDiff {
 	before, after := predicted(actual), predicted(desired)
 	old := make(map[model.Handle]*model.Class, len(actual.Classes))
@@ -97,7 +103,8 @@ func userDiffs(actual, desired *model.Tree) []UserDiff {
 		} else {
 			u.New = true
 		}
-		if u.New || u.BeforeRate != u.AfterRate || u.BeforeCeil != u.AfterCeil ||
+		if u.New || u.BeforeRate.BytesPerSecond() != u.AfterRate.BytesPerSecond() ||
+			u.BeforeCeil.BytesPerSecond() != u.AfterCeil.BytesPerSecond() ||
 			math.Abs(u.AfterPredicted-u.BeforePredicted) > 0.01*math.Max(u.AfterPredicted, u.BeforePredicted) {
 			out = append(out, u)
 		}

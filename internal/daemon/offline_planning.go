@@ -39,7 +39,7 @@ func (d *Daemon) simulate(req control.SimulateRequest) (*control.SimulateRespons
 	for _, s := range req.Set {
 		o, err := parseWhatIf(s, now)
 		if err != nil {
-			return nil, &control.BadRequestError{Message: err.Error()}
+			return nil, control.BadUsage("%v", err)
 		}
 		if err := policy.CheckOverride(d.plan, o); err != nil {
 			return nil, &control.BadRequestError{Message: fmt.Sprintf("--set %s: %v", s, err)}
@@ -52,7 +52,7 @@ func (d *Daemon) simulate(req control.SimulateRequest) (*control.SimulateRespons
 	if req.Demand != "" {
 		var err error
 		if spec, err = simulate.ParseSpec(req.Demand); err != nil {
-			return nil, &control.BadRequestError{Message: err.Error()}
+			return nil, control.BadUsage("%v", err)
 		}
 	} else {
 		spec = simulate.MeasuredSpec(d.measuredDemand())
@@ -181,15 +181,34 @@ func (d *Daemon) dryReconcilers(plan *config.Plan) []*reconciler {
 	return out
 }
 
-// reloadDiffs is what reloading the files would change: the plan they
-// give with the run-time users a reload keeps (withRuntime), against the
-// one in force, and a note on the users it would remove ("" when none).
+// reloadDiffs is what reloading the files would change, prepared the way
+// reload prepares it (reloadWith): the fleet's shared plan a reload would
+// take (the refused one when it loads now), the kernel's link sizes and
+// leaf kinds, the classifier check, the run-time users a reload keeps and
+// the overrides it evaluates (local and fleet, pruned to the new plan),
+// against what the kernel holds, and a note on the users it would remove
+// ("" when none). A plan the reload would refuse is an error.
 func (d *Daemon) reloadDiffs() ([]PlanDiff, string, error) {
-	plan, err := loadPlan(d.opts.ConfigPath, d.sharedPlan())
+	shared := d.sharedPlan()
+	if d.fleet != nil && d.fleet.refusedPlan != nil {
+		if _, err := loadPlan(d.opts.ConfigPath, sharedOf(d.fleet.refusedPlan)); err == nil {
+			shared = sharedOf(d.fleet.refusedPlan)
+		}
+	}
+	plan, err := loadPlan(d.opts.ConfigPath, shared)
 	if err != nil {
 		return nil, "", err
 	}
-	plan, _, _ = withRuntime(plan, d.runtime, d.clock.Now())
+	_, _ = d.probeLeaves(plan) // a failed probe falls back as reload's does
+	if err := d.checkClassifiers(plan); err != nil {
+		return nil, "", err
+	}
+	if len(d.runtime) > 0 {
+		plan, _, _ = withRuntime(plan, d.runtime, d.clock.Now())
+		if errs := CheckPlan(plan); len(errs) > 0 {
+			return nil, "", &ConfigError{Problems: append([]string{"with the run-time users (shaperctl user list):"}, errorMessages(errs)...)}
+		}
+	}
 	ifaces := d.dryReconcilers(plan)
 	ov := d.overrides.Clone()
 	ov.Prune(plan)
@@ -201,5 +220,5 @@ func (d *Daemon) reloadDiffs() ([]PlanDiff, string, error) {
 				d.plan.Daemon.MaxReloadRemovals)
 		}
 	}
-	return d.planDiff(plan, ifaces, ov, d.clock.Now()), note, nil
+	return d.planDiff(plan, ifaces, d.evalOverrides(ov), d.clock.Now()), note, nil
 }

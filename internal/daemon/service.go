@@ -296,11 +296,11 @@ func (d *Daemon) defaultOf(t policy.Target) []string {
 	return out
 }
 
-// overrideStatus is o as the control API shows it.
+// overrideStatus is the local override o as the control API shows it.
 func overrideStatus(o policy.Override) control.OverrideStatus {
 	r, c := o.Rates()
 	s := control.OverrideStatus{Target: o.Target.String(), Direction: o.Direction.String(), Rate: r, Ceil: c,
-		Set: o.Set, SetBy: o.SetBy}
+		Set: o.Set, SetBy: o.SetBy, Source: control.SourceLocal}
 	if o.Ramp != nil {
 		s.Ramp = control.DurationPtr(*o.Ramp)
 	}
@@ -311,12 +311,26 @@ func overrideStatus(o policy.Override) control.OverrideStatus {
 	return s
 }
 
-// overrideList is every override in force at now.
+// overrideList is every override in force at now: the local ones, then
+// the fleet's this router applies (Shadowed where a local override of the
+// same target and direction wins).
 func (d *Daemon) overrideList(now time.Time) []control.OverrideStatus {
 	out := []control.OverrideStatus{}
+	local := map[policy.Key]bool{}
 	for _, o := range d.overrides.List() {
 		if o.ActiveAt(now) {
 			out = append(out, overrideStatus(o))
+			local[o.Key()] = true
+		}
+	}
+	if d.fleet == nil {
+		return out
+	}
+	for _, o := range d.fleet.overrides.List() {
+		if o.ActiveAt(now) {
+			s := overrideStatus(o)
+			s.Source, s.Shadowed = control.SourceFleet, local[o.Key()]
+			out = append(out, s)
 		}
 	}
 	return out

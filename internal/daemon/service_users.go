@@ -303,7 +303,7 @@ func parseAddresses(user string, ss []string) ([]netip.Prefix, error) {
 	for _, s := range ss {
 		p, err := config.ParseAddress(s)
 		if err != nil {
-			return nil, control.BadRequest("user %s: %v", user, err)
+			return nil, control.BadUsage("user %s: %v", user, err)
 		}
 		out = append(out, p)
 	}

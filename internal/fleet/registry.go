@@ -32,6 +32,50 @@ type Registration struct {
 	// Alive is true when the router's lease still holds (set by Routers,
 	// not stored).
 	Alive bool `json:"alive"`
+	// Problems is what is wrong with the router (set by `shaperctl fleet
+	// status` with Check, not stored); none when it is healthy.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// StaleAfter is how long after a push a live router may still have an
+// older revision in force before fleet status calls it stale (applying a
+// large plan takes a while; a router whose watch is stuck never catches up).
+const StaleAfter = time.Minute
+
+// Check says what is wrong with router r, in a fleet whose plan in etcd
+// is p (nil: none pushed), at now; nil when it is healthy. Each problem
+// starts with its kind and a colon:
+//   - "down": r's registration lease is gone (it stopped, or lost etcd for
+//     longer than LeaseTTL); what it last reported is no longer true;
+//   - "refused": r refused a shared plan revision and shapes with an older
+//     plan (or its local file's);
+//   - "unhealthy": r reports interfaces that are not shaped as planned;
+//   - "stale": r is alive but has had an older revision in force than the
+//     plan in etcd for more than StaleAfter since it was pushed.
+func (r Registration) Check(p *Plan, now time.Time) []string {
+	if !r.Alive {
+		last := "never"
+		if !r.Updated.IsZero() {
+			last = r.Updated.Format(time.RFC3339)
+		}
+		return []string{fmt.Sprintf("down: no live registration (its lease is gone); it last wrote at %s", last)}
+	}
+	var out []string
+	inForce := fmt.Sprintf("revision %d", r.Revision)
+	if r.Revision == 0 {
+		inForce = "its local file's plan"
+	}
+	if r.Refused != 0 {
+		out = append(out, fmt.Sprintf("refused: it refused revision %d and shapes with %s", r.Refused, inForce))
+	}
+	if r.Health != "ok" && r.Health != "starting" && r.Health != "" {
+		out = append(out, "unhealthy: "+r.Health)
+	}
+	if p != nil && r.Revision != p.Revision && r.Refused != p.Revision &&
+		(p.Meta.PushedAt.IsZero() || now.Sub(p.Meta.PushedAt) > StaleAfter) {
+		out = append(out, fmt.Sprintf("stale: it has %s in force, the plan in etcd is revision %d", inForce, p.Revision))
+	}
+	return out
 }
 
 // Routers lists every router that ever registered under prefix, sorted by

@@ -78,6 +78,12 @@ func ReadLibreQoS(r io.Reader, file string) ([]Circuit, []error) {
 	if errs != nil {
 		return nil, errs
 	}
+	// A row must reach the last required column; a shorter one was cut
+	// off (one error naming the row, not one per missing value).
+	need := 0
+	for _, c := range requiredColumns {
+		need = max(need, col[c]+1)
+	}
 	var circuits []Circuit
 	byID := map[string]int{}       // circuit ID -> index in circuits
 	seen := map[netip.Prefix]int{} // address -> line of its first row
@@ -96,6 +102,11 @@ func ReadLibreQoS(r io.Reader, file string) ([]Circuit, []error) {
 		}
 		line, _ := cr.FieldPos(0)
 		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
+			continue
+		}
+		if len(rec) < need {
+			errs = append(errs, lineErr(file, line, "the row has %d columns, the header %d: it stops before %q (a row cut short?)",
+				len(rec), len(header), header[len(rec)]))
 			continue
 		}
 		field := func(c string) string {

@@ -234,3 +234,16 @@ func TestValidateAbsoluteUsersFile(t *testing.T) {
 		t.Errorf("errors %v: want the unknown tier at in.csv:7", errs)
 	}
 }
+
+// A row cut short is one error naming the row and its column count, not
+// one "empty" per missing value; the other rows are read on.
+func TestReadLibreQoSCutRow(t *testing.T) {
+	csv := "Circuit ID,Circuit Name,Device ID,Device Name,Parent Node,MAC,IPv4,IPv6,Download Min Mbps,Upload Min Mbps,Download Max Mbps,Upload Max Mbps,Comment\n" +
+		"1,Good,1,d1,AP,,198.18.20.1,,10,2,50,10,\n" +
+		"2,Cut,2,d2,AP,,198.18.20.2\n" +
+		"3,Also good,3,d3,AP,,198.18.20.3,,10,2,50,10\n"
+	_, errs := ReadLibreQoS(strings.NewReader(csv), "cut.csv")
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "cut.csv:3: the row has 7 columns, the header 13") {
+		t.Errorf("errors %v; want one at line 3 naming its 7 columns", errs)
+	}
+}

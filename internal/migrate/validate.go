@@ -30,6 +30,15 @@ bandwidth = "1tbit"
 // names the source file; users[i].Line is user i's line) and problems of a
 // tier at the line of the tier's first user.
 func Validate(mainName string, main []byte, usersText string, src string, users []User, tiers []Tier) (*config.Plan, []error) {
+	return ValidateChecked(mainName, main, usersText, src, users, tiers, nil)
+}
+
+// ValidateChecked is Validate that also runs check on the plan once it
+// loads, as `shaperd --check` runs its policy check after loading (nil:
+// loading only). check's problems are pointed at their source lines as
+// loading's are.
+func ValidateChecked(mainName string, main []byte, usersText string, src string, users []User, tiers []Tier,
+	check func(*config.Plan) []config.Error) (*config.Plan, []error) {
 	var d struct {
 		Daemon struct {
 			UsersFile string `toml:"users_file"`
@@ -47,16 +56,24 @@ func Validate(mainName string, main []byte, usersText string, src string, users 
 	}
 	fsys := memFS{name: main, usersPath: []byte(usersText)}
 	plan, err := config.LoadFS(fsys, name)
+	var list []config.Error
 	if err == nil {
+		if check != nil {
+			list = check(plan)
+		}
 		plan.Path = mainName
-		return plan, nil
-	}
-	var ce *config.Errors
-	if !errors.As(err, &ce) {
-		return nil, []error{err}
+		if len(list) == 0 {
+			return plan, nil
+		}
+	} else {
+		var ce *config.Errors
+		if !errors.As(err, &ce) {
+			return nil, []error{err}
+		}
+		list = ce.List
 	}
 	var out []error
-	for _, e := range ce.List {
+	for _, e := range list {
 		out = append(out, sourceError(e, mainName, usersPath, src, users, tiers))
 	}
 	return nil, out

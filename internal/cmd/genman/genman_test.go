@@ -43,8 +43,8 @@ func TestManPagesCarryTheHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	for page, wants := range map[string][]string{
-		"shaperd.8":      {`\-\-config FILE`, `\-\-teardown`, `.SH "SYNOPSIS"`},
-		"shaperctl.8":    {".SS set\\-rate", ".SS completion", ".SS import", ".SS export", `\-\-ceil RATE`},
+		"shaperd.8":      {`\-\-config FILE`, `\-\-teardown`, `.SH "SYNOPSIS"`, `.SH "EXIT STATUS"`, `.SH "SIGNALS"`, ".B SIGHUP"},
+		"shaperctl.8":    {".SS set\\-rate", ".SS completion", ".SS import", ".SS export", `\-\-ceil RATE`, `.SH "EXIT STATUS"`, `.SH "SIGNALS"`, ".B 2\na usage error"},
 		"shaperd.toml.5": {`.SS "[daemon]"`, `\fBreconcile_interval = "5s"\fR`, `.SS "[[tiers.gold.schedule]]"`, `.SH "USERS FILE"`},
 	} {
 		for _, w := range wants {

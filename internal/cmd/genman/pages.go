@@ -52,6 +52,69 @@ state kept across restarts: overrides, quota usage (daemon.state_dir)
 the systemd unit
 `
 
+// shaperdExit is shaperd(8)'s EXIT STATUS.
+const shaperdExit = `.TP
+.B 0
+\-\-check: the configuration is valid; \-\-once, \-\-teardown, \-\-simulate: done;
+the daemon: stopped by SIGTERM or SIGINT (the shaping stays in place).
+.TP
+.B 1
+\-\-check: the configuration is invalid (\fIFILE\fR:\fILINE\fR:\fICOL\fR errors on
+stderr) or its classifier cannot be used here; \-\-check \-\-diff: the kernel or
+state_dir cannot be read; \-\-simulate: the configuration is invalid; the daemon
+cannot start (an invalid configuration, another shaperd manages one of the
+interfaces, no access to the kernel) or failed; \-\-once: the plan could not be
+applied and verified; \-\-teardown: something could not be removed.
+.TP
+.B 2
+a usage error: an unknown flag or one without its value (named with two
+dashes, as above), modes that exclude each other, a bad \-\-log\-level,
+\-\-log\-format, \-\-demand or \-\-at.
+`
+
+// shaperdSignals is shaperd(8)'s SIGNALS.
+const shaperdSignals = `.TP
+.B SIGHUP
+reload the configuration, as \fBshaperctl reload\fR does; an invalid one is refused
+(logged) and the old one stays in force. A signal cannot report the refusal:
+the unit's ExecReload runs \fBshaperctl reload\fR, which exits 1 on a refusal, so
+that \fBsystemctl reload\fR fails.
+.TP
+.B SIGTERM, SIGINT
+stop; the kernel shaping stays in place and the next start adopts it without
+touching traffic (\-\-teardown removes it). They also end \-\-once and
+\-\-teardown early (exit 1).
+`
+
+// shaperctlExit is shaperctl(8)'s EXIT STATUS, with cli's exit codes.
+var shaperctlExit = fmt.Sprintf(`.TP
+.B %d
+the command did what was asked.
+.TP
+.B %d
+an error, printed on stderr: the daemon (or, for the fleet commands, etcd)
+refused the request or failed, could not be reached (the fleet commands name
+the etcd endpoints they tried), or permission was denied. Also, after printing
+what was asked: \fBstatus\fR when an interface is not ok or the router refused
+the fleet's shared plan; \fBfleet status\fR when a router is down, refused the
+shared plan, is unhealthy or stale; \fBreload\fR when an interface is failed or
+degraded after it.
+.TP
+.B %d
+a usage error: an unknown command or flag, a flag without its value, a
+missing or extra argument, or a malformed value (a rate without a unit, a
+\-\-set, \-\-demand or address that does not parse), whether shaperctl finds it
+or the daemon does. Flags are named with two dashes, as in this page.
+`, cli.ExitOK, cli.ExitError, cli.ExitUsage)
+
+// shaperctlSignals is shaperctl(8)'s SIGNALS.
+const shaperctlSignals = `.TP
+.B SIGINT, SIGTERM
+end the command: \fBtop\fR quits (exit 0); other commands stop waiting for the
+answer (exit 1), and a change the daemon already received may still be
+applied: \fBshaperctl status\fR or \fBoverrides\fR shows what is in force.
+`
+
 // shaperdPage is shaperd(8) from `shaperd --help`: its first line is the
 // synopsis, the rest the description.
 func shaperdPage(root string) (manpage.Page, error) {
@@ -67,6 +130,8 @@ func shaperdPage(root string) (manpage.Page, error) {
 		Sections: []manpage.Section{
 			{Title: "Synopsis", Body: manpage.Text(synopsis)},
 			{Title: "Description", Body: manpage.Text(strings.TrimLeft(rest, "\n"))},
+			{Title: "Exit status", Body: shaperdExit},
+			{Title: "Signals", Body: shaperdSignals},
 			{Title: "Files", Body: files},
 			{Title: "See also", Body: seeAlsoDaemon},
 		},
@@ -109,6 +174,8 @@ func shaperctlPage() manpage.Page {
 		Sections: []manpage.Section{
 			{Title: "Description", Body: manpage.Text(strings.TrimLeft(rest, "\n"))},
 			{Title: "Commands", Body: cmds.String()},
+			{Title: "Exit status", Body: shaperctlExit},
+			{Title: "Signals", Body: shaperctlSignals},
 			{Title: "Environment", Body: ".TP\n.B SHAPERD_SOCKET\nthe control socket when \\-\\-socket is not given\n"},
 			{Title: "See also", Body: ".PP\n\\fBshaperd\\fR(8), \\fBshaperd.toml\\fR(5)\n"},
 		},

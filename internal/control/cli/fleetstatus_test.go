@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/control/controltest"
 )
 
 // TestStatusShowsFleet: the fleet line says the link is down, the
@@ -34,5 +37,54 @@ func TestStatusShowsFleet(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "fleet") {
 		t.Errorf("a fleet line without [fleet]:\n%s", b.String())
+	}
+}
+
+// A fleet router that refused the shared plan is not ok: status prints
+// everything and exits 1 naming the refused revision; one that applied the
+// plan exits 0.
+func TestStatusExitsNotOKWhenFleetRefused(t *testing.T) {
+	for _, tt := range []struct {
+		refused int64
+		code    int
+	}{{0, ExitOK}, {42, ExitError}} {
+		st := controltest.Sample()
+		for i := range st.Interfaces {
+			st.Interfaces[i].State = control.StateOK
+		}
+		st.Fleet = &control.FleetStatus{Router: "r1", Connected: true, Revision: 41, Refused: tt.refused}
+		sock := controltest.Serve(t, &controltest.Fake{State: st})
+		for _, args := range [][]string{{"--socket", sock, "status"}, {"--socket", sock, "status", "--json"}} {
+			var out, errb bytes.Buffer
+			code := Run(context.Background(), args, &out, &errb, Env{})
+			if code != tt.code {
+				t.Errorf("refused %d: %q exits %d, want %d\n%s%s", tt.refused, args, code, tt.code, out.String(), errb.String())
+			}
+			if tt.refused != 0 && !strings.Contains(errb.String(), "refused the shared plan revision 42 and shapes with revision 41") {
+				t.Errorf("%q: stderr does not name the refused revision: %q", args, errb.String())
+			}
+			if out.Len() == 0 {
+				t.Errorf("%q: printed no status", args)
+			}
+		}
+	}
+}
+
+// overrides lists fleet overrides, marked as such, and says when a local
+// override replaces one on this router.
+func TestOverridesShowFleet(t *testing.T) {
+	set := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	if err := writeOverrides(&b, []control.OverrideStatus{
+		{Target: "alice", Direction: "both", Rate: 3e6, Ceil: 3e6, Set: set, Source: control.SourceLocal},
+		{Target: "alice", Direction: "both", Rate: 7e6, Ceil: 7e6, Set: set, Source: control.SourceFleet, Shadowed: true},
+		{Target: "tier:gold", Direction: "both", Rate: 9e6, Ceil: 9e6, Set: set, Source: control.SourceFleet},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 4 || !strings.HasSuffix(lines[0], "SOURCE") || !strings.HasSuffix(lines[1], " local") ||
+		!strings.HasSuffix(lines[2], " fleet (local wins)") || !strings.HasSuffix(lines[3], " fleet") {
+		t.Errorf("overrides table:\n%s", b.String())
 	}
 }

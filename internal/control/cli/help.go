@@ -39,9 +39,11 @@ admin_group, so members of either group can connect.
 
 Rates use tc's units: bit kbit mbit gbit tbit, or bps kbps mbps gbps for bytes/s.
 Durations use Go syntax: 250ms, 2s, 1h30m.
-Exit status: 0 ok, 1 error (also permission denied), 2 usage error.
-status exits 1 when an interface is not ok or the daemon cannot save its
-state, reload when an interface is failed or degraded after it: scripts and
+Exit status: 0 ok, 1 error (also permission denied), 2 usage error (also a
+malformed value the daemon finds, as in simulate --set alice=3).
+status exits 1 when an interface is not ok, the daemon cannot save its state
+or the router refused the fleet's shared plan, fleet status when a router is
+not ok, reload when an interface is failed or degraded after it: scripts and
 monitoring can rely on it.
 `
 
@@ -64,12 +66,12 @@ tier of the default class (addresses of no user) is marked "(default class)".
 The last reload's time and result follow the interfaces.
 
 Exit status: 0 when every interface is ok; 1 when one is not (missing,
-pending, failed, degraded), or when the daemon cannot save a state file
+pending, failed, degraded), when the daemon cannot save a state file
 (state_dir full or read-only: overrides, quota usage or class ids would be
-lost at the next restart): the status is printed all the same, and the
-interfaces and files are named on stderr. A state file found corrupt or
-unreadable at start is shown but does not count (the daemon recovered).
-Scripts and monitoring rely on it.
+lost at the next restart), or when this fleet router refused the shared
+plan: the status is printed all the same, and what is not ok is named on
+stderr. A state file found corrupt or unreadable at start is shown but does
+not count (the daemon recovered). Scripts and monitoring rely on it.
 
 Flags:
   --json      print the status as JSON (rates as tc strings, "10mbit")
@@ -161,8 +163,11 @@ Flags:
 List every run-time change (set-rate) in force: TARGET, DIRECTION
 (download, upload or both), RATE, CEIL, RAMP (default: the policy's),
 UNTIL (cleared: until 'shaperctl clear'), SET BY (the uid of the caller,
-from the socket's peer credentials) and SET AT. Overrides and who set them
-survive restarts (daemon.state_dir/overrides.json).
+from the socket's peer credentials), SET AT and SOURCE: local (this
+router's set-rate) or fleet (set-rate --fleet; "fleet (local wins)" when
+a local override of the same target and direction replaces it here).
+Local overrides and who set them survive restarts
+(daemon.state_dir/overrides.json); fleet overrides live in etcd.
 `,
 	"quota": `Usage: shaperctl quota reset USER [--json]
 

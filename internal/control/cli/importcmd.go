@@ -13,6 +13,7 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/migrate"
+	"github.com/shaperd/shaperd/pkg/policy"
 )
 
 func init() {
@@ -69,7 +70,7 @@ type importResult struct {
 	Files []string `json:"files"`
 }
 
-func runImport(_ context.Context, _ *control.Client, args []string, out io.Writer, _ Env) error {
+func runImport(_ context.Context, _ *control.Client, args []string, out io.Writer, env Env) error {
 	const cmd = "import"
 	fs := newFlagSet(cmd)
 	tiersMode := fs.String("tiers", "auto", "")
@@ -151,7 +152,11 @@ func runImport(_ context.Context, _ *control.Client, args []string, out io.Write
 		tiersText = migrate.TiersTOML(header+"\nAdd these tiers to shaperd.toml.", tiers)
 		main = append(append([]byte(string(main)), '\n'), tiersText...)
 	}
-	if _, errs := migrate.Validate(mainName, main, usersText, name, users, tiers); errs != nil {
+	check := env.CheckPlan
+	if check == nil {
+		check = policy.Check
+	}
+	if _, errs := migrate.ValidateChecked(mainName, main, usersText, name, users, tiers, check); errs != nil {
 		return importErrors(errs)
 	}
 

@@ -210,3 +210,27 @@ func TestExportRoundTrip(t *testing.T) {
 		t.Errorf("--format yaml: exit %d %s", code, stderr)
 	}
 }
+
+// import runs the check shaperd --check runs after loading: a result that
+// loads but that --check refuses (here a TBF interface of --config too slow
+// for the kernel's ticks) is refused, and nothing is written.
+func TestImportRunsTheCheck(t *testing.T) {
+	dir := t.TempDir()
+	main := filepath.Join(dir, "shaperd.toml")
+	if err := os.WriteFile(main, []byte("[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"\n\n[[interface]]\nname = \"wan0\"\nshaper = \"tbf\"\nbandwidth = \"8bit\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "users.toml")
+	code, stdout, stderr := run(t, cli.Env{}, "import", "libreqos", libreqosSample, "--config", main, "-o", out)
+	if code != cli.ExitError || stdout != "" || !strings.Contains(stderr, "interface[1].bandwidth") || !strings.Contains(stderr, "nothing written") {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("a refused import wrote %s", out)
+	}
+	checked := false
+	env := cli.Env{CheckPlan: func(*config.Plan) []config.Error { checked = true; return nil }}
+	if code, _, stderr := run(t, env, "import", "libreqos", libreqosSample, "-o", out); code != cli.ExitOK || !checked {
+		t.Errorf("with Env.CheckPlan: exit %d, checked %v\n%s", code, checked, stderr)
+	}
+}

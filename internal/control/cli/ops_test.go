@@ -90,9 +90,9 @@ func TestOverridesCommand(t *testing.T) {
 	code, out, _ = run(t, cli.Env{}, "--socket", sock, "overrides")
 	lines := strings.Split(out, "\n")
 	for _, want := range [][]string{
-		{"TARGET", "DIRECTION", "RATE", "CEIL", "RAMP", "UNTIL", "SET", "BY", "SET", "AT"},
-		{"alice", "download", "3mbit", "3mbit", "0s", "2026-12-02", "14:00:00", "UTC", "uid", "1000", "2026-12-02", "12:00:00", "UTC"},
-		{"iface:lan0", "both", "80mbit", "80mbit", "default", "cleared", "-", "2026-12-02", "11:00:00", "UTC"},
+		{"TARGET", "DIRECTION", "RATE", "CEIL", "RAMP", "UNTIL", "SET", "BY", "SET", "AT", "SOURCE"},
+		{"alice", "download", "3mbit", "3mbit", "0s", "2026-12-02", "14:00:00", "UTC", "uid", "1000", "2026-12-02", "12:00:00", "UTC", "local"},
+		{"iface:lan0", "both", "80mbit", "80mbit", "default", "cleared", "-", "2026-12-02", "11:00:00", "UTC", "local"},
 	} {
 		if !hasRow(lines, want) {
 			t.Errorf("no row %q in\n%s", want, out)

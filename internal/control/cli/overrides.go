@@ -38,12 +38,24 @@ func writeOverrides(out io.Writer, os []control.OverrideStatus) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tDIRECTION\tRATE\tCEIL\tRAMP\tUNTIL\tSET BY\tSET AT")
+	fmt.Fprintln(tw, "TARGET\tDIRECTION\tRATE\tCEIL\tRAMP\tUNTIL\tSET BY\tSET AT\tSOURCE")
 	for _, o := range os {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Target, o.Direction, formatRate(o.Rate), formatRate(o.Ceil),
-			rampText(o.Ramp), untilText(o.Until), uidText(o.SetBy), o.Set.Format("2006-01-02 15:04:05 MST"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Target, o.Direction, formatRate(o.Rate), formatRate(o.Ceil),
+			rampText(o.Ramp), untilText(o.Until), uidText(o.SetBy), o.Set.Format("2006-01-02 15:04:05 MST"), sourceText(o))
 	}
 	return tw.Flush()
+}
+
+// sourceText is the SOURCE column: "local", "fleet", or "fleet (local
+// wins)" for a fleet override a local one replaces on this router.
+func sourceText(o control.OverrideStatus) string {
+	switch {
+	case o.Source == "":
+		return control.SourceLocal
+	case o.Shadowed:
+		return o.Source + " (local wins)"
+	}
+	return o.Source
 }
 
 func rampText(r *control.Duration) string {

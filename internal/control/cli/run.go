@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/fleet/fleetcli"
+	"github.com/shaperd/shaperd/pkg/config"
 )
 
 // Exit codes of Run.
@@ -36,6 +38,10 @@ type Env struct {
 	Rows func() int
 	// After is top's refresh timer; nil: time.After.
 	After func(time.Duration) <-chan time.Time
+	// CheckPlan is the check `shaperd --check` runs on a plan once it
+	// loads (daemon.CheckPlan), for import to refuse what --check would;
+	// nil: policy.Check, its policy part.
+	CheckPlan func(*config.Plan) []config.Error
 }
 
 // command is one subcommand: it parses its own arguments (flags may follow
@@ -104,6 +110,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 	defer c.Close()
 	err = cmd(ctx, c, args, stdout, env)
 	var ue *usageError
+	var br *control.BadRequestError
 	switch {
 	case err == nil:
 		return ExitOK
@@ -112,6 +119,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 		return ExitOK
 	case errors.As(err, &ue):
 		return usage(stderr, err)
+	case errors.As(err, &br) && br.Usage:
+		// A value the daemon found malformed is a usage error as one
+		// shaperctl finds itself.
+		return usage(stderr, usagef(name, "%s", strings.TrimPrefix(err.Error(), name+": ")))
 	default:
 		fmt.Fprintf(stderr, "shaperctl: %v\n", err)
 		return ExitError
@@ -125,10 +136,11 @@ func usage(stderr io.Writer, err error) int {
 	if errors.As(err, &ue) {
 		cmd = ue.cmd
 	}
+	msg := fleetcli.DoubleDash(err.Error())
 	if cmd == "" {
-		fmt.Fprintf(stderr, "shaperctl: %v\nRun 'shaperctl help' for usage.\n", err)
+		fmt.Fprintf(stderr, "shaperctl: %s\nRun 'shaperctl help' for usage.\n", msg)
 	} else {
-		fmt.Fprintf(stderr, "shaperctl %s: %v\nRun 'shaperctl help %s' for usage.\n", cmd, err, cmd)
+		fmt.Fprintf(stderr, "shaperctl %s: %s\nRun 'shaperctl help %s' for usage.\n", cmd, msg, cmd)
 	}
 	return ExitUsage
 }

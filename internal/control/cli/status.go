@@ -51,12 +51,13 @@ func runStatus(ctx context.Context, c *control.Client, args []string, out io.Wri
 	return notOK(st)
 }
 
-// notOK is an error naming the interfaces whose state is not ok and the
+// notOK is an error naming the interfaces whose state is not ok, the
 // state files the daemon cannot save (its overrides, quota usage or class
-// ids would be lost at the next restart), so that status exits 1 for
-// scripts and monitoring; nil when all is well. Problems met at start
-// (a corrupt or unreadable file, moved aside and recovered from) are
-// shown but do not count: the daemon works on without them.
+// ids would be lost at the next restart) and a fleet router's refused
+// shared plan, so that status exits 1 for scripts and monitoring; nil when
+// all is well. Problems met at start (a corrupt or unreadable file, moved
+// aside and recovered from) are shown but do not count: the daemon works
+// on without them.
 func notOK(st *control.Status) error {
 	var bad, unsaved []string
 	for _, i := range st.Interfaces {
@@ -75,6 +76,13 @@ func notOK(st *control.Status) error {
 	}
 	if len(unsaved) > 0 {
 		msgs = append(msgs, "the daemon cannot save its state (is state_dir full or read-only?): "+strings.Join(unsaved, ", "))
+	}
+	if f := st.Fleet; f != nil && f.Refused != 0 {
+		inForce := fmt.Sprintf("revision %d", f.Revision)
+		if f.Revision == 0 {
+			inForce = "the local file's plan"
+		}
+		msgs = append(msgs, fmt.Sprintf("fleet: this router refused the shared plan revision %d and shapes with %s", f.Refused, inForce))
 	}
 	if len(msgs) == 0 {
 		return nil

@@ -114,7 +114,7 @@ func (f *Fake) SetRate(ctx context.Context, req control.SetRateRequest) (*contro
 	f.Set = slices.DeleteFunc(f.Set, func(o control.OverrideStatus) bool {
 		return o.Target == t.String() && (o.Direction == d.String() || d == control.DirBoth)
 	})
-	f.Set = append(f.Set, control.OverrideStatus{Target: t.String(), Direction: d.String(), Rate: req.Rate, Ceil: ceil,
+	f.Set = append(f.Set, control.OverrideStatus{Target: t.String(), Direction: d.String(), Rate: req.Rate, Ceil: ceil, Source: control.SourceLocal,
 		Ramp: req.Ramp, Until: resp.Until, Set: f.now()})
 	for i := range f.State.Users {
 		if slices.Contains(users, f.State.Users[i].Name) && (d == control.DirBoth || f.State.Users[i].Direction == "" || f.State.Users[i].Direction == string(d)) {

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"os/user"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -73,7 +74,10 @@ keys of that file (prefix, TLS, user name) apply when it has the table.
       print the shared plan in etcd as TOML.
   shaperctl fleet status [--config FILE] [--endpoints URLS] [--json]
       every router that registered: alive or not, plan revision in force,
-      health, version, errors (a refused revision and why).
+      health, version, errors (a refused revision and why). Exits 1 when a
+      router is down (its registration lease is gone), refused the shared
+      plan, reports interfaces not shaped as planned, or is stale (an older
+      revision in force more than a minute after the push).
   shaperctl set-rate TARGET RATE --fleet [--ceil R] [--ramp D] [--for D] [--direction download|upload]
       a fleet-wide override, applied by every router (a local override of
       the same target wins on its router); --for expires it (an etcd lease).
@@ -171,7 +175,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "shaperctl: %v\n", err)
+		fmt.Fprintf(stderr, "shaperctl: %s\n", DoubleDash(err.Error()))
 		return ExitUsage
 	case errors.As(err, &ce):
 		for _, l := range ce {
@@ -186,6 +190,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 }
 
 type usageErr string
+
+// flagName is a flag as the flag package's errors name it, with one dash.
+var flagName = regexp.MustCompile(`(defined: |argument: |for flag |value "[^"]*" for )-([A-Za-z][A-Za-z0-9-]*)`)
+
+// DoubleDash rewrites the flag package's error message msg to name flags
+// the way shaperctl's and shaperd's help and man pages write them: with two
+// dashes ("flag provided but not defined: --yaml", not "-yaml").
+func DoubleDash(msg string) string {
+	return flagName.ReplaceAllString(msg, "${1}--${2}")
+}
 
 func (e usageErr) Error() string { return string(e) }
 
@@ -347,7 +361,7 @@ func push(ctx context.Context, args []string, out io.Writer, env Env) error {
 		defer cancel()
 		cur, err := fleet.Pull(tctx, c, fc.Prefix)
 		if err != nil {
-			return err
+			return etcdErr(fc, err)
 		}
 		var old *config.Plan
 		rev := int64(0)
@@ -384,7 +398,7 @@ func push(ctx context.Context, args []string, out io.Writer, env Env) error {
 	defer cancel()
 	rev, err := fleet.Push(tctx, c, fc.Prefix, sh, meta)
 	if err != nil {
-		return err
+		return etcdErr(fc, err)
 	}
 	if *f.asJSON {
 		return json.NewEncoder(out).Encode(map[string]any{"revision": rev, "prefix": fc.Prefix,
@@ -406,7 +420,7 @@ func pull(ctx context.Context, args []string, out io.Writer, env Env) error {
 	defer done()
 	p, err := fleet.Pull(tctx, c, fc.Prefix)
 	if err != nil {
-		return err
+		return etcdErr(fc, err)
 	}
 	if p == nil {
 		return fmt.Errorf("no plan was pushed under %s", fc.Prefix)
@@ -428,6 +442,10 @@ func pull(ctx context.Context, args []string, out io.Writer, env Env) error {
 	return nil
 }
 
+// status is `fleet status`: the plan in etcd and every router that
+// registered, with what is wrong with each (fleet.Registration.Check). It
+// returns an error naming the routers that are not healthy (exit 1), after
+// printing everything.
 func status(ctx context.Context, args []string, out io.Writer, env Env) error {
 	f := newFlags("fleet status", env)
 	if err := f.parse(args); err != nil {
@@ -440,26 +458,45 @@ func status(ctx context.Context, args []string, out io.Writer, env Env) error {
 	defer done()
 	p, err := fleet.Pull(tctx, c, fc.Prefix)
 	if err != nil {
-		return err
+		return etcdErr(fc, err)
 	}
 	rs, err := fleet.Routers(tctx, c, fc.Prefix)
 	if err != nil {
-		return err
+		return etcdErr(fc, err)
 	}
 	ovs, problems, err := fleet.Overrides(tctx, c, fc.Prefix)
 	if err != nil {
-		return err
+		return etcdErr(fc, err)
 	}
 	var rev int64
 	if p != nil {
 		rev = p.Revision
 	}
+	now := time.Now()
+	var bad []string
+	for i := range rs {
+		rs[i].Problems = rs[i].Check(p, now)
+		for _, pr := range rs[i].Problems {
+			bad = append(bad, rs[i].Router+" "+pr)
+		}
+	}
+	health := "ok"
+	if len(bad) > 0 {
+		health = "not ok"
+	}
+	var unhealthy error
+	if len(bad) > 0 {
+		unhealthy = fmt.Errorf("fleet %s: %d of %d routers not ok: %s", fc.Prefix, countNotOK(rs), len(rs), strings.Join(bad, "; "))
+	}
 	if *f.asJSON {
 		if rs == nil {
 			rs = []fleet.Registration{}
 		}
-		return json.NewEncoder(out).Encode(map[string]any{"prefix": fc.Prefix, "revision": rev, "routers": rs,
-			"overrides": len(ovs), "override_problems": problems})
+		if err := json.NewEncoder(out).Encode(map[string]any{"prefix": fc.Prefix, "revision": rev, "health": health, "routers": rs,
+			"overrides": len(ovs), "override_problems": problems}); err != nil {
+			return err
+		}
+		return unhealthy
 	}
 	fmt.Fprintf(out, "fleet %s: plan revision %d, %d fleet overrides\n", fc.Prefix, rev, len(ovs))
 	for _, pr := range problems {
@@ -476,18 +513,53 @@ func status(ctx context.Context, args []string, out io.Writer, env Env) error {
 		if r.Revision != rev && rev != 0 {
 			revs += " (behind)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Router, alive, revs, r.Health, r.Version, r.Updated.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Router, alive, revs, healthText(r), r.Version, r.Updated.Format(time.RFC3339))
 	}
 	tw.Flush()
 	for _, r := range rs {
-		if r.Refused != 0 {
-			fmt.Fprintf(out, "%s refused revision %d:\n", r.Router, r.Refused)
+		for _, pr := range r.Problems {
+			fmt.Fprintf(out, "%s: %s\n", r.Router, pr)
 		}
 		for _, e := range r.Errors {
 			fmt.Fprintf(out, "  %s: %s\n", r.Router, e)
 		}
 	}
-	return nil
+	return unhealthy
+}
+
+// healthText is the HEALTH column: the router's own word when nothing is
+// wrong, else the kinds of its problems in capitals (DOWN, REFUSED,
+// UNHEALTHY, STALE).
+func healthText(r fleet.Registration) string {
+	if len(r.Problems) == 0 {
+		return r.Health
+	}
+	kinds := make([]string, len(r.Problems))
+	for i, p := range r.Problems {
+		kind, _, _ := strings.Cut(p, ":")
+		kinds[i] = strings.ToUpper(kind)
+	}
+	return strings.Join(kinds, ",")
+}
+
+// countNotOK counts the routers with problems.
+func countNotOK(rs []fleet.Registration) int {
+	n := 0
+	for _, r := range rs {
+		if len(r.Problems) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// etcdErr names the etcd endpoints a failed request went to (a bare
+// "context deadline exceeded" does not say where it tried).
+func etcdErr(fc *config.Fleet, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("etcd %s: %w", strings.Join(fc.Endpoints, ","), err)
 }
 
 // planNames returns the tiers and users of the current plan, to check an
@@ -580,7 +652,7 @@ func setRate(ctx context.Context, args []string, out io.Writer, env Env) error {
 	defer done()
 	p, err := fleet.Pull(tctx, c, fc.Prefix)
 	if err != nil {
-		return err
+		return etcdErr(fc, err)
 	}
 	if tiers, users := planNames(p); tiers != nil {
 		if t.Kind == policy.TargetUser && !users[t.Name] || t.Kind == policy.TargetTier && !tiers[t.Name] {
@@ -588,7 +660,7 @@ func setRate(ctx context.Context, args []string, out io.Writer, env Env) error {
 		}
 	}
 	if err := fleet.SetOverride(tctx, c, fc.Prefix, o); err != nil {
-		return err
+		return etcdErr(fc, err)
 	}
 	if *f.asJSON {
 		return json.NewEncoder(out).Encode(o)
@@ -625,7 +697,7 @@ func clearFleet(ctx context.Context, args []string, out io.Writer, env Env) erro
 	defer done()
 	n, err := fleet.ClearOverride(tctx, c, fc.Prefix, t, dir)
 	if err != nil {
-		return err
+		return etcdErr(fc, err)
 	}
 	if *f.asJSON {
 		return json.NewEncoder(out).Encode(map[string]any{"target": t.String(), "cleared": n})

@@ -123,7 +123,7 @@ func TestReloadDryRunPlansWhatReloadDoes(t *testing.T) {
 	var text bytes.Buffer
 	planned := func() int {
 		t.Helper()
-		diffs, err := d.reloadDiffs()
+		diffs, _, err := d.reloadDiffs()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +155,7 @@ addresses = ["198.18.1.30"]
 		t.Fatal("the dry run plans no change for a moved and an added user")
 	}
 	w := k.writeCount()
-	if err := d.reload(); err != nil {
+	if err := d.reload(false); err != nil {
 		t.Fatal(err)
 	}
 	if got := k.writeCount() - w; got != n {

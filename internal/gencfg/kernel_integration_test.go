@@ -70,7 +70,7 @@ func TestCheckedConfigsApply(t *testing.T) {
 					t.Fatalf("Verify: %v", err)
 				}
 				if len(mm) > 0 {
-					t.Fatalf("config %d outcome %d: %d mismatches after Apply:\n%s", applied, outcome, len(mm), strings.Join(mm, "\n"))
+					t.Fatalf("config %d outcome %d: %d mismatches after Apply:\n%s\n--- shaperd.toml\n%s--- users.toml\n%s", applied, outcome, len(mm), strings.Join(mm, "\n"), c.Main, c.Users)
 				}
 			}
 		})

@@ -9,16 +9,23 @@ import (
 
 // ClassParamsEqual reports whether the kernel holds the same parameters for
 // classes a and b: rate and ceil in bytes per second (what the kernel
-// keeps), Buffer and CBuffer ticks, Quantum, Prio, Framing and Leaf (LeafEqual).
+// keeps), Buffer and CBuffer ticks, Quantum (not of inner classes, see
+// inner), Prio, Framing and Leaf (LeafEqual).
 // Handle, Parent, Burst/CBurst (informative), Labels and Stats are ignored.
 func ClassParamsEqual(a, b Class) bool {
 	return a.Rate.BytesPerSecond() == b.Rate.BytesPerSecond() &&
 		a.Ceil.BytesPerSecond() == b.Ceil.BytesPerSecond() &&
 		a.Buffer == b.Buffer && a.CBuffer == b.CBuffer &&
-		a.Quantum == b.Quantum && a.Prio == b.Prio &&
+		(a.Quantum == b.Quantum || inner(a) || inner(b)) && a.Prio == b.Prio &&
 		a.Framing == b.Framing &&
 		LeafEqual(a.Leaf, b.Leaf)
 }
+
+// inner reports whether c is an inner class (the root, a tier's
+// aggregate): HTB sets an inner class's quantum when it is created and
+// never changes it again (htb_change_class updates it for leaves only),
+// and uses it for nothing, so it is not compared.
+func inner(c Class) bool { return c.Labels.Kind == "root" || c.Labels.Kind == "tier" }
 
 // LeafEqual compares leaf qdiscs: nil (the kernel's default pfifo) equals
 // only nil; otherwise kinds must match, and each parameter must match

@@ -107,3 +107,17 @@ func TestMismatchesMissingAndUnexpected(t *testing.T) {
 		t.Error("Equal disagrees with Diff")
 	}
 }
+
+// HTB keeps an inner class's quantum from its creation (it updates it for
+// leaves only): a tier or root class whose rate moved compares equal to
+// the kernel's despite the quantum; a user class does not.
+func TestClassParamsEqualInnerQuantum(t *testing.T) {
+	for _, kind := range []string{"root", "tier", "user"} {
+		want := model.Class{Rate: 64 * tbf.Kbit, Ceil: 2 * tbf.Mbit, Quantum: 1000, Labels: model.Labels{Kind: kind}}
+		dumped := want
+		dumped.Quantum, dumped.Labels = 25000, model.Labels{} // as created at 2mbit
+		if got, inner := model.ClassParamsEqual(dumped, want), kind != "user"; got != inner {
+			t.Errorf("%s class: equal %v with another quantum, want %v", kind, got, inner)
+		}
+	}
+}

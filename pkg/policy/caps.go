@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 
+	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -80,7 +81,7 @@ func capCeilings(ir *InterfaceResult, bw tbf.Rate) {
 	}
 	for j := range tg.Users {
 		if j < len(ir.Users) {
-			capUser(&tg.Users[j].Ceil, &tg.Users[j].CBurst, &ir.Users[j], bw)
+			capUser(&tg.Users[j], &ir.Users[j], bw)
 		}
 	}
 }
@@ -88,7 +89,8 @@ func capCeilings(ir *InterfaceResult, bw tbf.Rate) {
 // capUser caps a user target's ceil (and its explanation x) at bw; a
 // configured cburst the capped ceil cannot hold is cut as evaluate cuts
 // it (tbf.MaxBurst), and a default one follows the ceil.
-func capUser(ceil *tbf.Rate, cburst *tbf.Size, x *Explanation, bw tbf.Rate) {
+func capUser(u *model.UserTarget, x *Explanation, bw tbf.Rate) {
+	ceil, cburst := &u.Ceil, &u.CBurst
 	if *ceil <= bw {
 		return
 	}
@@ -165,4 +167,31 @@ func (r *Result) CapNotes() []string {
 		}
 	}
 	return out
+}
+
+// rateUnderCeil lowers every guaranteed rate of ir above its class's ceil
+// to the ceil, after scaleGuarantees: the guarantees are scaled against
+// the bandwidth in force, which an iface override may raise above the
+// configured bandwidth the ceilings are capped to.
+func rateUnderCeil(ir *InterfaceResult) {
+	tg := &ir.Targets
+	if tg.Interface.DefaultRate > tg.Interface.DefaultCeil && tg.Interface.DefaultCeil != 0 {
+		tg.Interface.DefaultRate = tg.Interface.DefaultCeil
+		if ir.Default != nil {
+			ir.Default.Rate = tg.Interface.DefaultCeil
+		}
+	}
+	for i := range tg.Tiers {
+		if t := &tg.Tiers[i]; t.Rate > t.Ceil {
+			t.Rate = t.Ceil
+		}
+	}
+	for j := range tg.Users {
+		if u := &tg.Users[j]; u.Ceil != 0 && u.Rate > u.Ceil {
+			u.Rate = u.Ceil
+			if j < len(ir.Users) {
+				ir.Users[j].Rate = u.Ceil
+			}
+		}
+	}
 }

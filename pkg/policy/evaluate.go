@@ -188,6 +188,7 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 	out.Targets.Interface = spec
 	capCeilings(&out, in.Bandwidth)
 	scaleGuarantees(&out)
+	rateUnderCeil(&out)
 	return out
 }
 
@@ -426,7 +427,7 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 				ut.Burst, ut.CBurst = targetBursts(t, &x), targetCBurst(t, &x)
 			}
 			ut.Rate, ut.Ceil = x.Rate, x.Ceil
-			capUser(&ut.Ceil, &ut.CBurst, &x, plan.Interfaces[i].Bandwidth)
+			capUser(&ut, &x, plan.Interfaces[i].Bandwidth)
 			changes = append(changes, saved{ir, j, ir.Targets.Users[j], ir.Users[j], slices.Clone(ir.Oversubscriptions)})
 			if !updateOversubscribed(ir, j, ut, x) {
 				undo()

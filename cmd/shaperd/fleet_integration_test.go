@@ -210,9 +210,19 @@ func (f *fleetLab) status(r *fleetRouter) (*control.Status, error) {
 	return &st, nil
 }
 
+// fleetStatus is `shaperctl fleet status --json`'s routers. It exits 1
+// while a router is not ok (down, refusing, lagging) and still prints the
+// JSON on stdout; any other exit fails the test.
 func (f *fleetLab) fleetStatus() []fleet.Registration {
 	f.t.Helper()
-	out := f.mustCtl("fleet", "status", "--json", "--config", filepath.Join(f.dir, "plan.toml"))
+	cmd := exec.Command(f.ctl, "fleet", "status", "--json", "--config", filepath.Join(f.dir, "plan.toml"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if ee, ok := err.(*exec.ExitError); (err != nil && !ok) || (ok && ee.ExitCode() != 1) {
+		f.t.Fatalf("shaperctl fleet status --json: %v\n%s%s", err, stdout, stderr.String())
+	}
+	out := string(stdout)
 	var st struct {
 		Routers []fleet.Registration `json:"routers"`
 	}
@@ -323,8 +333,8 @@ func TestFleet(t *testing.T) {
 			t.Errorf("%s dropped the old plan for an invalid one:\n%s", r.name, r.classes())
 		}
 	}
-	if out := f.mustCtl("fleet", "status", "--config", plan); !strings.Contains(out, fmt.Sprintf("refused revision %d", badRev)) {
-		t.Errorf("fleet status does not say the revision was refused:\n%s", out)
+	if code, out := f.ctlRun("fleet", "status", "--config", plan); code != 1 || !strings.Contains(out, fmt.Sprintf("refused revision %d", badRev)) {
+		t.Errorf("fleet status exits %d and does not say the revision was refused (want exit 1):\n%s", code, out)
 	}
 	plan = f.writePlan("3mbit")
 	f.mustCtl("fleet", "push", "--config", plan) // repaired

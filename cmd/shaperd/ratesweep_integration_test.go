@@ -280,7 +280,6 @@ func sweepPhase(t *testing.T, u *unitLab, ceils []int, source sweepSource, dir n
 		}
 	}
 	var perPacket float64
-	var class []float64
 	time.Sleep(1500 * time.Millisecond) // past the omitted second
 	if aggregates && dir == netnslab.Download {
 		wg.Add(1)
@@ -289,7 +288,7 @@ func sweepPhase(t *testing.T, u *unitLab, ceils []int, source sweepSource, dir n
 			perPacket = largestQueuedPacket(t, lab.Router, 3*time.Second)
 		}()
 	}
-	class = classRates(t, u, device, sweepWindow, handles...)
+	class := classRates(t, u, device, sweepWindow, handles...)
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {

@@ -76,11 +76,12 @@ queue_latency = "30ms"`, 1), testUsers)
 	}
 }
 
-// The latency-sized leaf follows every change of its class's ceil to the
-// end: a ramp up, a clear, and a --for that expires (the test plan's
-// default ramp is 0s).
-// (A leaf left at an intermediate ramp step's size holds less than
-// queue_latency, and the next full reconcile reports it as drift.)
+// The daemon's change paths (a ramp up, a clear, a --for that expires; the
+// test plan's default ramp is 0s) hand the kernel a latency-sized leaf for
+// the class's new ceil every time. The fake kernel takes every change it
+// is given, so this covers the daemon's side; that the real kernel is
+// written for a small resize too (a ramp step) is TestLeafQdiscsInKernel's
+// part in pkg/kernel.
 func TestLeafFollowsEveryRateChange(t *testing.T) {
 	k := newFakeKernel("lan0")
 	clk := newFakeClock()

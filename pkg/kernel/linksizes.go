@@ -35,20 +35,24 @@ func LinkSizesHere(name string) (frame, aggregate tbf.Size, err error) {
 	return linkSizes(h, name)
 }
 
+// linkSizes is LinkSizes on handle h, from one dump of the links.
 func linkSizes(h *vnl.Handle, name string) (frame, aggregate tbf.Size, err error) {
-	l, err := h.LinkByName(name)
-	if err != nil {
-		return 0, 0, fmt.Errorf("link sizes of %s: %w", name, err)
-	}
-	a := l.Attrs()
-	frame = tbf.Size(a.MTU) + model.FrameOverhead
-	aggregate = tbf.Size(max(a.GSOMaxSize, a.GSOIPv4MaxSize))
 	links, err := h.LinkList()
 	if err != nil {
 		return 0, 0, fmt.Errorf("link sizes of %s: list links: %w", name, err)
 	}
-	for _, o := range links {
-		aggregate = max(aggregate, tbf.Size(max(o.Attrs().GROMaxSize, o.Attrs().GROIPv4MaxSize)))
+	found := false
+	for _, l := range links {
+		a := l.Attrs()
+		if a.Name == name {
+			found = true
+			frame = tbf.Size(a.MTU) + model.FrameOverhead
+			aggregate = max(aggregate, tbf.Size(max(a.GSOMaxSize, a.GSOIPv4MaxSize)))
+		}
+		aggregate = max(aggregate, tbf.Size(max(a.GROMaxSize, a.GROIPv4MaxSize)))
+	}
+	if !found {
+		return 0, 0, fmt.Errorf("link sizes of %s: no such link", name)
 	}
 	return frame, aggregate, nil
 }

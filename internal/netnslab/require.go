@@ -12,9 +12,14 @@ const RequireEnv = "SHAPERD_REQUIRE_NETNS"
 
 // Require skips the test when network namespaces cannot be used here (not
 // root, or ip/tc/iperf3 missing, or `ip netns add` fails). With
-// SHAPERD_REQUIRE_NETNS=1 it calls t.Fatal instead of skipping.
+// SHAPERD_REQUIRE_NETNS=1 it calls t.Fatal instead of skipping. Under
+// `go test -short` it skips (unless SHAPERD_REQUIRE_NETNS=1): a quick run
+// of the unit tests as root leaves the kernel and the CPU alone.
 func Require(t testing.TB) {
 	t.Helper()
+	if testing.Short() && os.Getenv(RequireEnv) != "1" {
+		t.Skip("skipping: namespace test under -short")
+	}
 	if reason := unavailable(); reason != "" {
 		if os.Getenv(RequireEnv) == "1" {
 			t.Fatalf("network namespaces required (%s=1) but unavailable: %s", RequireEnv, reason)

@@ -80,7 +80,7 @@ func BenchmarkUserOverride10kUsers(b *testing.B) {
 }
 
 // A full policy evaluation with 10,000 users (both directions) when
-// nothing changed: Evaluate, Ramper.Step, targetsEqual.
+// nothing changed: Evaluate, Ramper.Step, model.Desired.Set finding the same targets.
 func BenchmarkPolicyStep10kUsers(b *testing.B) {
 	d, clk := bench10k(b, 10000)
 	for b.Loop() {
@@ -208,7 +208,7 @@ func BenchmarkUserAddQueues100kUsers(b *testing.B) {
 	if err := d.Once(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	if n := d.ifaces[0].targets.Interface.Queues; n != 4 {
+	if n := d.ifaces[0].targets().Interface.Queues; n != 4 {
 		b.Fatalf("%d queues, want 4", n)
 	}
 	benchUserAdd(b, d)

@@ -103,7 +103,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 	if c := userClass(t, d, k, "lan0/egress", "lan0", "alice"); c.Rate != 50*tbf.Mbit {
 		t.Errorf("alice's rate after repair: %v, want 50mbit", c.Rate)
 	}
-	if m, _ := k.Verify(d.ifaces[0].desired); len(m) != 0 {
+	if m, _ := k.Verify(*d.ifaces[0].tree()); len(m) != 0 {
 		t.Errorf("kernel differs after repair: %v", m)
 	}
 }
@@ -378,26 +378,30 @@ func TestSetRateRampsOverPolicyTicks(t *testing.T) {
 	}
 }
 
-func TestTargetsEqual(t *testing.T) {
+// TestSameTargetsBuildNothing: the policy tick hands the reconciler
+// targets every tick; the same ones (a copy) change nothing, a changed
+// ceil or leaf does.
+func TestSameTargetsBuildNothing(t *testing.T) {
 	k := newFakeKernel("lan0")
 	d, _ := newTestDaemon(t, k, newFakeClock(), "")
 	if err := d.Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	a := d.ifaces[0].targets
+	st := d.ifaces[0]
+	a := *st.targets()
 	b := a
 	b.Users = slices.Clone(a.Users)
-	if !targetsEqual(&a, &b) {
-		t.Fatal("a copy differs")
+	if changed, _ := d.setTargets(st, b); changed {
+		t.Fatal("a copy of the targets changed the tree")
 	}
-	b.Users[1].Ceil++
-	if targetsEqual(&a, &b) {
-		t.Error("a changed ceil is equal")
+	b.Users[1].Ceil += tbf.Mbit
+	if changed, cs := d.setTargets(st, b); !changed || len(cs) != 1 {
+		t.Errorf("a changed ceil: changed %v, %d changes", changed, len(cs))
 	}
-	c := a
+	c := b
 	c.Interface.Leaf = &model.LeafQdisc{Kind: "pfifo", Limit: 10}
-	if targetsEqual(&a, &c) {
-		t.Error("a changed leaf is equal")
+	if changed, _ := d.setTargets(st, c); !changed {
+		t.Error("a changed leaf changed nothing")
 	}
 }
 

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -88,78 +87,14 @@ func (d *Daemon) ifaceOf(name string, dir model.Direction) *reconciler {
 	return nil
 }
 
-// patchUsers gives the user classes of ss their new rates and bursts in
-// st.targets and st.desired, rebuilding only those classes (model.Build
-// of a tree with just these users, under their own minors), and applies
-// one OpChange per class that differs. When the kernel is not known to
-// hold st.desired it reconciles instead.
+// patchUsers gives the user classes of ss their new rates and bursts
+// (model.Desired.SetUserRates: only those classes are rebuilt) and applies
+// one OpChange per class that differs.
 func (d *Daemon) patchUsers(st *reconciler, ss []policy.Stepped, why string) error {
-	if st.targets.Interface.Queues > 1 && !splitComplete(st) {
-		tg := withUser(st.targets, nil, nil)
-		for _, s := range ss {
-			for j := range tg.Users {
-				if u := &tg.Users[j]; u.Name == s.Key.Name {
-					u.Rate, u.Ceil, u.Burst, u.CBurst = s.Applied.Rate, s.Applied.Ceil, s.Applied.Burst, s.Applied.CBurst
-				}
-			}
-		}
-		return d.patchQueued(st, tg, why)
+	rs := make([]model.UserRates, len(ss))
+	for i, s := range ss {
+		rs[i] = model.UserRates{Name: s.Key.Name, Rate: s.Applied.Rate, Ceil: s.Applied.Ceil, Burst: s.Applied.Burst, CBurst: s.Applied.CBurst}
 	}
-	mini := miniTargets(st)
-	names := make([]string, 0, len(ss))
-	for _, s := range ss {
-		j := d.userIndex(st, s.Key.Name)
-		if j < 0 {
-			continue
-		}
-		u := &st.targets.Users[j]
-		u.Rate, u.Ceil, u.Burst, u.CBurst = s.Applied.Rate, s.Applied.Ceil, s.Applied.Burst, s.Applied.CBurst
-		names = append(names, u.Name)
-		mini.Users = append(mini.Users, *u)
-	}
-	if len(mini.Users) == 0 {
-		return nil
-	}
-	ids, err := miniIDs(st, names...)
-	if err != nil {
-		return fmt.Errorf("interface %s: %w", st.key, err)
-	}
-	tree, err := model.Build(mini, ids)
-	if err != nil {
-		st.buildFailed(err)
-		d.stats.errors.WithLabelValues("build").Inc()
-		return fmt.Errorf("interface %s: %w", st.key, err)
-	}
-	var changes []model.Change
-	var patched []int
-	for _, c := range tree.Classes {
-		if c.Labels.Kind != "user" {
-			continue
-		}
-		i, ok := st.byHandle[c.Handle]
-		if !ok {
-			continue
-		}
-		old := st.desired.Classes[i]
-		if model.ClassParamsEqual(old, c) && old.Parent == c.Parent {
-			continue
-		}
-		st.desired.Classes[i] = c
-		patched = append(patched, i)
-		changes = append(changes, model.Change{Op: model.OpChange, Device: st.desired.Device, Class: &c, FromClass: &old})
-	}
-	st.view = st.view.patched(st.desired.Classes, patched)
-	if len(changes) == 0 {
-		return nil
-	}
-	return d.apply(st, deltaPass(why, changes, st.state == stateOK))
-}
-
-// userIndex returns the index of user in st.targets.Users, or -1. Users
-// are in plan order, so the plan's index is tried first.
-func (d *Daemon) userIndex(st *reconciler, user string) int {
-	if j, ok := d.userIdx[user]; ok && j < len(st.targets.Users) && st.targets.Users[j].Name == user {
-		return j
-	}
-	return slices.IndexFunc(st.targets.Users, func(u model.UserTarget) bool { return u.Name == user })
+	step, err := st.desired().SetUserRates(rs)
+	return d.applyStep(st, why, step, err)
 }

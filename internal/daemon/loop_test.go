@@ -180,7 +180,7 @@ func TestRunRepairsDriftOnTickAndPingsWatchdog(t *testing.T) {
 	}
 	var desired model.Tree
 	ctx := context.Background()
-	_ = d.call(ctx, func() { desired = d.ifaces[0].desired })
+	_ = d.call(ctx, func() { desired = *d.ifaces[0].tree() })
 	if m := model.Mismatches(k.tree("lan0"), desired); len(m) != 0 {
 		t.Errorf("after repair: %v", m)
 	}

@@ -151,15 +151,15 @@ func (d *Daemon) publish() {
 	snaps := make([]*ifaceSnapshot, 0, len(d.ifaces))
 	for _, st := range d.ifaces {
 		if st.viewStale {
-			st.view, st.viewStale = newClassView(st.desired.Classes), false
+			st.view, st.viewStale = newClassView(st.tree().Classes), false
 		}
 		s := &ifaceSnapshot{iface: st.cfg.Name, direction: string(st.cfg.Direction),
 			present: st.built() && st.state != stateMissing, inSync: st.state == stateOK,
 			classes: st.view, counters: st.counters, rootStats: st.rootStats,
 			tierSums: st.copyTierSums(), perUser: d.plan.Daemon.MetricsPerUser,
 			tierCeils: tierCeilsOf(d.plan, &st.cfg)}
-		if st.cfg.Shaper == config.ShaperTBF && st.desired.Root != nil {
-			s.tbf = st.desired.Root.TBF
+		if st.cfg.Shaper == config.ShaperTBF && st.tree().Root != nil {
+			s.tbf = st.tree().Root.TBF
 		}
 		snaps = append(snaps, s)
 	}

@@ -59,8 +59,8 @@ func dumpBytes(t *testing.T, d *Daemon, k *fakeKernel, clk *fakeClock, bytes map
 	st := d.ifaces[0]
 	tr := k.tree("lan0")
 	for i, c := range tr.Classes {
-		if j, ok := st.byHandle[c.Handle]; ok {
-			if b, ok := bytes[st.desired.Classes[j].Labels.User]; ok {
+		if j, ok := st.want.Index(c.Handle); ok {
+			if b, ok := bytes[st.tree().Classes[j].Labels.User]; ok {
 				tr.Classes[i].Stats = &model.Stats{Bytes: b, Packets: b / 100, Drops: uint32(b / 1000)}
 				continue
 			}

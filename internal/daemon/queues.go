@@ -121,7 +121,7 @@ func (d *Daemon) rebalanceQueues(now time.Time) error {
 	}
 	var errs []error
 	for _, st := range d.ifaces {
-		n := st.targets.Interface.Queues
+		n := st.targets().Interface.Queues
 		if n <= 1 || !st.built() || st.buildErr != nil {
 			continue
 		}
@@ -135,14 +135,14 @@ func (d *Daemon) rebalanceQueues(now time.Time) error {
 		if prev == nil || len(prev.bytes) != n || dt <= 0 {
 			continue
 		}
-		tg := &st.targets
+		tg := st.targets()
 		used := model.MQRates{Queues: usedSince(prev.bytes, m.bytes, dt), Tiers: map[string][]tbf.Rate{}}
 		for name, b := range m.tiers {
 			if was, ok := prev.tiers[name]; ok && len(was) == n {
 				used.Tiers[name] = usedSince(was, b, dt)
 			}
 		}
-		next := model.RebalanceMQ(tg.Interface.Bandwidth, tg.Tiers, model.MQSplit{Queues: tg.Queues, Tiers: tg.TierQueues}, used, model.QueueFloors(&st.desired))
+		next := model.RebalanceMQ(tg.Interface.Bandwidth, tg.Tiers, model.MQSplit{Queues: tg.Queues, Tiers: tg.TierQueues}, used, model.QueueFloors(st.tree()))
 		if slices.Equal(next.Queues, tg.Queues) && maps.EqualFunc(next.Tiers, tg.TierQueues, slices.Equal) {
 			continue
 		}
@@ -154,62 +154,33 @@ func (d *Daemon) rebalanceQueues(now time.Time) error {
 }
 
 // patchSplit gives st's per-queue trees the split next: only the classes
-// it sets (each queue's root class and each tier's class in it,
-// model.SplitClasses) are rebuilt, changed in st.desired in place and
-// applied: no Build or Diff of the whole tree (at 100,000 users ~170 ms),
-// only the floors' pass over the classes (model.QueueFloors). A split that
-// cannot be patched (st.targets without a complete split) rebuilds the
-// tree.
+// it sets (each queue's root class and each tier's class in it) change
+// (model.Desired.SetSplit): no Build or Diff of the whole tree (at 100,000
+// users ~170 ms), only the floors' pass over the classes
+// (model.QueueFloors). A tree without those classes is built again.
 func (d *Daemon) patchSplit(st *reconciler, next model.MQSplit) error {
-	tg := st.targets
-	tg.Queues, tg.TierQueues = next.Queues, next.Tiers
-	cs, err := model.SplitClasses(tg, st.ids)
+	synced := st.state == stateOK
+	step, err := st.desired().SetSplit(next)
 	if err != nil {
-		return d.retarget(st, tg, "queues")
+		st.buildFailed(err)
+		d.stats.errors.WithLabelValues("build").Inc()
+		return err
 	}
-	var changes []model.Change
-	for i := range cs {
-		j, ok := st.byHandle[cs[i].Handle]
-		if !ok || j >= len(st.desired.Classes) || st.desired.Classes[j].Handle != cs[i].Handle {
-			return d.retarget(st, tg, "queues")
-		}
-		if was := st.desired.Classes[j]; !model.ClassParamsEqual(was, cs[i]) {
-			changes = append(changes, model.Change{Op: model.OpChange, Device: st.desired.Device, Class: &cs[i], FromClass: &was})
-		}
-	}
-	st.targets.Queues, st.targets.TierQueues = tg.Queues, tg.TierQueues
-	if len(changes) == 0 {
+	if len(step.Changes) == 0 {
 		return nil
 	}
-	return d.patchTree(st, "queues", "", changes, nil)
-}
-
-// completeSplit fills in the split of st's targets (per-queue trees) that
-// Build chose itself (queues or tiers without one: the idle split), from
-// st.desired, so that the policy loop and patchSplit start from what the
-// kernel gets.
-func completeSplit(st *reconciler) {
-	if st.targets.Interface.Queues < 2 || splitComplete(st) {
-		return
+	if step.Rebuilt && st.state == stateOK {
+		st.setState(statePending, nil)
 	}
-	have, ok := model.SplitOf(&st.desired, st.ids)
-	if !ok {
-		return
-	}
-	if len(st.targets.Queues) != len(have.Queues) {
-		st.targets.Queues = have.Queues
-	}
-	tiers := maps.Clone(have.Tiers)
-	maps.Copy(tiers, st.targets.TierQueues) // the targets' own splits stay
-	st.targets.TierQueues = tiers
+	return d.apply(st, deltaPass("queues", step.Changes, synced))
 }
 
 // readQueueMeter reads the byte counters of st's queues (their qdiscs) and
 // of each tier's class in each queue's tree. A tier whose class is missing
 // in some queue is left out (it is not rebalanced this tick).
 func readQueueMeter(qk queueKernel, st *reconciler, now time.Time) (*queueMeter, error) {
-	n := st.targets.Interface.Queues
-	qs, err := qk.QueueCounters(st.desired.Device)
+	n := st.targets().Interface.Queues
+	qs, err := qk.QueueCounters(st.tree().Device)
 	if err != nil || len(qs) != n {
 		return nil, fmt.Errorf("queue counters: %d of %d queues: %w", len(qs), n, err)
 	}
@@ -219,15 +190,15 @@ func readQueueMeter(qk queueKernel, st *reconciler, now time.Time) (*queueMeter,
 			m.bytes[q] = qd.Stats.Bytes
 		}
 	}
-	if len(st.targets.Tiers) == 0 {
+	if len(st.targets().Tiers) == 0 {
 		return m, nil
 	}
-	handles := make([]model.Handle, 0, n*len(st.targets.Tiers))
+	handles := make([]model.Handle, 0, n*len(st.targets().Tiers))
 	where := map[model.Handle]struct {
 		tier string
 		q    int
 	}{}
-	for _, tier := range st.targets.Tiers {
+	for _, tier := range st.targets().Tiers {
 		for q := 0; q < n; q++ {
 			minor, ok := st.ids.QueueIDs(q).Tier(tier.Name)
 			if !ok {
@@ -241,7 +212,7 @@ func readQueueMeter(qk queueKernel, st *reconciler, now time.Time) (*queueMeter,
 			}{tier.Name, q}
 		}
 	}
-	cs, err := qk.ClassCounters(st.desired.Device, handles)
+	cs, err := qk.ClassCounters(st.tree().Device, handles)
 	if err != nil {
 		return nil, err
 	}
@@ -297,8 +268,8 @@ func keepQueues(st *reconciler, tg *model.Targets) {
 	if n <= 1 {
 		return
 	}
-	from := model.MQSplit{Queues: st.targets.Queues, Tiers: st.targets.TierQueues}
-	if st.targets.Interface.Queues != n {
+	from := model.MQSplit{Queues: st.targets().Queues, Tiers: st.targets().TierQueues}
+	if st.targets().Interface.Queues != n {
 		if st.adoptedSplit == nil || len(st.adoptedSplit.Queues) != n {
 			return
 		}
@@ -318,34 +289,6 @@ func keepQueues(st *reconciler, tg *model.Targets) {
 		}
 	}
 	tg.TierQueues = tiers
-}
-
-// patchQueued is patchUser and patchUsers for per-queue trees, whose users
-// cannot be rebuilt one at a time (a user's queue and minor come from the
-// whole assignment): it builds the whole tree from tg and reconciles.
-func (d *Daemon) patchQueued(st *reconciler, tg model.Targets, why string) error {
-	d.setTargets(st, tg)
-	if st.buildErr != nil {
-		return fmt.Errorf("interface %s: %w", st.key, st.buildErr)
-	}
-	return d.reconcile(st, why)
-}
-
-// withUser returns a copy of targets with old replaced by new (either may
-// be nil: add or remove).
-func withUser(tg model.Targets, old, new *model.UserTarget) model.Targets {
-	users := make([]model.UserTarget, 0, len(tg.Users)+1)
-	for _, u := range tg.Users {
-		if old != nil && u.Name == old.Name {
-			continue
-		}
-		users = append(users, u)
-	}
-	if new != nil {
-		users = append(users, *new)
-	}
-	tg.Users = users
-	return tg
 }
 
 // userHandle returns the handle of user's class on st: under the single

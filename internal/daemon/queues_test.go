@@ -298,7 +298,7 @@ func TestQueuesRestartAdoptsSplit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	split := st.targets
+	split := *st.targets()
 	if len(split.Queues) != 2 || split.Queues[qa].Ceil < 60*tbf.Mbit || split.TierQueues["gold"][qa].Ceil < 35*tbf.Mbit {
 		t.Fatalf("after 3 busy ticks: queues %v, gold %v; want ua's queue and tier class grown", split.Queues, split.TierQueues["gold"])
 	}
@@ -316,7 +316,7 @@ func TestQueuesRestartAdoptsSplit(t *testing.T) {
 	}
 	if w := k.writeCount() - before; w != 0 {
 		t.Errorf("the restarted daemon wrote %d changes; want 0 (queues %v -> %v, gold %v -> %v)", w,
-			split.Queues, d2.ifaces[0].targets.Queues, split.TierQueues["gold"], d2.ifaces[0].targets.TierQueues["gold"])
+			split.Queues, d2.ifaces[0].targets().Queues, split.TierQueues["gold"], d2.ifaces[0].targets().TierQueues["gold"])
 	}
 }
 

@@ -47,18 +47,16 @@ type reconciler struct {
 	// device (ingress), else "".
 	redirectFrom string
 
-	// The desired side: class ids, targets and the tree built from them.
-	ids     *model.Assignment
-	targets model.Targets
-	desired model.Tree
-	// buildErr is the last model.Build failure (desired is then older,
-	// and the state failed).
+	// The desired side: the class ids, and the targets and the tree built
+	// from them (want, made on the first setTargets; its IDs are ids).
+	ids  *model.Assignment
+	want *model.Desired
+	// buildErr is the last build failure (the desired tree is then
+	// older, and the state failed).
 	buildErr error
-	// byHandle indexes desired.Classes.
-	byHandle map[model.Handle]int
-	// view is the copy of desired.Classes the metrics read (see
-	// ifaceSnapshot); viewStale: desired.Classes changed other than by
-	// a patch of view, so publish copies them again.
+	// view is the copy of the desired classes the metrics read (see
+	// ifaceSnapshot); viewStale: the classes changed other than by a
+	// patch of view, so publish copies them again.
 	view      classView
 	viewStale bool
 
@@ -94,8 +92,66 @@ type reconciler struct {
 	adoptedSplit *model.MQSplit
 }
 
-// built reports whether desired holds a tree built from targets.
-func (st *reconciler) built() bool { return st.desired.Root != nil }
+// built reports whether the desired tree is built from targets.
+func (st *reconciler) built() bool { return st.want != nil && st.want.Built() }
+
+// tree is the desired tree (read-only; empty before the first build).
+func (st *reconciler) tree() *model.Tree {
+	if st.want == nil {
+		return &model.Tree{}
+	}
+	return st.want.Tree()
+}
+
+// targets are the targets the desired tree is built from (read-only).
+func (st *reconciler) targets() *model.Targets {
+	if st.want == nil {
+		return &model.Targets{}
+	}
+	return st.want.Targets()
+}
+
+// desired returns st's incremental desired tree, made on first use with
+// st's class ids; it watches the classes to keep the metrics' view.
+func (st *reconciler) desired() *model.Desired {
+	if st.want == nil || st.want.IDs() != st.ids {
+		st.want = model.NewDesired(st.ids)
+		st.want.Watch(st.classEdits)
+	}
+	return st.want
+}
+
+// classEdits patches the metrics' view of the classes with an
+// operation's edits (a wholesale change marks it stale instead).
+func (st *reconciler) classEdits(edits []model.ClassEdit) {
+	classes := st.want.Tree().Classes
+	var patched []int
+	flush := func() {
+		if len(patched) > 0 {
+			st.view = st.view.patched(classes, patched)
+			patched = patched[:0]
+		}
+	}
+	for _, e := range edits {
+		if e.Reset {
+			st.viewStale = true
+		}
+		if st.viewStale {
+			return
+		}
+		switch e.Op {
+		case model.OpChange:
+			patched = append(patched, e.Index)
+		case model.OpAdd:
+			flush()
+			st.view = st.view.appended(classes[e.Index])
+		case model.OpDelete:
+			flush()
+			st.view = st.view.removed(e.Index)
+		}
+	}
+	flush()
+}
 
 // current reports whether desired is built from the latest targets (no
 // build failure since).
@@ -222,50 +278,43 @@ func (d *Daemon) recoverAssignment(plan *config.Plan, st *reconciler) (ids *mode
 
 // setTargets builds the desired tree of st from tg and reports whether it
 // differs from the one before (for the kernel: labels and bursts that do
-// not change buffers do not count).
-func (d *Daemon) setTargets(st *reconciler, tg model.Targets) bool {
+// not change buffers do not count), with the changes from it.
+func (d *Daemon) setTargets(st *reconciler, tg model.Targets) (bool, []model.Change) {
 	keepQueues(st, &tg)
-	if st.current() && targetsEqual(&st.targets, &tg) {
-		return false
-	}
-	tree, err := model.Build(tg, st.ids)
+	failed := st.buildErr != nil
+	wasBuilt := st.built()
+	step, err := st.desired().Set(tg)
 	if err != nil {
 		if st.buildErr == nil || st.buildErr.Error() != err.Error() {
 			d.log.Error("cannot build the interface's tree; keeping the previous one", "interface", st.key, "err", err)
 			d.stats.errors.WithLabelValues("build").Inc()
 		}
 		st.buildFailed(err)
-		return false
+		return false, nil
 	}
 	// A tree built again after a failure goes to the kernel even when it
 	// equals the old one: the kernel's state is not known then.
-	changed := !st.built() || st.buildErr != nil || !model.Equal(st.desired, tree)
+	changed := !wasBuilt || failed || len(step.Changes) > 0
 	st.buildErr = nil
-	st.targets = tg
-	st.desired, st.viewStale = tree, true
-	st.byHandle = make(map[model.Handle]int, len(tree.Classes))
-	for i, c := range tree.Classes {
-		st.byHandle[c.Handle] = i
-	}
-	completeSplit(st)
 	if changed && st.state == stateOK {
 		st.setState(statePending, nil)
 	}
-	return changed
+	return changed, step.Changes
 }
 
 // retarget builds st's desired tree from tg and, when it changed, brings
 // it to the kernel: the diff of the old and new desired trees without a
 // dump when the kernel held the old one, else a full pass.
 func (d *Daemon) retarget(st *reconciler, tg model.Targets, why string) error {
-	old, synced := st.desired, st.state == stateOK
-	if !d.setTargets(st, tg) {
+	synced := st.state == stateOK && st.built()
+	device := st.tree().Device
+	changed, delta := d.setTargets(st, tg)
+	if !changed {
 		return nil
 	}
-	synced = synced && old.Root != nil && old.Device == st.desired.Device
-	var delta []model.Change
-	if synced {
-		delta = model.Diff(old, st.desired)
+	synced = synced && device == st.tree().Device
+	if !synced {
+		delta = nil
 	}
 	return d.apply(st, deltaPass(why, delta, synced))
 }

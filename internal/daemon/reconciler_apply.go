@@ -97,24 +97,24 @@ func (d *Daemon) fullPass(st *reconciler, why string) (err error) {
 		return d.markMissing(st)
 	}
 	d.drainEvents(st)
-	actual, err := d.k.Actual(st.desired)
+	actual, err := d.k.Actual(*st.tree())
 	if errors.Is(err, kernel.ErrNoDevice) {
 		return d.markMissing(st)
 	}
 	if err != nil {
 		d.stats.errors.WithLabelValues("kernel").Inc()
-		return fmt.Errorf("interface %s: dump %s: %w", st.key, st.desired.Device, err)
+		return fmt.Errorf("interface %s: dump %s: %w", st.key, st.tree().Device, err)
 	}
 	if st.state == stateMissing {
 		d.log.Info("interface is present; shaping it", "interface", st.key)
 	}
 	if !slices.Equal(st.foreign, actual.Foreign) && len(actual.Foreign) > 0 {
 		d.log.Warn("objects of other tools on a managed interface; left alone", "interface", st.key,
-			"device", st.desired.Device, "foreign", strings.Join(actual.Foreign, "; "))
+			"device", st.tree().Device, "foreign", strings.Join(actual.Foreign, "; "))
 	}
 	st.foreign = actual.Foreign
 	d.sample(st, actual, d.clock.Now())
-	changes := model.Diff(actual, st.desired)
+	changes := model.Diff(actual, *st.tree())
 	if len(changes) == 0 {
 		return nil
 	}
@@ -149,7 +149,7 @@ func (d *Daemon) afterApply(st *reconciler, why string, changes []model.Change, 
 	}
 	if verify {
 		d.drainEvents(st)
-		mism, err := d.k.Verify(st.desired)
+		mism, err := d.k.Verify(*st.tree())
 		if err != nil {
 			d.stats.errors.WithLabelValues("kernel").Inc()
 			return fmt.Errorf("interface %s: verify: %w", st.key, err)

@@ -81,11 +81,14 @@ func counterKey(st *reconciler, h model.Handle) string {
 // that earlier processes counted already. A counter that went back (the
 // class was recreated) counts from 0.
 func (st *reconciler) addTierCounts(h model.Handle, now model.Stats, before *model.Stats) {
-	i, ok := st.byHandle[h]
-	if !ok || before == nil {
+	if st.want == nil || before == nil {
 		return
 	}
-	l := st.desired.Classes[i].Labels
+	i, ok := st.want.Index(h)
+	if !ok {
+		return
+	}
+	l := st.tree().Classes[i].Labels
 	if l.Kind != "user" || l.Tier == "" {
 		return
 	}
@@ -124,7 +127,7 @@ func (st *reconciler) copyTierSums() map[string]tierCounts {
 // false (the caller reconciles instead) when they cannot be read or the
 // root is gone.
 func (d *Daemon) readCounters(st *reconciler, now time.Time) bool {
-	actual, err := d.k.Counters(st.desired.Device)
+	actual, err := d.k.Counters(st.tree().Device)
 	if err != nil || actual.Root == nil {
 		return false
 	}

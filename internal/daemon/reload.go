@@ -113,7 +113,7 @@ func (d *Daemon) reloadWith(p *fleet.Plan, allowRemovals bool) error {
 	for i, st := range ifaces {
 		n := len(trees[i].Classes) + len(trees[i].Filters)
 		if o, ok := old[st.key]; ok && o.built() {
-			n = len(model.Diff(o.desired, trees[i]))
+			n = len(model.Diff(*o.tree(), trees[i]))
 			delete(old, st.key)
 		}
 		d.log.Info("reload: planned changes", "interface", st.key, "changes", n)

@@ -57,7 +57,7 @@ func (d *Daemon) status() *control.Status {
 			continue
 		}
 		inForce := map[string]model.UserTarget{}
-		for _, u := range st.targets.Users {
+		for _, u := range st.targets().Users {
 			inForce[u.Name] = u
 		}
 		errs := userErrors(st)

@@ -21,7 +21,7 @@ func TestTCEventRepairsBeforeTheTick(t *testing.T) {
 	intact := func() bool {
 		var desired model.Tree
 		syncLoop(t, c)
-		_ = d.call(t.Context(), func() { desired = d.ifaces[0].desired })
+		_ = d.call(t.Context(), func() { desired = *d.ifaces[0].tree() })
 		return len(model.Mismatches(k.tree("lan0"), desired)) == 0
 	}
 	for _, ev := range []kernel.TCEvent{{Device: "lan0", Ifindex: 2}, {Overrun: true}} {

@@ -144,11 +144,11 @@ func TestRampStepsEveryRampStepIncrementally(t *testing.T) {
 	var devices []string
 	_ = d.call(context.Background(), func() {
 		for _, st := range d.ifaces {
-			tr, err := model.Build(st.targets, st.ids.Clone())
+			tr, err := model.Build(*st.targets(), st.ids.Clone())
 			if err != nil {
 				t.Errorf("%s: build: %v", st.key, err)
 			}
-			desired, full, devices = append(desired, st.desired), append(full, tr), append(devices, st.desired.Device)
+			desired, full, devices = append(desired, *st.tree()), append(full, tr), append(devices, st.tree().Device)
 		}
 	})
 	for i := range desired {

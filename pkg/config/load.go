@@ -71,6 +71,8 @@ func load(mainPath string, sh *Shared, read func(string) ([]byte, error), resolv
 	plan.Policy = decodePolicy(rt)
 	plan.Tiers = decodeTiers(rt)
 	plan.Interfaces = decodeInterfaces(rt, plan.Tiers)
+	plan.Nodes = decodeNodes(rt, plan.Interfaces, false)
+	plan.indexNodes()
 	plan.Fleet = decodeFleet(rt)
 	rt.finish()
 
@@ -84,7 +86,7 @@ func load(mainPath string, sh *Shared, read func(string) ([]byte, error), resolv
 		} else if users, uf, ok := parseFile(plan.UsersPath, data, c); ok {
 			plan.keys.users = uf.pos
 			ut := uf.table("", users)
-			plan.Users = decodeUsers(ut, plan.Tiers)
+			plan.Users = decodeUsers(ut, plan.Tiers, plan.Nodes)
 			ut.finish()
 		}
 	}

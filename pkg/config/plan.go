@@ -18,7 +18,10 @@ type Plan struct {
 	Policy          Policy
 	Interfaces      []Interface
 	Tiers           []Tier
-	Users           []User
+	// Nodes are the network behind the router ([nodes.NAME]), parents
+	// before their children (by depth, then name).
+	Nodes []Node
+	Users []User
 	// Fleet is the [fleet] table; nil when the router works alone.
 	Fleet *Fleet
 	// SharedPath names the fleet's shared document the Policy and Tiers
@@ -44,6 +47,8 @@ type Plan struct {
 	Notes []Error
 
 	keys keyPos // where each key is written (see Errorf)
+	// nodeAt indexes Nodes by name (see Node).
+	nodeAt map[string]int
 }
 
 // LinkSizes are the largest packets that reach an interface's qdisc, in
@@ -280,6 +285,9 @@ type User struct {
 	Name string
 	// Tier names an existing tier.
 	Tier string
+	// Node is the name of the node ([nodes.NAME]) the user is behind; ""
+	// for none. The users file may write it as the node's path.
+	Node string
 	// Prefixes are the user's addresses, masked; a bare address is a /32
 	// or /128. No prefix overlaps another user's (or another of the same
 	// user's).

@@ -11,7 +11,7 @@ import (
 )
 
 // Shared is the part of a plan a fleet of routers shares (`shaperctl
-// fleet push`): Main holds the [policy] and [tiers] tables, Users is a
+// fleet push`): Main holds the [policy], [tiers] and [nodes] tables, Users is a
 // users file. Name and UsersName name the two documents in messages
 // (positions are within them).
 type Shared struct {
@@ -53,17 +53,19 @@ func loadShared(mainPath string, sh *Shared, read func(string) ([]byte, error), 
 	st := sf.table("", shared)
 	plan.Policy = decodePolicy(st)
 	plan.Tiers = decodeTiers(st)
-	st.finish()
 	rt := mf.table("", root)
 	plan.Daemon = decodeDaemon(rt)
 	plan.Interfaces = decodeInterfaces(rt, plan.Tiers)
+	plan.Nodes = decodeNodes(st, plan.Interfaces, true)
+	plan.indexNodes()
+	st.finish()
 	plan.Fleet = decodeFleet(rt)
-	rt.allow("policy", "tiers") // the fleet's are in force
+	rt.allow("policy", "tiers", "nodes") // the fleet's are in force
 	rt.finish()
 	if users, uf, ok := parseFile(sh.UsersName, sh.Users, c); ok {
 		plan.keys.users = uf.pos
 		ut := uf.table("", users)
-		plan.Users = decodeUsers(ut, plan.Tiers)
+		plan.Users = decodeUsers(ut, plan.Tiers, plan.Nodes)
 		ut.finish()
 	}
 	if errs := c.result(); errs != nil {
@@ -87,7 +89,7 @@ func ExtractShared(path string) (*Shared, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	out := map[string]any{}
-	for _, k := range []string{"policy", "tiers"} {
+	for _, k := range []string{"policy", "tiers", "nodes"} {
 		if v, ok := m[k]; ok {
 			out[k] = v
 		}

@@ -10,17 +10,21 @@ import (
 
 // decodeUsers reads every [[user]] of the users file and checks names,
 // tiers and that no two addresses overlap.
-func decodeUsers(ut *table, tiers []Tier) []User {
+func decodeUsers(ut *table, tiers []Tier, nodes []Node) []User {
 	entries, ok := ut.tables("user")
 	if !ok {
 		return nil
 	}
 	f := ut.f
+	byNode := make(map[string]*Node, len(nodes))
+	for i := range nodes {
+		byNode[nodes[i].Name] = &nodes[i]
+	}
 	users := make([]User, 0, len(entries))
 	var addrs []addrEntry
 	first := map[string]string{} // name -> path of its first entry
 	for i, t := range entries {
-		u, at := decodeUser(t, tiers)
+		u, at := decodeUser(t, tiers, byNode)
 		if u.Name != "" {
 			if p, dup := first[u.Name]; dup {
 				f.errf(t.key("name"), "duplicate user %q (first defined by %s at %s)", u.Name, p, f.where(p+".name"))
@@ -39,7 +43,7 @@ func decodeUsers(ut *table, tiers []Tier) []User {
 
 // decodeUser reads one [[user]]; at holds the index in addresses of each
 // of the user's Prefixes.
-func decodeUser(t *table, tiers []Tier) (u User, at []int) {
+func decodeUser(t *table, tiers []Tier, nodes map[string]*Node) (u User, at []int) {
 	u = User{Source: t.f.where(t.path)}
 	t.require("name", "tier", "addresses")
 	if s, ok := t.str("name"); ok {
@@ -80,6 +84,7 @@ func decodeUser(t *table, tiers []Tier) (u User, at []int) {
 	}
 	decodeUserTierSettings(t, &u, tiers)
 	u.Leaf, u.QueueLatency = decodeLeaf(t)
+	nodeOfUser(t, &u, nodes)
 	t.finish()
 	return u, at
 }

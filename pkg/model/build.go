@@ -271,6 +271,10 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 	if err != nil {
 		return err
 	}
+	nodes, nodeKeys, err := nodeClasses(t.Nodes)
+	if err != nil {
+		return err
+	}
 	users, userNames, err := userClasses(t.Users, leaf, spec)
 	if err != nil {
 		return err
@@ -282,8 +286,8 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 	if len(tierNames) > MaxTiers {
 		return fmt.Errorf("%d tiers with an aggregate class: %w: at most %d", len(tierNames), ErrTooManyTiers, MaxTiers)
 	}
-	if len(userNames) > MaxUsers {
-		return fmt.Errorf("%d users: %w: an interface holds at most %d user classes", len(userNames), ErrTooManyUsers, MaxUsers)
+	if len(userNames)+len(nodeKeys) > MaxUsers {
+		return fmt.Errorf("%d users and %d nodes: %w: an interface holds at most %d user and node classes", len(userNames), len(nodeKeys), ErrTooManyUsers, MaxUsers)
 	}
 	if ids == nil {
 		ids = NewAssignment()
@@ -292,7 +296,7 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 	if err := ids.AssignTiers(tierNames); err != nil {
 		return err
 	}
-	if err := ids.Assign(userNames); err != nil {
+	if err := ids.Assign(append(userNames, nodeKeys...)); err != nil {
 		return err
 	}
 
@@ -307,6 +311,9 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 	for i := range users {
 		users[i].Framing = rs
 	}
+	for i := range nodes {
+		nodes[i].Framing = rs
+	}
 	classes = append(classes, root, def)
 	for _, c := range tiers {
 		m, _ := ids.Tier(c.Labels.Tier)
@@ -314,11 +321,27 @@ func buildHTB(tree *Tree, t Targets, ids *Assignment) error {
 		tierHandle[c.Labels.Tier] = c.Handle
 		classes = append(classes, c)
 	}
+	nodeHandle := make(map[string]Handle, len(nodes))
+	for i, c := range nodes {
+		m, _ := ids.Node(c.Labels.Node)
+		c.Handle, c.Parent = MakeHandle(major, m), RootClass
+		if p := t.Nodes[i].Parent; p != "" {
+			c.Parent = nodeHandle[p] // listed before: nodeClasses checked
+		}
+		nodeHandle[c.Labels.Node] = c.Handle
+		classes = append(classes, c)
+	}
 	first := len(classes)
 	for _, c := range users {
 		m, _ := ids.User(c.Labels.User)
 		c.Handle, c.Parent = MakeHandle(major, m), RootClass
-		if h, ok := tierHandle[c.Labels.Tier]; ok {
+		if c.Labels.Node != "" {
+			h, ok := nodeHandle[c.Labels.Node]
+			if !ok {
+				return fmt.Errorf("user %s: node %s has no target on this interface", c.Labels.User, c.Labels.Node)
+			}
+			c.Parent = h
+		} else if h, ok := tierHandle[c.Labels.Tier]; ok {
 			c.Parent = h
 		}
 		classes = append(classes, c)
@@ -397,6 +420,50 @@ func tierClasses(ts []TierTarget) ([]Class, []string, error) {
 	return classes, names, nil
 }
 
+// MaxNodeDepth is how many node classes may stand between the root class
+// and a user's: HTB trees are at most 8 classes deep (the kernel refuses a
+// class whose grandparent is below level 2), and the root's and the
+// user's classes take two.
+const MaxNodeDepth = 6
+
+// nodeClasses validates the node targets (names unique, parents listed
+// before their children, at most MaxNodeDepth deep) and makes their
+// classes (without handles), in input order, with their keys in the
+// users' minor pool.
+func nodeClasses(ns []NodeTarget) ([]Class, []string, error) {
+	classes := make([]Class, 0, len(ns))
+	keys := make([]string, 0, len(ns))
+	depth := make(map[string]int, len(ns))
+	for _, n := range ns {
+		if n.Name == "" {
+			return nil, nil, fmt.Errorf("node without a name")
+		}
+		if _, dup := depth[n.Name]; dup {
+			return nil, nil, fmt.Errorf("node %s: listed twice", n.Name)
+		}
+		d := 1
+		if n.Parent != "" {
+			pd, ok := depth[n.Parent]
+			if !ok {
+				return nil, nil, fmt.Errorf("node %s: parent %s is not listed before it", n.Name, n.Parent)
+			}
+			d = pd + 1
+		}
+		if d > MaxNodeDepth {
+			return nil, nil, fmt.Errorf("node %s: %d levels deep, at most %d fit in an HTB tree", n.Name, d, MaxNodeDepth)
+		}
+		depth[n.Name] = d
+		c, err := makeClass(classSpec{rate: n.Rate, ceil: n.Ceil, burst: n.Burst, cburst: n.Burst}, nil,
+			Labels{Kind: "node", Node: n.Name})
+		if err != nil {
+			return nil, nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		classes = append(classes, c)
+		keys = append(keys, nodeKey(n.Name))
+	}
+	return classes, keys, nil
+}
+
 // userClasses validates the user targets and makes their classes (without
 // handles), in input order, with their names. Each gets its own leaf, else
 // leaf, sized for its ceil on interface spec (sizeLeaf).
@@ -423,7 +490,7 @@ func userClasses(us []UserTarget, leaf *LeafQdisc, spec InterfaceSpec) ([]Class,
 			ceil = u.Rate
 		}
 		c, err := makeClass(classSpec{rate: u.Rate, ceil: u.Ceil, burst: u.Burst, cburst: u.CBurst, prio: u.Prio}, sizeLeaf(ul, ceil, spec),
-			Labels{Kind: "user", Tier: u.Tier, User: u.Name})
+			Labels{Kind: "user", Tier: u.Tier, User: u.Name, Node: u.Node})
 		if err != nil {
 			return nil, nil, fmt.Errorf("user %s: %w", u.Name, err)
 		}

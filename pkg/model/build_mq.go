@@ -35,6 +35,9 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	if n > MaxQueues {
 		return &FieldError{"queues", fmt.Errorf("%d queues: at most %d", n, MaxQueues)}
 	}
+	if len(t.Nodes) > 0 {
+		return &FieldError{"queues", fmt.Errorf("%d queues with %d nodes: nodes are shaped in one tree (queues = 1)", n, len(t.Nodes))}
+	}
 	match, err := matchOf(spec)
 	if err != nil {
 		return err

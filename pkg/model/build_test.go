@@ -418,3 +418,66 @@ func TestLeafEqualResizesEveryChange(t *testing.T) {
 		t.Error("segment a tick apart matched")
 	}
 }
+
+// TestBuildNodes: node classes hang from their parents (or the root
+// class), users from their node (not their tier's aggregate), and node
+// minors come from the users' range without being users.
+func TestBuildNodes(t *testing.T) {
+	tg := model.Targets{Interface: egressSpec(),
+		Tiers: []model.TierTarget{{Name: "gold", Rate: 100 * tbf.Mbit, Ceil: 100 * tbf.Mbit}},
+		Nodes: []model.NodeTarget{
+			{Name: "north", Rate: 500 * tbf.Mbit, Ceil: 500 * tbf.Mbit},
+			{Name: "ap-1", Parent: "north", Rate: 100 * tbf.Mbit, Ceil: 300 * tbf.Mbit},
+		},
+		Users: []model.UserTarget{
+			{Name: "alice", Tier: "gold", Node: "ap-1", Rate: 10 * tbf.Mbit, Prefixes: []netip.Prefix{pfx(t, "198.18.0.1/32")}},
+			{Name: "bob", Tier: "gold", Rate: 10 * tbf.Mbit, Prefixes: []netip.Prefix{pfx(t, "198.18.0.2/32")}},
+		}}
+	ids := model.NewAssignment()
+	tree := mustBuild(t, tg, ids)
+	north, _ := ids.Node("north")
+	ap, _ := ids.Node("ap-1")
+	nh, ah := model.MakeHandle(1, north), model.MakeHandle(1, ap)
+	if c := findClass(t, tree, nh); c.Parent != model.RootClass || c.Labels.Kind != "node" || c.Ceil != 500*tbf.Mbit {
+		t.Errorf("north: %+v", c)
+	}
+	if c := findClass(t, tree, ah); c.Parent != nh || c.Rate != 100*tbf.Mbit || c.Ceil != 300*tbf.Mbit {
+		t.Errorf("ap-1: %+v", c)
+	}
+	if c := classOfUser(t, tree, "alice"); c.Parent != ah || c.Labels.Node != "ap-1" {
+		t.Errorf("alice hangs from %s, want ap-1 %s", c.Parent, ah)
+	}
+	gold := model.MakeHandle(1, model.FirstTierMinor)
+	if c := classOfUser(t, tree, "bob"); c.Parent != gold {
+		t.Errorf("bob hangs from %s, want gold's aggregate %s", c.Parent, gold)
+	}
+	if _, ok := ids.UserByMinor(north); ok || len(ids.Users()) != 2 || len(ids.Nodes()) != 2 {
+		t.Errorf("nodes counted as users: %v / %v", ids.Users(), ids.Nodes())
+	}
+	if n, ok := ids.NodeByMinor(ap); !ok || n != "ap-1" {
+		t.Errorf("NodeByMinor(%x) = %q, %v", ap, n, ok)
+	}
+
+	bad := tg
+	bad.Nodes = []model.NodeTarget{{Name: "ap-1", Parent: "north", Rate: tbf.Mbit}, {Name: "north", Rate: tbf.Mbit}}
+	if _, err := model.Build(bad, nil); err == nil || !strings.Contains(err.Error(), "parent north is not listed before it") {
+		t.Errorf("a child before its parent: %v", err)
+	}
+	deep := tg
+	deep.Nodes, deep.Users = nil, nil
+	for i := 0; i <= model.MaxNodeDepth; i++ {
+		n := model.NodeTarget{Name: fmt.Sprint("n", i), Rate: tbf.Mbit}
+		if i > 0 {
+			n.Parent = fmt.Sprint("n", i-1)
+		}
+		deep.Nodes = append(deep.Nodes, n)
+	}
+	if _, err := model.Build(deep, nil); err == nil || !strings.Contains(err.Error(), "levels deep") {
+		t.Errorf("%d levels: %v", model.MaxNodeDepth+1, err)
+	}
+	mq := tg
+	mq.Interface.Queues = 2
+	if _, err := model.Build(mq, nil); err == nil {
+		t.Error("nodes under per-queue trees: no error")
+	}
+}

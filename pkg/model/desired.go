@@ -32,7 +32,9 @@ type Desired struct {
 	// name (nil: not built yet, see userIndex).
 	byHandle map[Handle]int
 	userAt   map[string]int
-	watch    func([]ClassEdit)
+	// nodeAt indexes targets.Nodes by name (nil: not built yet).
+	nodeAt map[string]int
+	watch  func([]ClassEdit)
 }
 
 // ClassEdit says how one operation moved the classes of a Desired's tree,
@@ -135,7 +137,7 @@ func (d *Desired) setTree(tg Targets, tree Tree) {
 	for i, c := range tree.Classes {
 		d.byHandle[c.Handle] = i
 	}
-	d.userAt = nil
+	d.userAt, d.nodeAt = nil, nil
 	d.completeSplit()
 	d.notify([]ClassEdit{{Reset: true}})
 }
@@ -165,9 +167,10 @@ func (d *Desired) SetUserRates(rs []UserRates) (Step, error) {
 		}
 		return d.rebuild(tg)
 	}
-	mini := d.miniTargets()
+	var mini Targets
 	names := make([]string, 0, len(rs))
 	at := make([]int, 0, len(rs))
+	var nodes []string
 	for _, r := range rs {
 		j := d.userIndex(r.Name)
 		if j < 0 {
@@ -178,11 +181,17 @@ func (d *Desired) SetUserRates(rs []UserRates) (Step, error) {
 		names = append(names, u.Name)
 		at = append(at, j)
 		mini.Users = append(mini.Users, u)
+		if u.Node != "" {
+			nodes = append(nodes, u.Node)
+		}
 	}
 	if len(mini.Users) == 0 {
 		return Step{}, nil
 	}
-	ids, err := d.miniIDs(names...)
+	users := mini.Users
+	mini = d.miniTargets(d.chains(nodes...))
+	mini.Users = users
+	ids, err := d.miniIDs(mini.Nodes, names...)
 	if err != nil {
 		return Step{}, err
 	}
@@ -295,12 +304,19 @@ func (d *Desired) patchUser(name string, old, new *UserTarget) (Step, error) {
 	if err := d.placeUser(name, new); err != nil {
 		return Step{}, err
 	}
+	var nodes []string
+	for _, u := range []*UserTarget{old, new} {
+		if u != nil && u.Node != "" {
+			nodes = append(nodes, u.Node)
+		}
+	}
+	chains := d.chains(nodes...)
 	build := func(u *UserTarget) (Tree, error) {
-		ids, err := d.miniIDs(name)
+		ids, err := d.miniIDs(chains, name)
 		if err != nil {
 			return Tree{}, err
 		}
-		mini := d.miniTargets()
+		mini := d.miniTargets(chains)
 		if u != nil {
 			mini.Users = []UserTarget{*u}
 		}
@@ -431,6 +447,8 @@ func (d *Desired) placeUser(user string, new *UserTarget) error {
 			return fmt.Errorf("user %s: no queue placement", user)
 		}
 		ids, have = d.ids.QueueIDs(q), have/n
+	} else {
+		have += len(d.targets.Nodes) // node classes share the users' minors
 	}
 	if _, ok := ids.User(user); ok {
 		return nil
@@ -448,7 +466,7 @@ func freeMinor(ids *Assignment, n int) (uint16, bool) {
 	span := int(LastUserMinor) - int(FirstUserMinor) + 1
 	for k := 0; k < span; k++ {
 		m := uint16(int(FirstUserMinor) + (n+k)%span)
-		if _, held := ids.UserByMinor(m); !held {
+		if _, held := ids.u().nameOf(m); !held {
 			return m, true
 		}
 	}
@@ -460,10 +478,17 @@ func freeMinor(ids *Assignment, n int) (uint16, bool) {
 // what a Build of just these users needs to name their classes as the
 // tree does. Each build gets its own: Build releases the minors of users
 // it is not given. Users without a class are left out.
-func (d *Desired) miniIDs(users ...string) (*Assignment, error) {
+func (d *Desired) miniIDs(nodes []NodeTarget, users ...string) (*Assignment, error) {
 	ids := NewAssignment()
 	n := d.targets.Interface.Queues
 	if n < 2 {
+		for _, nt := range nodes {
+			if m, ok := d.ids.Node(nt.Name); ok {
+				if err := ids.SetNode(nt.Name, m); err != nil {
+					return nil, err
+				}
+			}
+		}
 		for _, t := range d.targets.Tiers {
 			if m, ok := d.ids.Tier(t.Name); ok {
 				if err := ids.SetTier(t.Name, m); err != nil {
@@ -509,11 +534,158 @@ func (d *Desired) miniIDs(users ...string) (*Assignment, error) {
 	return ids, nil
 }
 
-// miniTargets is the targets without users: the interface, tiers and
-// queue split a Build of a few users shares with the tree.
-func (d *Desired) miniTargets() Targets {
+// miniTargets is the targets without users and with just nodes: the
+// interface, tiers and queue split a Build of a few users shares with the
+// tree.
+func (d *Desired) miniTargets(nodes []NodeTarget) Targets {
 	t := &d.targets
-	return Targets{Interface: t.Interface, Tiers: t.Tiers, Queues: t.Queues, TierQueues: t.TierQueues}
+	return Targets{Interface: t.Interface, Tiers: t.Tiers, Nodes: nodes, Queues: t.Queues, TierQueues: t.TierQueues}
+}
+
+// nodeIndex returns the index of node in targets.Nodes, or -1.
+func (d *Desired) nodeIndex(node string) int {
+	if d.nodeAt == nil {
+		d.nodeAt = make(map[string]int, len(d.targets.Nodes))
+		for j, n := range d.targets.Nodes {
+			d.nodeAt[n.Name] = j
+		}
+	}
+	if j, ok := d.nodeAt[node]; ok {
+		return j
+	}
+	return -1
+}
+
+// chains returns the targets of nodes and of all their ancestors, each
+// once, parents first: what a Build of a few users (or nodes) needs of the
+// hierarchy. Unknown names are left out (Build then says so).
+func (d *Desired) chains(nodes ...string) []NodeTarget {
+	var out []NodeTarget
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		var chain []NodeTarget
+		for name := n; name != "" && !seen[name]; {
+			j := d.nodeIndex(name)
+			if j < 0 {
+				break
+			}
+			seen[name] = true
+			chain = append(chain, d.targets.Nodes[j])
+			name = d.targets.Nodes[j].Parent
+		}
+		slices.Reverse(chain)
+		out = append(out, chain...)
+	}
+	return out
+}
+
+// PutNode adds node n (its parent must be there), or gives the node of
+// that name n's rates, building only its class (and its ancestors', which
+// stay as they are). A node whose parent changes is built again with the
+// whole tree (Step.Rebuilt): HTB cannot move a class.
+func (d *Desired) PutNode(n NodeTarget) (Step, error) {
+	if !d.built {
+		return Step{}, errNotBuilt
+	}
+	j := d.nodeIndex(n.Name)
+	if j >= 0 && d.targets.Nodes[j].Parent != n.Parent {
+		tg := d.targets
+		tg.Nodes = slices.Clone(tg.Nodes)
+		tg.Nodes[j] = n
+		return d.rebuild(tg)
+	}
+	if n.Parent != "" && d.nodeIndex(n.Parent) < 0 {
+		return Step{}, fmt.Errorf("node %s: unknown parent node %s", n.Name, n.Parent)
+	}
+	chain := d.chains(n.Parent)
+	before := slices.Clone(chain)
+	if j >= 0 {
+		before = append(before, d.targets.Nodes[j])
+	} else if err := d.placeNode(n.Name); err != nil {
+		return Step{}, err
+	}
+	after := append(slices.Clone(chain), n)
+	changes, err := d.nodeDiff(before, after)
+	if err != nil {
+		return Step{}, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	if j >= 0 {
+		d.targets.Nodes[j] = n
+	} else {
+		d.targets.Nodes = append(d.targets.Nodes, n)
+		if d.nodeAt != nil {
+			d.nodeAt[n.Name] = len(d.targets.Nodes) - 1
+		}
+	}
+	d.patchTree(changes)
+	return Step{Changes: changes}, nil
+}
+
+// RemoveNode removes the class of node name, which must have no users and
+// no nodes under it; a node that is not there changes nothing.
+func (d *Desired) RemoveNode(name string) (Step, error) {
+	if !d.built {
+		return Step{}, errNotBuilt
+	}
+	j := d.nodeIndex(name)
+	if j < 0 {
+		return Step{}, nil
+	}
+	for _, n := range d.targets.Nodes {
+		if n.Parent == name {
+			return Step{}, fmt.Errorf("node %s: node %s is under it: move or remove it first", name, n.Name)
+		}
+	}
+	for _, u := range d.targets.Users {
+		if u.Node == name {
+			return Step{}, fmt.Errorf("node %s: user %s is under it: move or remove the node's users first", name, u.Name)
+		}
+	}
+	chain := d.chains(name)
+	changes, err := d.nodeDiff(chain, chain[:len(chain)-1])
+	if err != nil {
+		return Step{}, fmt.Errorf("node %s: %w", name, err)
+	}
+	d.targets.Nodes = slices.Delete(slices.Clone(d.targets.Nodes), j, j+1)
+	d.nodeAt = nil
+	d.patchTree(changes)
+	return Step{Changes: changes}, nil
+}
+
+// nodeDiff is the Diff of two trees of just the nodes before and after.
+func (d *Desired) nodeDiff(before, after []NodeTarget) ([]Change, error) {
+	build := func(nodes []NodeTarget) (Tree, error) {
+		ids, err := d.miniIDs(nodes)
+		if err != nil {
+			return Tree{}, err
+		}
+		return Build(d.miniTargets(nodes), ids)
+	}
+	b, err := build(before)
+	if err != nil {
+		return nil, err
+	}
+	a, err := build(after)
+	if err != nil {
+		return nil, err
+	}
+	return Diff(b, a), nil
+}
+
+// placeNode gives node a free minor from the users' range, unless it has
+// one.
+func (d *Desired) placeNode(node string) error {
+	if d.targets.Interface.Queues > 1 {
+		return fmt.Errorf("node %s: nodes are shaped in one tree (queues = 1)", node)
+	}
+	if _, ok := d.ids.Node(node); ok {
+		return nil
+	}
+	m, ok := freeMinor(d.ids, len(d.targets.Users)+len(d.targets.Nodes))
+	if !ok {
+		return fmt.Errorf("node %s: %w", node, ErrTooManyUsers)
+	}
+	return d.ids.SetNode(node, m)
 }
 
 // withUser returns a copy of the targets with old replaced by new (either

@@ -18,6 +18,23 @@ import (
 type desiredUniverse struct {
 	rng   *rand.Rand
 	tiers []model.TierTarget
+	// nodes are a small hierarchy (single trees only): n0 > n1,
+	// n2 > n3 > n4.
+	nodes []model.NodeTarget
+}
+
+// nodeNames are the nodes users may be under ("": none).
+var nodeNames = []string{"", "n0", "n1", "n2", "n3", "n4"}
+
+// universeNodes is the hierarchy of desiredUniverse.nodes.
+func universeNodes() []model.NodeTarget {
+	return []model.NodeTarget{
+		{Name: "n0", Rate: 200 * tbf.Mbit, Ceil: 300 * tbf.Mbit},
+		{Name: "n1", Parent: "n0", Rate: 50 * tbf.Mbit, Ceil: 100 * tbf.Mbit},
+		{Name: "n2", Rate: 100 * tbf.Mbit, Ceil: 100 * tbf.Mbit},
+		{Name: "n3", Parent: "n2", Rate: 60 * tbf.Mbit, Ceil: 80 * tbf.Mbit},
+		{Name: "n4", Parent: "n3", Rate: 20 * tbf.Mbit, Ceil: 40 * tbf.Mbit},
+	}
 }
 
 // user draws user i with random rates, tier and a subset of the user's own
@@ -39,12 +56,15 @@ func (u *desiredUniverse) user(i int) model.UserTarget {
 	if rng.IntN(6) == 0 {
 		ut.Leaf = &model.LeafQdisc{Kind: "pfifo", Limit: 100}
 	}
+	if len(u.nodes) > 0 {
+		ut.Node = nodeNames[rng.IntN(len(nodeNames))]
+	}
 	return ut
 }
 
 // targets draws a whole set of targets on spec.
 func (u *desiredUniverse) targets(spec model.InterfaceSpec) model.Targets {
-	tg := model.Targets{Interface: spec, Tiers: u.tiers}
+	tg := model.Targets{Interface: spec, Tiers: u.tiers, Nodes: u.nodes}
 	for i := 0; i < 30; i++ {
 		if u.rng.IntN(2) == 0 {
 			tg.Users = append(tg.Users, u.user(i))
@@ -95,6 +115,9 @@ func TestDesiredOperationsMatchBuild(t *testing.T) {
 		if seed%5 == 0 {
 			spec.Leaf = &model.LeafQdisc{Kind: "bfifo"}
 		}
+		if spec.Queues == 0 && seed%4 != 1 {
+			u.nodes = universeNodes()
+		}
 		t.Run(fmt.Sprintf("seed%d-queues%d-%s", seed, spec.Queues, spec.Direction), func(t *testing.T) {
 			runDesiredOps(t, u, spec, 60)
 		})
@@ -137,6 +160,23 @@ func runDesiredOps(t *testing.T, u *desiredUniverse, spec model.InterfaceSpec, o
 		case n < 9 && spec.Queues > 1:
 			what = "split"
 			step, err = d.SetSplit(u.split(spec.Bandwidth, spec.Queues))
+		case n < 9 && len(u.nodes) > 0:
+			nt := model.NodeTarget{Name: "spare", Parent: nodeNames[rng.IntN(len(nodeNames))], Rate: 5 * tbf.Mbit, Ceil: 10 * tbf.Mbit}
+			switch rng.IntN(4) {
+			case 0:
+				nt = u.nodes[rng.IntN(len(u.nodes))]
+				nt.Ceil += tbf.Rate(1+rng.IntN(5)) * tbf.Mbit
+			case 1:
+				what = "remove node spare"
+				step, err = d.RemoveNode("spare")
+			case 2:
+				nt = u.nodes[4]
+				nt.Parent = []string{"n3", "n1", ""}[rng.IntN(3)] // moved
+			}
+			if what == "" {
+				what = fmt.Sprintf("put node %s under %q", nt.Name, nt.Parent)
+				step, err = d.PutNode(nt)
+			}
 		default:
 			what = "set"
 			tg := u.targets(spec)

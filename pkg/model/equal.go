@@ -25,7 +25,9 @@ func ClassParamsEqual(a, b Class) bool {
 // aggregate): HTB sets an inner class's quantum when it is created and
 // never changes it again (htb_change_class updates it for leaves only),
 // and uses it for nothing, so it is not compared.
-func inner(c Class) bool { return c.Labels.Kind == "root" || c.Labels.Kind == "tier" }
+func inner(c Class) bool {
+	return c.Labels.Kind == "root" || c.Labels.Kind == "tier" || c.Labels.Kind == "node"
+}
 
 // LeafEqual compares leaf qdiscs: nil (the kernel's default pfifo) equals
 // only nil; otherwise kinds must match, and each parameter must match

@@ -106,13 +106,72 @@ func (a *Assignment) Tier(tier string) (uint16, bool) {
 }
 
 // Users returns a copy of the user name -> minor map.
-func (a *Assignment) Users() map[string]uint16 { return maps.Clone(a.u().byName) }
+func (a *Assignment) Users() map[string]uint16 {
+	out := make(map[string]uint16, len(a.u().byName))
+	for n, m := range a.u().byName {
+		if !isNodeKey(n) {
+			out[n] = m
+		}
+	}
+	return out
+}
+
+// Node classes take their minors from the users' range (there are far
+// more nodes than tier minors in a large network), under a key no user
+// name can have: nodeKeyPrefix and the node's name.
+const nodeKeyPrefix = "/"
+
+// nodeKey is node's name in the users' pool.
+func nodeKey(node string) string { return nodeKeyPrefix + node }
+
+// isNodeKey reports whether a name in the users' pool is a node's.
+func isNodeKey(name string) bool { return len(name) > 0 && name[0] == nodeKeyPrefix[0] }
+
+// Node returns the minor of node's class (from the users' range).
+func (a *Assignment) Node(node string) (uint16, bool) {
+	m, ok := a.u().byName[nodeKey(node)]
+	return m, ok
+}
+
+// NodeByMinor returns the node whose class has minor m.
+func (a *Assignment) NodeByMinor(m uint16) (string, bool) {
+	n, ok := a.u().nameOf(m)
+	if !ok || !isNodeKey(n) {
+		return "", false
+	}
+	return n[len(nodeKeyPrefix):], true
+}
+
+// Nodes returns a copy of the node name -> minor map.
+func (a *Assignment) Nodes() map[string]uint16 {
+	out := map[string]uint16{}
+	for n, m := range a.u().byName {
+		if isNodeKey(n) {
+			out[n[len(nodeKeyPrefix):]] = m
+		}
+	}
+	return out
+}
+
+// SetNode pins node's class to minor m; see SetUser.
+func (a *Assignment) SetNode(node string, m uint16) error {
+	if err := a.u().set(nodeKey(node), m); err != nil {
+		return fmt.Errorf("node %q: %w", node, err)
+	}
+	return nil
+}
 
 // Tiers returns a copy of the tier name -> minor map.
 func (a *Assignment) Tiers() map[string]uint16 { return maps.Clone(a.t().byName) }
 
 // UserByMinor returns the user whose class has minor m.
-func (a *Assignment) UserByMinor(m uint16) (string, bool) { return a.u().nameOf(m) }
+func (a *Assignment) UserByMinor(m uint16) (string, bool) {
+	n, ok := a.u().nameOf(m)
+	if !ok || isNodeKey(n) {
+		return "", false
+	}
+	return n, true
+}
 
 // TierByMinor returns the tier whose aggregate class has minor m.
 func (a *Assignment) TierByMinor(m uint16) (string, bool) { return a.t().nameOf(m) }

@@ -14,6 +14,10 @@ type Targets struct {
 	Interface InterfaceSpec
 	// Tiers with an aggregate cap get an intermediate class; others don't.
 	Tiers []TierTarget
+	// Nodes are the network behind the interface (sites, buildings,
+	// access points), each an inner class under its parent (or the root
+	// class), parents listed before their children.
+	Nodes []NodeTarget
 	Users []UserTarget
 	// Queues are the root classes of the per-queue trees (Interface.Queues
 	// > 1), by queue; a length other than Interface.Queues splits the
@@ -66,10 +70,23 @@ type TierTarget struct {
 	Burst      tbf.Size // 0: default
 }
 
+// NodeTarget is a node of the network behind an interface: an inner
+// class that caps what every node and user under it gets together.
+type NodeTarget struct {
+	Name string
+	// Parent is the node this one hangs from; "": the root class.
+	Parent     string
+	Rate, Ceil tbf.Rate
+	Burst      tbf.Size // 0: default
+}
+
 // UserTarget is one user's effective shaping on one interface.
 type UserTarget struct {
-	Name     string
-	Tier     string
+	Name string
+	Tier string
+	// Node is the node the user's class hangs from ("": the tier's
+	// aggregate class, else the root class).
+	Node     string
 	Prefixes []netip.Prefix
 	// Rate is guaranteed; Ceil (>= Rate) is the most the user may borrow up to.
 	Rate, Ceil tbf.Rate

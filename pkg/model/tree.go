@@ -192,9 +192,11 @@ type Class struct {
 
 // Labels name what a class is for, for errors, status and metrics.
 type Labels struct {
-	Kind string // "root", "default", "tier", "user"
+	Kind string // "root", "default", "tier", "node", "user"
 	Tier string
 	User string
+	// Node is a node class's name, or the node a user's class hangs from.
+	Node string
 }
 
 // LeafQdisc is the qdisc under a leaf class, with the parameters of its

@@ -20,6 +20,9 @@ type Cap struct {
 	// Tier is its default_tier, "" for default_ceil).
 	Kind string
 	Tier string
+	// Node is the capped node (Kind "node"), whose ceil was above its
+	// parent's: Bandwidth is then the parent's ceil.
+	Node string
 	// Users counts the user classes of Kind "user" capped from Ceil.
 	Users int
 	// Ceil is the ceiling before the cap; Bandwidth the interface's
@@ -32,6 +35,8 @@ type Cap struct {
 func (c Cap) String() string {
 	var who string
 	switch c.Kind {
+	case "node":
+		return fmt.Sprintf("node %s: ceil %s capped to its parent's %s", c.Node, c.Ceil, c.Bandwidth)
 	case "tier":
 		who = "tier " + c.Tier + " aggregate"
 	case "default":
@@ -90,12 +95,18 @@ func capCeilings(ir *InterfaceResult, bw tbf.Rate) {
 // configured cburst the capped ceil cannot hold is cut as evaluate cuts
 // it (tbf.MaxBurst), and a default one follows the ceil.
 func capUser(u *model.UserTarget, x *Explanation, bw tbf.Rate) {
+	capUserTo(u, x, bw, "the bandwidth")
+}
+
+// capUserTo is capUser to the ceiling bw of what (for the reason: "the
+// bandwidth", "node ap-3's ceil").
+func capUserTo(u *model.UserTarget, x *Explanation, bw tbf.Rate, what string) {
 	ceil, cburst := &u.Ceil, &u.CBurst
 	if *ceil <= bw {
 		return
 	}
 	*ceil = bw
-	x.capCeil(bw)
+	x.capCeilTo(bw, what)
 	switch m := tbf.MaxBurst(bw); {
 	case *cburst == 0: // Build's default for the ceil
 		x.CBurst = tbf.RecommendedBurst(bw)
@@ -106,11 +117,14 @@ func capUser(u *model.UserTarget, x *Explanation, bw tbf.Rate) {
 }
 
 // capCeil records that x's ceil was capped to the bandwidth bw.
-func (x *Explanation) capCeil(bw tbf.Rate) {
+func (x *Explanation) capCeil(bw tbf.Rate) { x.capCeilTo(bw, "the bandwidth") }
+
+// capCeilTo records that x's ceil was capped to what's ceiling bw.
+func (x *Explanation) capCeilTo(bw tbf.Rate, what string) {
 	if !x.CeilCapped {
 		x.UncappedCeil = x.Ceil
 	}
-	x.Reason += fmt.Sprintf("; ceil %s capped to the bandwidth %s", x.UncappedCeil, bw)
+	x.Reason += fmt.Sprintf("; ceil %s capped to %s %s", x.UncappedCeil, what, bw)
 	x.Ceil, x.CeilCapped = bw, true
 	if x.User == "" { // the default class: Build's default cburst
 		x.CBurst = tbf.RecommendedBurst(bw)
@@ -184,6 +198,14 @@ func rateUnderCeil(ir *InterfaceResult) {
 	for i := range tg.Tiers {
 		if t := &tg.Tiers[i]; t.Rate > t.Ceil {
 			t.Rate = t.Ceil
+		}
+	}
+	for i := range tg.Nodes {
+		if n := &tg.Nodes[i]; n.Rate > n.Ceil {
+			n.Rate = n.Ceil
+			if i < len(ir.Nodes) {
+				ir.Nodes[i].Rate = n.Ceil
+			}
 		}
 	}
 	for j := range tg.Users {

@@ -31,6 +31,8 @@ type InterfaceResult struct {
 	Default *Explanation
 	// Users explains Targets.Users, index for index.
 	Users []Explanation
+	// Nodes explains Targets.Nodes, index for index.
+	Nodes []Explanation
 	// Oversubscriptions lists the parents (the interface, tier aggregates)
 	// whose children's guaranteed rates were scaled down to fit them.
 	Oversubscriptions []Oversubscription
@@ -156,14 +158,20 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 	spec.DefaultRate, spec.DefaultCeil = def.Rate, def.Ceil
 	out.Default = &def
 
+	out.Targets.Nodes, out.Nodes = e.nodes(in)
 	used := map[string]bool{}
 	for i := range e.plan.Users {
 		u := &e.plan.Users[i]
+		if !nodeOn(u, out.Targets.Nodes) {
+			continue // behind a node of another interface
+		}
 		x := e.user(u, in)
-		used[u.Tier] = true
+		if u.Node == "" {
+			used[u.Tier] = true // users under a node hang from it, not from their tier's aggregate
+		}
 		tier, _ := e.plan.Tier(u.Tier)
 		tier = config.TierFor(tier, u) // the user's own burst, cburst, prio
-		ut := model.UserTarget{Name: u.Name, Tier: u.Tier, Prefixes: u.Prefixes, Rate: x.Rate, Ceil: x.Ceil}
+		ut := model.UserTarget{Name: u.Name, Tier: u.Tier, Node: u.Node, Prefixes: u.Prefixes, Rate: x.Rate, Ceil: x.Ceil}
 		if tier != nil {
 			ut.Burst, ut.CBurst, ut.Prio = targetBursts(tier, &x), targetCBurst(tier, &x), tier.Prio
 		}
@@ -187,6 +195,7 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 	}
 	out.Targets.Interface = spec
 	capCeilings(&out, in.Bandwidth)
+	capNodes(&out, in.Bandwidth)
 	scaleGuarantees(&out)
 	rateUnderCeil(&out)
 	return out
@@ -428,6 +437,11 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 			}
 			ut.Rate, ut.Ceil = x.Rate, x.Ceil
 			capUser(&ut, &x, plan.Interfaces[i].Bandwidth)
+			if ut.Node != "" {
+				if c := nodeCeil(ir, ut.Node); c != 0 {
+					capUserTo(&ut, &x, c, "node "+ut.Node+"'s ceil")
+				}
+			}
 			changes = append(changes, saved{ir, j, ir.Targets.Users[j], ir.Users[j], slices.Clone(ir.Oversubscriptions)})
 			if !updateOversubscribed(ir, j, ut, x) {
 				undo()

@@ -39,6 +39,9 @@ type QuotaState struct {
 // both are "" and Rate = Ceil is the bandwidth.
 type Explanation struct {
 	User, Tier string
+	// Node is the node a node class's explanation is for (Result's
+	// InterfaceResult.Nodes); "" otherwise.
+	Node string
 	// Interface is the configured interface name; Direction its direction.
 	Interface string
 	Direction model.Direction

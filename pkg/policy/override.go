@@ -21,6 +21,7 @@ const (
 	TargetUser  TargetKind = "user"
 	TargetTier  TargetKind = "tier"
 	TargetIface TargetKind = "iface"
+	TargetNode  TargetKind = "node"
 )
 
 // Target names a user, a tier (every user of it) or an interface (its
@@ -36,10 +37,10 @@ func ParseTarget(s string) (Target, error) {
 	t := Target{Kind: TargetUser, Name: s}
 	if k, n, ok := strings.Cut(s, ":"); ok {
 		switch TargetKind(k) {
-		case TargetTier, TargetIface:
+		case TargetTier, TargetIface, TargetNode:
 			t = Target{Kind: TargetKind(k), Name: n}
 		default:
-			return Target{}, fmt.Errorf("target %q: unknown kind %q: use a user name, tier:NAME or iface:NAME", s, k)
+			return Target{}, fmt.Errorf("target %q: unknown kind %q: use a user name, tier:NAME, node:NAME or iface:NAME", s, k)
 		}
 	}
 	if t.Name == "" {
@@ -124,7 +125,7 @@ func (o Override) ActiveAt(now time.Time) bool {
 // a ramp that is not negative.
 func (o Override) Validate() error {
 	switch {
-	case o.Target.Kind != TargetUser && o.Target.Kind != TargetTier && o.Target.Kind != TargetIface:
+	case o.Target.Kind != TargetUser && o.Target.Kind != TargetTier && o.Target.Kind != TargetIface && o.Target.Kind != TargetNode:
 		return fmt.Errorf("override of %q: unknown target kind %q", o.Target.Name, o.Target.Kind)
 	case o.Target.Name == "":
 		return fmt.Errorf("override: empty target name")
@@ -195,6 +196,10 @@ func CheckOverride(plan *config.Plan, o Override) error {
 	case TargetTier:
 		if _, ok := plan.Tier(o.Target.Name); !ok {
 			return fmt.Errorf("override of %s: %w: no tier %q", o.Target, ErrUnknownTarget, o.Target.Name)
+		}
+	case TargetNode:
+		if _, ok := plan.Node(o.Target.Name); !ok {
+			return fmt.Errorf("override of %s: %w: no node %q", o.Target, ErrUnknownTarget, o.Target.Name)
 		}
 	case TargetIface:
 		found := false

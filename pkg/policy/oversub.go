@@ -15,9 +15,9 @@ import (
 // cap; the policy scales the children's rates down by Capacity/Guaranteed
 // (see scaleGuarantees) and records it here.
 type Oversubscription struct {
-	// Tier is the tier whose aggregate class is the parent; "" for the
-	// interface's root class (bandwidth).
-	Tier string
+	// Tier is the tier whose aggregate class is the parent, Node the node
+	// whose class is; both "" for the interface's root class (bandwidth).
+	Tier, Node string
 	// Guaranteed is the sum of the children's rates before scaling;
 	// Capacity is the parent's rate they are scaled to fit.
 	Guaranteed, Capacity tbf.Rate
@@ -47,37 +47,65 @@ func (o Oversubscription) Factor() float64 { return float64(o.Guaranteed) / floa
 // 150mbit (oversubscribed x1.50)".
 func (o Oversubscription) String() string {
 	parent := "interface bandwidth"
-	if o.Tier != "" {
+	switch {
+	case o.Node != "":
+		parent = "node " + o.Node + " rate"
+	case o.Tier != "":
 		parent = "tier " + o.Tier + " aggregate_rate"
 	}
 	return fmt.Sprintf("%s %v: guaranteed rates add up to %v (oversubscribed x%.2f)", parent, o.Capacity, o.Guaranteed, o.Factor())
 }
 
-// scaleGuarantees makes an HTB interface's bandwidth, and each tier
-// aggregate's rate, a real cap. Under the root class sit the default
-// class, the tier aggregates and the users of tiers without an aggregate;
-// under an aggregate sit its tier's users. Where the children's guaranteed
-// rates add up to more than the parent's rate, each child's rate becomes
+// scaleGuarantees makes an HTB interface's bandwidth, each node's rate
+// and each tier aggregate's rate a real cap. Under the root class sit the
+// default class, the tier aggregates, the top-level nodes and the users
+// of neither a node nor a tier with an aggregate; under a node sit its
+// child nodes and its users; under an aggregate sit its tier's users
+// without a node. Where the children's guaranteed rates add up to more
+// than the parent's rate, each child's rate becomes
 // floor(rate * Num / ScaleDen), Num = floor(parent * ScaleDen / sum), so
-// their sum fits the parent (ceilings stay:
-// borrowing is capped by the parent's tokens); the root is done first, so
-// an aggregate's users fit its scaled rate. Scaled users and the default
-// class say so in their Reason; ir.Oversubscriptions lists the parents.
+// their sum fits the parent (ceilings stay: borrowing is capped by the
+// parent's tokens); parents are done before their children (the root,
+// then nodes from the top, then aggregates), so children fit their
+// parent's scaled rate. Scaled users, nodes and the default class say so
+// in their Reason; ir.Oversubscriptions lists the parents.
 func scaleGuarantees(ir *InterfaceResult) {
 	tg := &ir.Targets
 	aggregate := map[string]int{} // tier -> index in tg.Tiers
 	for i, t := range tg.Tiers {
 		aggregate[t.Name] = i
 	}
+	// Children of each parent, by kind: nodes (indexes in tg.Nodes) and
+	// users (indexes in tg.Users); the root is parentKey{}.
+	kids := map[parentKey]*children{}
+	kidsOf := func(k parentKey) *children {
+		c := kids[k]
+		if c == nil {
+			c = &children{}
+			kids[k] = c
+		}
+		return c
+	}
+	for i, n := range tg.Nodes {
+		k := parentKey{}
+		if n.Parent != "" {
+			k = parentKey{"node", n.Parent}
+		}
+		c := kidsOf(k)
+		c.nodes = append(c.nodes, i)
+		c.sum += uint64(n.Rate)
+	}
+	for j := range tg.Users {
+		kind, name := parentOf(&tg.Users[j], aggregate)
+		c := kidsOf(parentKey{kind, name})
+		c.users = append(c.users, j)
+		c.sum += uint64(tg.Users[j].Rate)
+	}
 	// The root's children.
-	sum := uint64(tg.Interface.DefaultRate)
+	root := kidsOf(parentKey{})
+	sum := root.sum + uint64(tg.Interface.DefaultRate)
 	for _, t := range tg.Tiers {
 		sum += uint64(t.Rate)
-	}
-	for _, u := range tg.Users {
-		if _, ok := aggregate[u.Tier]; !ok {
-			sum += uint64(u.Rate)
-		}
 	}
 	if capacity := uint64(tg.Interface.Bandwidth); sum > capacity {
 		o := newOversubscription("", sum, capacity)
@@ -89,32 +117,72 @@ func scaleGuarantees(ir *InterfaceResult) {
 		for i := range tg.Tiers {
 			tg.Tiers[i].Rate = scaleRate(tg.Tiers[i].Rate, o.Num)
 		}
-		for j := range tg.Users {
-			if _, ok := aggregate[tg.Users[j].Tier]; !ok {
-				scaleUser(ir, j, ir.Users[j].Rate, o)
-			}
+		scaleChildren(ir, root, o)
+	}
+	// Each node's children, parents first (tg.Nodes' order): a node's
+	// rate is final when its children are scaled.
+	for _, n := range tg.Nodes {
+		c := kids[parentKey{"node", n.Name}]
+		if c == nil {
+			continue
+		}
+		var sum uint64
+		for _, i := range c.nodes {
+			sum += uint64(tg.Nodes[i].Rate)
+		}
+		for _, j := range c.users {
+			sum += uint64(ir.unscaledRate(j))
+		}
+		if capacity := uint64(n.Rate); sum > capacity {
+			o := newOversubscription("", sum, capacity)
+			o.Node = n.Name
+			ir.Oversubscriptions = append(ir.Oversubscriptions, o)
+			scaleChildren(ir, c, o)
 		}
 	}
 	// Each aggregate's users.
 	for _, t := range tg.Tiers {
-		var sum uint64
-		for _, u := range tg.Users {
-			if u.Tier == t.Name {
-				sum += uint64(u.Rate)
-			}
-		}
-		capacity := uint64(t.Rate)
-		if sum <= capacity {
+		c := kids[parentKey{"tier", t.Name}]
+		if c == nil || c.sum <= uint64(t.Rate) {
 			continue
 		}
-		o := newOversubscription(t.Name, sum, capacity)
+		o := newOversubscription(t.Name, c.sum, uint64(t.Rate))
 		ir.Oversubscriptions = append(ir.Oversubscriptions, o)
-		for j := range tg.Users {
-			if tg.Users[j].Tier == t.Name {
-				scaleUser(ir, j, ir.Users[j].Rate, o)
-			}
+		scaleChildren(ir, c, o)
+	}
+}
+
+// parentKey names a parent class: kind "node" or "tier" and its name; the
+// zero value is the root class.
+type parentKey struct{ kind, name string }
+
+// children are a parent's child nodes and users (indexes into the
+// targets) and the sum of their guaranteed rates.
+type children struct {
+	nodes, users []int
+	sum          uint64
+}
+
+// scaleChildren scales the rates of c's nodes and users by o.
+func scaleChildren(ir *InterfaceResult, c *children, o Oversubscription) {
+	for _, i := range c.nodes {
+		n := &ir.Targets.Nodes[i]
+		n.Rate = scaleRate(n.Rate, o.Num)
+		if i < len(ir.Nodes) {
+			ir.Nodes[i].scaled(n.Rate, o)
 		}
 	}
+	for _, j := range c.users {
+		scaleUser(ir, j, ir.unscaledRate(j), o)
+	}
+}
+
+// unscaledRate is user j's guaranteed rate before any scaling.
+func (ir *InterfaceResult) unscaledRate(j int) tbf.Rate {
+	if j < len(ir.Users) {
+		return ir.Users[j].Unscaled()
+	}
+	return ir.Targets.Users[j].Rate
 }
 
 // scaleUser sets user j's rate to unscaled scaled by o. A configured burst
@@ -159,15 +227,24 @@ func scaleRate(r tbf.Rate, num uint64) tbf.Rate {
 func updateOversubscribed(ir *InterfaceResult, j int, ut model.UserTarget, x Explanation) bool {
 	tg := &ir.Targets
 	old := ir.Users[j].Unscaled()
-	parent, capacity := "", uint64(tg.Interface.Bandwidth)
-	for _, t := range tg.Tiers {
-		if t.Name == tg.Users[j].Tier {
-			parent, capacity = t.Name, uint64(t.Rate)
+	parent, node, capacity := "", "", uint64(tg.Interface.Bandwidth)
+	if n := tg.Users[j].Node; n != "" {
+		node = n
+		for _, nt := range tg.Nodes {
+			if nt.Name == n {
+				capacity = uint64(nt.Rate)
+			}
+		}
+	} else {
+		for _, t := range tg.Tiers {
+			if t.Name == tg.Users[j].Tier {
+				parent, capacity = t.Name, uint64(t.Rate)
+			}
 		}
 	}
 	oi := -1
 	for i, o := range ir.Oversubscriptions {
-		if o.Tier == parent {
+		if o.Tier == parent && o.Node == node {
 			oi = i
 		}
 	}
@@ -214,34 +291,45 @@ func (x *Explanation) scaled(rate tbf.Rate, o Oversubscription) {
 
 // oversubscribedBy reports whether changing user's rate on the HTB
 // interface ir to rate (from what Targets holds) would leave the
-// interface's (or the user's tier aggregate's) guarantees oversubscribed.
+// guarantees under the interface's root, a node or a tier aggregate
+// oversubscribed.
 func oversubscribedBy(ir *InterfaceResult, user string, rate tbf.Rate) bool {
 	tg := &ir.Targets
-	aggregate := map[string]tbf.Rate{}
-	for _, t := range tg.Tiers {
-		aggregate[t.Name] = t.Rate
+	aggregate := map[string]int{}
+	for i, t := range tg.Tiers {
+		aggregate[t.Name] = i
 	}
-	root := uint64(tg.Interface.DefaultRate)
+	sums := map[parentKey]uint64{}
+	sums[parentKey{}] = uint64(tg.Interface.DefaultRate)
 	for _, t := range tg.Tiers {
-		root += uint64(t.Rate)
+		sums[parentKey{}] += uint64(t.Rate)
 	}
-	tier := map[string]uint64{}
-	for _, u := range tg.Users {
+	for _, n := range tg.Nodes {
+		k := parentKey{}
+		if n.Parent != "" {
+			k = parentKey{"node", n.Parent}
+		}
+		sums[k] += uint64(n.Rate)
+	}
+	for j := range tg.Users {
+		u := &tg.Users[j]
 		r := uint64(u.Rate)
 		if u.Name == user {
 			r = uint64(rate)
 		}
-		if _, ok := aggregate[u.Tier]; ok {
-			tier[u.Tier] += r
-		} else {
-			root += r
-		}
+		kind, name := parentOf(u, aggregate)
+		sums[parentKey{kind, name}] += r
 	}
-	if root > uint64(tg.Interface.Bandwidth) {
+	if sums[parentKey{}] > uint64(tg.Interface.Bandwidth) {
 		return true
 	}
-	for name, r := range aggregate {
-		if tier[name] > uint64(r) {
+	for _, n := range tg.Nodes {
+		if sums[parentKey{"node", n.Name}] > uint64(n.Rate) {
+			return true
+		}
+	}
+	for _, t := range tg.Tiers {
+		if sums[parentKey{"tier", t.Name}] > uint64(t.Rate) {
 			return true
 		}
 	}

@@ -16,6 +16,7 @@ type ClassKind string
 const (
 	ClassUser    ClassKind = "user"    // a user's leaf class (Name: the user)
 	ClassTier    ClassKind = "tier"    // a tier's aggregate class (Name: the tier)
+	ClassNode    ClassKind = "node"    // a node's class (Name: the node)
 	ClassDefault ClassKind = "default" // the HTB default class (Name "")
 	ClassLink    ClassKind = "link"    // the interface: HTB root class or TBF qdisc (Name "")
 )
@@ -153,6 +154,9 @@ func (r *Ramper) Seed(applied []model.Targets) {
 		for _, tt := range t.Tiers {
 			r.seed(RampKey{in.Name, dir, ClassTier, tt.Name}, Applied{Rates: Rates{tt.Rate, max(tt.Ceil, tt.Rate)}}, false)
 		}
+		for _, n := range t.Nodes {
+			r.seed(RampKey{in.Name, dir, ClassNode, n.Name}, Applied{Rates: Rates{n.Rate, max(n.Ceil, n.Rate)}}, false)
+		}
 		for _, u := range t.Users {
 			r.seed(RampKey{in.Name, dir, ClassUser, u.Name}, Applied{Rates: Rates{u.Rate, max(u.Ceil, u.Rate)}, Burst: u.Burst, CBurst: u.CBurst}, false)
 		}
@@ -245,6 +249,16 @@ func (r *Ramper) stepIface(ir *InterfaceResult, now time.Time) model.Targets {
 		tt := &t.Tiers[j]
 		a := r.advance(RampKey{in.Name, dir, ClassTier, tt.Name}, false, Rates{tt.Rate, max(tt.Ceil, tt.Rate)}, 0, 0, nil, now)
 		tt.Rate, tt.Ceil = a.Rate, a.Ceil
+	}
+	t.Nodes = append([]model.NodeTarget(nil), t.Nodes...)
+	for j := range t.Nodes {
+		n := &t.Nodes[j]
+		var ramp *time.Duration
+		if j < len(ir.Nodes) && ir.Nodes[j].Node == n.Name {
+			ramp = ir.Nodes[j].Ramp
+		}
+		a := r.advance(RampKey{in.Name, dir, ClassNode, n.Name}, false, Rates{n.Rate, max(n.Ceil, n.Rate)}, 0, 0, ramp, now)
+		n.Rate, n.Ceil = a.Rate, a.Ceil
 	}
 	t.Users = append([]model.UserTarget(nil), t.Users...)
 	for j := range t.Users {

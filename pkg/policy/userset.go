@@ -39,17 +39,17 @@ func (r *Result) AddUser(plan *config.Plan, ov Overrides, usage *Usage, now time
 	}
 	for i := range r.Interfaces {
 		ir, in := &r.Interfaces[i], &plan.Interfaces[i]
-		if in.Shaper == config.ShaperTBF {
+		if in.Shaper == config.ShaperTBF || !nodeOn(u, ir.Targets.Nodes) {
 			continue
 		}
-		if rate, _ := tier.AggregateRates(in.Direction); rate != 0 &&
+		if rate, _ := tier.AggregateRates(in.Direction); rate != 0 && u.Node == "" &&
 			!slices.ContainsFunc(ir.Targets.Tiers, func(t model.TierTarget) bool { return t.Name == u.Tier }) {
 			undo()
 			return false
 		}
 		t := config.TierFor(tier, u)
 		leaves := leafCache{in: in, kinds: plan.LeafKinds}
-		ut := model.UserTarget{Name: u.Name, Tier: u.Tier, Prefixes: u.Prefixes, Prio: t.Prio, Leaf: leaves.user(t, u)}
+		ut := model.UserTarget{Name: u.Name, Tier: u.Tier, Node: u.Node, Prefixes: u.Prefixes, Prio: t.Prio, Leaf: leaves.user(t, u)}
 		done = append(done, saved{ir, ir.Targets.Users, ir.Users})
 		// Appended in place (amortised O(1)): r owns its slices (the
 		// Ramper's targets are copies), and the saved headers, shorter,
@@ -82,10 +82,10 @@ func (r *Result) RemoveUser(user string) bool {
 			return false
 		}
 		tier := ir.Targets.Users[j].Tier
-		if slices.ContainsFunc(ir.Targets.Tiers, func(t model.TierTarget) bool { return t.Name == tier }) {
+		if ir.Targets.Users[j].Node == "" && slices.ContainsFunc(ir.Targets.Tiers, func(t model.TierTarget) bool { return t.Name == tier }) {
 			others := false
 			for k, u := range ir.Targets.Users {
-				if k != j && u.Tier == tier {
+				if k != j && u.Tier == tier && u.Node == "" {
 					others = true
 					break
 				}

@@ -1,0 +1,152 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/model"
+)
+
+const nodesMain = `
+[[interface]]
+name = "lan0"
+bandwidth = "1gbit"
+
+[[interface]]
+name = "lan0"
+direction = "ingress"
+bandwidth = "1gbit"
+
+[[interface]]
+name = "lan1"
+bandwidth = "100mbit"
+
+[tiers.gold]
+rate = "100mbit"
+ceil = "500mbit"
+aggregate_rate = "300mbit"
+
+[nodes.north]
+rate = "600mbit"
+upload_rate = "200mbit"
+interfaces = ["lan0"]
+
+[nodes.ap-1]
+parent = "north"
+rate = "150mbit"
+ceil = "800mbit"
+
+[nodes.ap-2]
+parent = "north"
+rate = "150mbit"
+`
+
+const nodesUsers = `
+[[user]]
+name = "alice"
+tier = "gold"
+node = "ap-1"
+addresses = ["198.18.0.1"]
+
+[[user]]
+name = "bob"
+tier = "gold"
+node = "ap-1"
+addresses = ["198.18.0.2"]
+
+[[user]]
+name = "carol"
+tier = "gold"
+addresses = ["198.18.0.3"]
+`
+
+// TestEvaluateNodes: a node's users hang from it on the node's
+// interfaces only; ceilings are capped to the parent's; guarantees under
+// a node are scaled to its rate; upload rates apply on ingress.
+func TestEvaluateNodes(t *testing.T) {
+	plan := loadPlan(t, nodesMain, nodesUsers)
+	res := Evaluate(plan, Overrides{}, nil, time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
+	down := res.Interfaces[0]
+	if len(down.Targets.Nodes) != 3 || down.Targets.Nodes[0].Name != "north" {
+		t.Fatalf("lan0 nodes: %+v", down.Targets.Nodes)
+	}
+	ap1 := down.Targets.Nodes[1]
+	if ap1.Name != "ap-1" || ap1.Ceil != mbit(600) {
+		t.Errorf("ap-1's ceil 800mbit is capped to north's 600mbit: %+v", ap1)
+	}
+	if x, _ := down.NodeOf("ap-1"); !x.CeilCapped || !strings.Contains(x.Reason, "capped to node north's ceil 600mbit") {
+		t.Errorf("ap-1's explanation: %+v", x)
+	}
+	for j, u := range down.Targets.Users {
+		switch u.Name {
+		case "alice", "bob":
+			if u.Node != "ap-1" || u.Ceil != mbit(500) {
+				t.Errorf("%s: node %q ceil %v", u.Name, u.Node, u.Ceil)
+			}
+			// 2 x 100mbit under ap-1's 150mbit: scaled by 1.5 (in 1/1024 steps).
+			if u.Rate < mbit(74) || u.Rate > mbit(75) || !down.Users[j].Oversubscribed {
+				t.Errorf("%s's guarantee under ap-1: %v (%s)", u.Name, u.Rate, down.Users[j].Reason)
+			}
+		case "carol":
+			if u.Node != "" || u.Rate != mbit(100) {
+				t.Errorf("carol: %+v", u)
+			}
+		}
+	}
+	var overAP bool
+	for _, o := range down.Oversubscriptions {
+		overAP = overAP || o.Node == "ap-1" && strings.HasPrefix(o.String(), "node ap-1 rate 150mbit")
+	}
+	if !overAP {
+		t.Errorf("oversubscriptions: %v", down.Oversubscriptions)
+	}
+	if len(down.Targets.Tiers) != 1 { // carol keeps gold's aggregate
+		t.Errorf("tiers: %+v", down.Targets.Tiers)
+	}
+	up := res.Interfaces[1]
+	if n := up.Targets.Nodes[0]; n.Name != "north" || n.Rate != mbit(200) {
+		t.Errorf("north's upload: %+v", n)
+	}
+	other := res.Interfaces[2]
+	if len(other.Targets.Nodes) != 0 || len(other.Targets.Users) != 1 || other.Targets.Users[0].Name != "carol" {
+		t.Errorf("lan1 has north's users: %+v / %+v", other.Targets.Nodes, other.Targets.Users)
+	}
+	if _, err := model.Build(down.Targets, nil); err != nil {
+		t.Errorf("build: %v", err)
+	}
+}
+
+// TestNodeOverride: set-rate node:NAME replaces the node's rates.
+func TestNodeOverride(t *testing.T) {
+	plan := loadPlan(t, nodesMain, nodesUsers)
+	tgt, err := ParseTarget("node:ap-2")
+	if err != nil || tgt.Kind != TargetNode {
+		t.Fatalf("ParseTarget: %v %v", tgt, err)
+	}
+	o := Override{Target: tgt, Rate: mbit(50), Ceil: mbit(80)}
+	if err := CheckOverride(plan, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckOverride(plan, Override{Target: Target{TargetNode, "ap-9"}, Rate: mbit(1)}); err == nil {
+		t.Error("an unknown node: no error")
+	}
+	var ov Overrides
+	if err := ov.Set(o); err != nil {
+		t.Fatal(err)
+	}
+	res := Evaluate(plan, ov, nil, time.Now())
+	x, ok := res.Interfaces[0].NodeOf("ap-2")
+	if !ok || x.Rate != mbit(50) || x.Ceil != mbit(80) || x.Source != SourceNodeOverride {
+		t.Errorf("ap-2 with an override: %+v", x)
+	}
+}
+
+// TestNodeDepthFitsTheModel: the config's and the model's depth limits
+// are the same number.
+func TestNodeDepthFitsTheModel(t *testing.T) {
+	if config.MaxNodeDepth != model.MaxNodeDepth {
+		t.Errorf("config allows %d node levels, the model builds %d", config.MaxNodeDepth, model.MaxNodeDepth)
+	}
+}

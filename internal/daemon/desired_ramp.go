@@ -19,10 +19,15 @@ func (d *Daemon) rampStep(now time.Time) error {
 		return nil
 	}
 	users := map[*reconciler][]policy.Stepped{}
+	nodes := map[*reconciler][]policy.Stepped{}
 	var full []*reconciler
 	for _, s := range stepped {
 		st := d.ifaceOf(s.Key.Interface, s.Key.Direction)
 		if st == nil {
+			continue
+		}
+		if s.Key.Kind == policy.ClassNode && st.current() {
+			nodes[st] = append(nodes[st], s)
 			continue
 		}
 		if s.Key.Kind != policy.ClassUser || !st.current() {
@@ -34,6 +39,14 @@ func (d *Daemon) rampStep(now time.Time) error {
 		users[st] = append(users[st], s)
 	}
 	var errs []error
+	for st, ss := range nodes {
+		if slices.Contains(full, st) {
+			continue
+		}
+		if err := d.patchNodes(st, ss, "ramp"); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for st, ss := range users {
 		if slices.Contains(full, st) {
 			continue
@@ -97,4 +110,23 @@ func (d *Daemon) patchUsers(st *reconciler, ss []policy.Stepped, why string) err
 	}
 	step, err := st.desired().SetUserRates(rs)
 	return d.applyStep(st, why, step, err)
+}
+
+// patchNodes gives the node classes of ss their new rates
+// (model.Desired.PutNode: only those classes are rebuilt) and applies the
+// changes, one node after the other.
+func (d *Daemon) patchNodes(st *reconciler, ss []policy.Stepped, why string) error {
+	var errs []error
+	for _, s := range ss {
+		nt, ok := st.desired().Node(s.Key.Name)
+		if !ok {
+			continue
+		}
+		nt.Rate, nt.Ceil = s.Applied.Rate, s.Applied.Ceil
+		step, err := st.desired().PutNode(nt)
+		if err := d.applyStep(st, why, step, err); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

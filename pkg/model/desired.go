@@ -93,6 +93,14 @@ func (d *Desired) User(name string) (UserTarget, bool) {
 	return UserTarget{}, false
 }
 
+// Node returns the target of node name, if the tree has the node.
+func (d *Desired) Node(name string) (NodeTarget, bool) {
+	if j := d.nodeIndex(name); j >= 0 {
+		return d.targets.Nodes[j], true
+	}
+	return NodeTarget{}, false
+}
+
 // Built reports whether a Set has built a tree.
 func (d *Desired) Built() bool { return d.built }
 
@@ -745,13 +753,13 @@ func (d *Desired) completeSplit() {
 // when nothing changed. It compares every field; prefixes usually share
 // the plan's backing arrays.
 func targetsEqual(a, b *Targets) bool {
-	if !specEqual(&a.Interface, &b.Interface) || !slices.Equal(a.Tiers, b.Tiers) || len(a.Users) != len(b.Users) ||
+	if !specEqual(&a.Interface, &b.Interface) || !slices.Equal(a.Tiers, b.Tiers) || !slices.Equal(a.Nodes, b.Nodes) || len(a.Users) != len(b.Users) ||
 		!slices.Equal(a.Queues, b.Queues) || !maps.EqualFunc(a.TierQueues, b.TierQueues, slices.Equal) {
 		return false
 	}
 	for i := range a.Users {
 		x, y := &a.Users[i], &b.Users[i]
-		if x.Name != y.Name || x.Tier != y.Tier || x.Rate != y.Rate || x.Ceil != y.Ceil ||
+		if x.Name != y.Name || x.Tier != y.Tier || x.Node != y.Node || x.Rate != y.Rate || x.Ceil != y.Ceil ||
 			x.Burst != y.Burst || x.CBurst != y.CBurst || x.Prio != y.Prio || !slices.Equal(x.Prefixes, y.Prefixes) ||
 			!leafPtrEqual(x.Leaf, y.Leaf) {
 			return false

@@ -277,3 +277,30 @@ func opKinds(cs []model.Change) []string {
 	}
 	return out
 }
+
+// TestDesiredSetSeesNodes: Set builds again when only a node's rates or a
+// user's node changed (the targets differ although the users' rates do
+// not).
+func TestDesiredSetSeesNodes(t *testing.T) {
+	u := &desiredUniverse{rng: rand.New(rand.NewPCG(1, 2)), nodes: universeNodes()}
+	tg := u.targets(model.InterfaceSpec{Name: "lan0", Shaper: model.ShaperHTB, Bandwidth: tbf.Gbit})
+	d := model.NewDesired(nil)
+	if _, err := d.Set(tg); err != nil {
+		t.Fatal(err)
+	}
+	next := tg
+	next.Nodes = slices.Clone(tg.Nodes)
+	next.Nodes[1].Ceil += tbf.Mbit
+	if step, err := d.Set(next); err != nil || len(step.Changes) != 1 {
+		t.Errorf("a node's ceil: %v %s", err, changesText(step.Changes))
+	}
+	moved := next
+	moved.Users = slices.Clone(next.Users)
+	moved.Users[0].Node = "n4"
+	if moved.Users[0].Node == next.Users[0].Node {
+		moved.Users[0].Node = "n1"
+	}
+	if step, err := d.Set(moved); err != nil || len(step.Changes) == 0 {
+		t.Errorf("a user's node: %v %s", err, changesText(step.Changes))
+	}
+}

@@ -1,0 +1,118 @@
+package daemon
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
+)
+
+const nodesConfig = testConfig + `
+[nodes.north]
+rate = "500mbit"
+upload_rate = "50mbit"
+
+[nodes.ap-1]
+parent = "north"
+rate = "100mbit"
+ceil = "200mbit"
+
+[nodes.ap-2]
+parent = "north"
+rate = "100mbit"
+`
+
+const nodesUsers = `
+[[user]]
+name = "alice"
+tier = "gold"
+node = "north/ap-1"
+addresses = ["198.18.1.10"]
+
+[[user]]
+name = "bob"
+tier = "bronze"
+node = "ap-2"
+addresses = ["198.18.1.20"]
+
+[[user]]
+name = "carol"
+tier = "bronze"
+addresses = ["198.18.1.30"]
+`
+
+// nodeClass returns node's class on interface key of d from the kernel.
+func nodeClass(t *testing.T, d *Daemon, k *fakeKernel, key, device, node string) model.Class {
+	t.Helper()
+	for _, st := range d.ifaces {
+		if st.key != key {
+			continue
+		}
+		m, ok := st.ids.Node(node)
+		if !ok {
+			t.Fatalf("%s: no class id for node %s", key, node)
+		}
+		h := model.MakeHandle(model.RootQdisc.Major(), m)
+		for _, c := range k.mem.Tree(device).Classes {
+			if c.Handle == h {
+				return c
+			}
+		}
+		t.Fatalf("%s: node %s's class %s is not in the kernel", key, node, h)
+	}
+	t.Fatalf("no interface %s", key)
+	return model.Class{}
+}
+
+// TestDaemonShapesNodes: the daemon puts node classes under the root,
+// users under their node (both directions, upload rates on ingress), and
+// a set-rate node:NAME changes only that node's class.
+func TestDaemonShapesNodes(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, nodesConfig, nodesUsers)
+	k := newFakeKernel("lan0", "ifb-lan0")
+	clk := newFakeClock()
+	d, _ := newTestDaemon(t, k, clk, dir)
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	north := nodeClass(t, d, k, "lan0/egress", "lan0", "north")
+	ap1 := nodeClass(t, d, k, "lan0/egress", "lan0", "ap-1")
+	if north.Parent != model.RootClass || ap1.Parent != north.Handle || ap1.Ceil != 200*tbf.Mbit {
+		t.Errorf("north %s under %s, ap-1 %s under %s ceil %v", north.Handle, north.Parent, ap1.Handle, ap1.Parent, ap1.Ceil)
+	}
+	if c := userClass(t, d, k, "lan0/egress", "lan0", "alice"); c.Parent != ap1.Handle || c.Ceil != 100*tbf.Mbit {
+		t.Errorf("alice under %s with ceil %v, want under ap-1 %s with gold's 100mbit", c.Parent, c.Ceil, ap1.Handle)
+	}
+	if c := userClass(t, d, k, "lan0/egress", "lan0", "carol"); c.Parent != model.RootClass {
+		t.Errorf("carol (no node) under %s", c.Parent)
+	}
+	if up := nodeClass(t, d, k, "lan0/ingress", "ifb-lan0", "north"); up.Rate != 50*tbf.Mbit {
+		t.Errorf("north's upload class rate %v, want 50mbit", up.Rate)
+	}
+
+	writes := k.writeCount()
+	if _, err := d.setRate(control.SetRateRequest{Target: "node:ap-2", Rate: 30 * tbf.Mbit, Ramp: control.DurationPtr(0), Direction: "download"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(t, time.Second)
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c := nodeClass(t, d, k, "lan0/egress", "lan0", "ap-2"); c.Rate != 30*tbf.Mbit || c.Ceil != 30*tbf.Mbit {
+		t.Errorf("ap-2 after set-rate node:ap-2 30mbit: %v/%v", c.Rate, c.Ceil)
+	}
+	if got := k.writeCount() - writes; got < 1 || got > 3 {
+		t.Errorf("set-rate of one node wrote %d objects", got)
+	}
+	if c := userClass(t, d, k, "lan0/egress", "lan0", "bob"); c.Ceil > 30*tbf.Mbit {
+		t.Errorf("bob's ceil %v above his node's 30mbit", c.Ceil)
+	}
+	if _, err := d.setRate(control.SetRateRequest{Target: "node:ap-9", Rate: tbf.Mbit}, nil); err == nil || !strings.Contains(err.Error(), "ap-9") {
+		t.Errorf("set-rate of an unknown node: %v", err)
+	}
+}

@@ -35,9 +35,6 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	if n > MaxQueues {
 		return &FieldError{"queues", fmt.Errorf("%d queues: at most %d", n, MaxQueues)}
 	}
-	if len(t.Nodes) > 0 {
-		return &FieldError{"queues", fmt.Errorf("%d queues with %d nodes: nodes are shaped in one tree (queues = 1)", n, len(t.Nodes))}
-	}
 	match, err := matchOf(spec)
 	if err != nil {
 		return err
@@ -54,6 +51,11 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	if err != nil {
 		return err
 	}
+	nodes, nodeKeys, err := nodeClasses(t.Nodes)
+	if err != nil {
+		return err
+	}
+	top := topNodes(t.Nodes)
 	users, userNames, err := userClasses(t.Users, leaf, spec)
 	if err != nil {
 		return err
@@ -76,14 +78,39 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	if ids == nil {
 		ids = NewAssignment()
 	}
+	// Whole subtrees go on one queue: each top-level node is placed as a
+	// user is (by its guaranteed rate), and its nodes and their users
+	// follow it.
 	rates := make(map[string]tbf.Rate, len(users))
 	for _, c := range users {
-		rates[c.Labels.User] = c.Rate
+		if c.Labels.Node == "" {
+			rates[c.Labels.User] = c.Rate
+		}
+	}
+	for i, nt := range t.Nodes {
+		if nt.Parent == "" {
+			rates[nodeKeys[i]] = nt.Rate
+		}
 	}
 	work := ids.Clone() // ids stays unchanged on error
 	work.AssignQueues(n, rates)
+	for i, c := range users {
+		if c.Labels.Node != "" {
+			q, ok := work.Queue(nodeKey(top[c.Labels.Node]))
+			if !ok {
+				return fmt.Errorf("user %s: node %s has no target on this interface", c.Labels.User, c.Labels.Node)
+			}
+			_ = work.SetQueue(userNames[i], n, q) // q < n
+		}
+	}
+	for i, nt := range t.Nodes {
+		if nt.Parent != "" {
+			q, _ := work.Queue(nodeKey(top[nt.Name]))
+			_ = work.SetQueue(nodeKeys[i], n, q)
+		}
+	}
 	perQueue := make([][]string, n)
-	for _, u := range userNames {
+	for _, u := range append(slices.Clone(userNames), nodeKeys...) {
 		q, _ := work.Queue(u)
 		perQueue[q] = append(perQueue[q], u)
 	}
@@ -116,6 +143,16 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 		aggregate[c.Labels.Tier] = true
 	}
 	floors := leafFloors(n, users, func(c *Class) int { q, _ := work.Queue(c.Labels.User); return q }, aggregate)
+	for q := range perQueue {
+		for _, k := range perQueue[q] {
+			if isNodeKey(k) {
+				// A queue carrying a node keeps that node's guarantee.
+				if nt := t.Nodes[slices.Index(nodeKeys, k)]; nt.Parent == "" {
+					floors.Queues[q] = max(floors.Queues[q], nt.Rate)
+				}
+			}
+		}
+	}
 	qt := t.Queues
 	if len(qt) != n {
 		for q := range floors.Queues {
@@ -157,12 +194,26 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 			tierHandle[q][tc.Labels.Tier] = tc.Handle
 		}
 	}
+	nodeHandle := make(map[string]Handle, len(nodes))
+	for i, c := range nodes {
+		q, _ := work.Queue(nodeKeys[i])
+		m, _ := work.QueueIDs(q).Node(c.Labels.Node)
+		major := QueueHandle(q).Major()
+		c.Handle, c.Parent, c.Framing = MakeHandle(major, m), MakeHandle(major, RootClass.Minor()), rs
+		if p := t.Nodes[i].Parent; p != "" {
+			c.Parent = nodeHandle[p]
+		}
+		nodeHandle[c.Labels.Node] = c.Handle
+		classes = append(classes, c)
+	}
 	userHandle := make([]Handle, len(users))
 	for i, c := range users {
 		q, _ := work.Queue(c.Labels.User)
 		m, _ := work.QueueIDs(q).User(c.Labels.User)
 		c.Handle, c.Parent, c.Framing = MakeHandle(QueueHandle(q).Major(), m), MakeHandle(QueueHandle(q).Major(), RootClass.Minor()), rs
-		if h, ok := tierHandle[q][c.Labels.Tier]; ok {
+		if c.Labels.Node != "" {
+			c.Parent = nodeHandle[c.Labels.Node]
+		} else if h, ok := tierHandle[q][c.Labels.Tier]; ok {
 			c.Parent = h
 		}
 		userHandle[i] = c.Handle
@@ -276,4 +327,18 @@ func SplitOf(t *Tree, ids *Assignment) (split MQSplit, ok bool) {
 		}
 	}
 	return split, roots == n
+}
+
+// topNodes maps each node of ns (parents listed first) to its top-level
+// ancestor (itself for a top-level node).
+func topNodes(ns []NodeTarget) map[string]string {
+	top := make(map[string]string, len(ns))
+	for _, n := range ns {
+		if n.Parent == "" {
+			top[n.Name] = n.Name
+		} else {
+			top[n.Name] = top[n.Parent]
+		}
+	}
+	return top
 }

@@ -475,9 +475,29 @@ func TestBuildNodes(t *testing.T) {
 	if _, err := model.Build(deep, nil); err == nil || !strings.Contains(err.Error(), "levels deep") {
 		t.Errorf("%d levels: %v", model.MaxNodeDepth+1, err)
 	}
+	// Per-queue trees: a whole subtree on one queue.
 	mq := tg
-	mq.Interface.Queues = 2
-	if _, err := model.Build(mq, nil); err == nil {
-		t.Error("nodes under per-queue trees: no error")
+	mq.Interface.Queues = 4
+	mq.Nodes = append(slices.Clone(tg.Nodes), model.NodeTarget{Name: "south", Rate: 400 * tbf.Mbit, Ceil: 400 * tbf.Mbit})
+	mq.Users = append(slices.Clone(tg.Users), model.UserTarget{Name: "carol", Tier: "gold", Node: "south", Rate: 10 * tbf.Mbit,
+		Prefixes: []netip.Prefix{pfx(t, "198.18.0.3/32")}})
+	mids := model.NewAssignment()
+	mtree := mustBuild(t, mq, mids)
+	qn, _ := mids.Queue("alice")
+	qs, _ := mids.Queue("carol")
+	if qn == qs {
+		t.Errorf("north and south (500 and 400mbit) share queue %d of 4", qn)
+	}
+	var apClass, aliceClass model.Class
+	for _, c := range mtree.Classes {
+		switch {
+		case c.Labels.Kind == "node" && c.Labels.Node == "ap-1":
+			apClass = c
+		case c.Labels.User == "alice":
+			aliceClass = c
+		}
+	}
+	if model.QueueOf(apClass.Handle) != qn || aliceClass.Parent != apClass.Handle {
+		t.Errorf("ap-1 %s in queue %d, alice %s under %s (queue %d)", apClass.Handle, model.QueueOf(apClass.Handle), aliceClass.Handle, aliceClass.Parent, qn)
 	}
 }

@@ -306,7 +306,9 @@ func (d *Desired) patchUser(name string, old, new *UserTarget) (Step, error) {
 	if !d.built {
 		return Step{}, errNotBuilt
 	}
-	if d.targets.Interface.Queues > 1 && !d.splitComplete() {
+	if d.targets.Interface.Queues > 1 && (!d.splitComplete() || old != nil && new != nil && d.topOf(old.Node) != d.topOf(new.Node)) {
+		// (A user moved to another top-level node moves to its queue: a
+		// class cannot move between queues' trees.)
 		return d.rebuild(d.withUser(old, new))
 	}
 	if err := d.placeUser(name, new); err != nil {
@@ -450,7 +452,17 @@ func (d *Desired) placeUser(user string, new *UserTarget) error {
 		if new != nil {
 			rate = new.Rate
 		}
-		q, ok := d.ids.PlaceUser(user, rate)
+		q, ok := 0, false
+		if new != nil && new.Node != "" {
+			// A node's users are on its top-level node's queue.
+			if chain := d.chains(new.Node); len(chain) > 0 {
+				if q, ok = d.ids.Queue(nodeKey(chain[0].Name)); ok {
+					_ = d.ids.SetQueue(user, n, q) // q < n
+				}
+			}
+		} else {
+			q, ok = d.ids.PlaceUser(user, rate)
+		}
 		if !ok {
 			return fmt.Errorf("user %s: no queue placement", user)
 		}
@@ -529,6 +541,23 @@ func (d *Desired) miniIDs(nodes []NodeTarget, users ...string) (*Assignment, err
 			return nil, err
 		}
 	}
+	for _, nt := range nodes {
+		k := nodeKey(nt.Name)
+		q, ok := d.ids.Queue(k)
+		if !ok {
+			continue
+		}
+		m, ok := d.ids.QueueIDs(q).Node(nt.Name)
+		if !ok {
+			continue
+		}
+		if err := ids.SetQueue(k, n, q); err != nil {
+			return nil, err
+		}
+		if err := ids.QueueIDs(q).SetNode(nt.Name, m); err != nil {
+			return nil, err
+		}
+	}
 	ids.UseQueues(n) // the tiers need the queues even without a user placed
 	for q := 0; q < n; q++ {
 		for _, t := range d.targets.Tiers {
@@ -587,6 +616,14 @@ func (d *Desired) chains(nodes ...string) []NodeTarget {
 	return out
 }
 
+// topOf is the top-level ancestor of node ("" for none).
+func (d *Desired) topOf(node string) string {
+	if chain := d.chains(node); len(chain) > 0 {
+		return chain[0].Name
+	}
+	return ""
+}
+
 // PutNode adds node n (its parent must be there), or gives the node of
 // that name n's rates, building only its class (and its ancestors', which
 // stay as they are). A node whose parent changes is built again with the
@@ -609,7 +646,7 @@ func (d *Desired) PutNode(n NodeTarget) (Step, error) {
 	before := slices.Clone(chain)
 	if j >= 0 {
 		before = append(before, d.targets.Nodes[j])
-	} else if err := d.placeNode(n.Name); err != nil {
+	} else if err := d.placeNode(n); err != nil {
 		return Step{}, err
 	}
 	after := append(slices.Clone(chain), n)
@@ -680,20 +717,35 @@ func (d *Desired) nodeDiff(before, after []NodeTarget) ([]Change, error) {
 	return Diff(b, a), nil
 }
 
-// placeNode gives node a free minor from the users' range, unless it has
-// one.
-func (d *Desired) placeNode(node string) error {
-	if d.targets.Interface.Queues > 1 {
-		return fmt.Errorf("node %s: nodes are shaped in one tree (queues = 1)", node)
+// placeNode gives node n, unless it has one, a free minor from the users'
+// range (under per-queue trees in its top-level node's queue).
+func (d *Desired) placeNode(n NodeTarget) error {
+	ids, have := d.ids, len(d.targets.Users)+len(d.targets.Nodes)
+	if nq := d.targets.Interface.Queues; nq > 1 {
+		// A top-level node is placed as a user is; the others follow
+		// their top-level node.
+		k := nodeKey(n.Name)
+		q, ok := 0, false
+		if n.Parent == "" {
+			q, ok = d.ids.PlaceUser(k, n.Rate)
+		} else if chain := d.chains(n.Parent); len(chain) > 0 {
+			if q, ok = d.ids.Queue(nodeKey(chain[0].Name)); ok {
+				_ = d.ids.SetQueue(k, nq, q) // q < nq
+			}
+		}
+		if !ok {
+			return fmt.Errorf("node %s: no queue placement", n.Name)
+		}
+		ids, have = d.ids.QueueIDs(q), have/nq
 	}
-	if _, ok := d.ids.Node(node); ok {
+	if _, ok := ids.Node(n.Name); ok {
 		return nil
 	}
-	m, ok := freeMinor(d.ids, len(d.targets.Users)+len(d.targets.Nodes))
+	m, ok := freeMinor(ids, have)
 	if !ok {
-		return fmt.Errorf("node %s: %w", node, ErrTooManyUsers)
+		return fmt.Errorf("node %s: %w", n.Name, ErrTooManyUsers)
 	}
-	return d.ids.SetNode(node, m)
+	return ids.SetNode(n.Name, m)
 }
 
 // withUser returns a copy of the targets with old replaced by new (either

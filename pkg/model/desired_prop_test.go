@@ -115,7 +115,7 @@ func TestDesiredOperationsMatchBuild(t *testing.T) {
 		if seed%5 == 0 {
 			spec.Leaf = &model.LeafQdisc{Kind: "bfifo"}
 		}
-		if spec.Queues == 0 && seed%4 != 1 {
+		if seed%4 != 1 {
 			u.nodes = universeNodes()
 		}
 		t.Run(fmt.Sprintf("seed%d-queues%d-%s", seed, spec.Queues, spec.Direction), func(t *testing.T) {

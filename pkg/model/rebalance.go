@@ -273,11 +273,18 @@ func leafFloors(n int, classes []Class, queue func(*Class) int, aggregate map[st
 	for i := range classes {
 		c := &classes[i]
 		q := queue(c)
-		if q < 0 || q >= n || c.Labels.Kind != "user" && c.Labels.Kind != "default" {
+		if q < 0 || q >= n {
+			continue
+		}
+		if c.Labels.Kind == "node" && c.Parent.Minor() == RootClass.Minor() {
+			f.Queues[q] = max(f.Queues[q], c.Rate) // a top-level node's guarantee
+			continue
+		}
+		if c.Labels.Kind != "user" && c.Labels.Kind != "default" {
 			continue
 		}
 		f.Queues[q] = max(f.Queues[q], c.Rate)
-		if c.Labels.Kind == "user" && aggregate[c.Labels.Tier] {
+		if c.Labels.Kind == "user" && c.Labels.Node == "" && aggregate[c.Labels.Tier] {
 			if f.Tiers[c.Labels.Tier] == nil {
 				f.Tiers[c.Labels.Tier] = make([]tbf.Rate, n)
 			}

@@ -16,14 +16,14 @@
 #       class writes through Apply (one request per sendmsg, ack awaited)
 #       vs 64 requests per sendmsg with the acks read after (~1 min more)
 #   -k  keep the work directory (batch files, raw logs)
-#   -Q  per-queue trees (issue 13) on a QUEUES-queue veth: (e), and (f)/(g)
+#   -Q  per-queue trees (queues = N, one HTB per transmit queue) on a QUEUES-queue veth: (e), and (f)/(g)
 #       when asked for; -q runs only these
 #   -B  (f): BIGUSERS users (e.g. 100000) on one QUEUES-queue interface
 #   -G  (g): iperf3 runs of 2 saturating users, one tree vs QUEUES trees
 #   -C  classifier of shaperd's trees in (e)-(g): bpf (default, one cls_bpf
 #       classifier per queue's HTB, as the daemon's default) or u32
 #
-# Targets (issue "apply benchmark"):
+# Targets (what shaperd's apply path must do against tc -batch):
 #   (a) applying the plan (shaperd: Dump, Build, Diff, Apply on an empty
 #       device) / tc -batch creating the same classes and a flat u32 list:
 #       <= 1.0, goal 0.5

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench-simulate.sh: the plan simulator's solve time and its prediction
-# error against the kernel (issue 9).
+# error against the kernel (every class within 8 % or 0.5 Mbit/s, the
+# total within 3 %).
 #
 # usage: scripts/bench-simulate.sh [-c COUNT] [-N]
 #   -c  benchmark repetitions per size, the median is reported (default 5)

@@ -1,6 +1,6 @@
 #!/bin/bash
-# bench-smooth.sh: measured smoothness of rate changes (the policy issue's
-# deliverable 3). In network namespaces, a saturating iperf3 download (4 TCP
+# bench-smooth.sh: measured smoothness of rate changes (a rate change must
+# neither overshoot, dip nor release a burst). In network namespaces, a saturating iperf3 download (4 TCP
 # streams) runs through a shaperd tree on the router while the rate changes
 # 50 -> 10 Mbit and 10 -> 50 Mbit, on an HTB user class and on a TBF root;
 # the shaper's exit byte counter (the class's or the qdisc's, read with

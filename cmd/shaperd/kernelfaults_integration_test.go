@@ -31,7 +31,8 @@ func interfaceStatus(u *unitLab, device string) control.InterfaceStatus {
 	return control.InterfaceStatus{}
 }
 
-// TestKernelRefusesPartOfThePlan (issue 8 §3, §4): the refused leaf qdiscs
+// TestKernelRefusesPartOfThePlan (one object the kernel refuses must not
+// take down the rest; other tools' filters are left alone): the refused leaf qdiscs
 // make r-lan degraded with every user's error naming codel, while their
 // classes and filters are in the kernel and their traffic is shaped; the
 // upload interface stays ok; the service is READY and says what is not ok.
@@ -83,7 +84,8 @@ func TestKernelRefusesPartOfThePlan(t *testing.T) {
 	})
 }
 
-// TestForeignRootNeedsTakeover (issue 8 §4): a root qdisc another tool put
+// TestForeignRootNeedsTakeover (another tool's objects are never replaced
+// unasked): a root qdisc another tool put
 // on a managed interface is not replaced: the interface is failed with an
 // error naming the device and the qdisc, the qdisc stays, the other
 // interfaces are shaped; after a reload with takeover = true it is

@@ -1,5 +1,5 @@
-// Command shaperd is the traffic-shaping daemon. See DESIGN.md and
-// 'shaperd --help'.
+// Command shaperd is the traffic-shaping daemon. See docs/architecture.md,
+// shaperd(8) and 'shaperd --help'.
 //
 // Exit status: 0 success; 1 an invalid configuration (--check and every
 // mode), a failed apply (--once) or teardown, or a daemon that could not

@@ -97,7 +97,8 @@ func statusOf(d *Daemon, iface, dir string) (control.InterfaceStatus, map[string
 	return control.InterfaceStatus{}, users
 }
 
-// TestRefusedUserDegradesInterface (issue 8 §3): the kernel refuses one
+// TestRefusedUserDegradesInterface (one refused object must not take down
+// the rest): the kernel refuses one
 // user's class; every other object is applied, the interface is degraded
 // (never ok) naming the user, the user has an error in status, the
 // refusal is counted, and once the kernel accepts it the state is ok.
@@ -162,7 +163,8 @@ func TestRefusedUserDegradesInterface(t *testing.T) {
 	}
 }
 
-// TestRefusedChangeKeepsOldSettings (issue 8 §3): a change (a reload, a
+// TestRefusedChangeKeepsOldSettings (a refusal says what is in force
+// instead): a change (a reload, a
 // set-rate) the kernel refuses for one user says that user's old settings
 // are still in force, and the interface is degraded.
 func TestRefusedChangeKeepsOldSettings(t *testing.T) {
@@ -192,7 +194,8 @@ func TestRefusedChangeKeepsOldSettings(t *testing.T) {
 	}
 }
 
-// TestFailingDumpShowsInStatus (issue 8 §3): a reconcile that fails (the
+// TestFailingDumpShowsInStatus (an interface that is not shaped as planned
+// is never shown ok): a reconcile that fails (the
 // dump errs) makes the interface failed with the error, never ok.
 func TestFailingDumpShowsInStatus(t *testing.T) {
 	k := newFakeKernel("lan0")
@@ -214,7 +217,8 @@ func TestFailingDumpShowsInStatus(t *testing.T) {
 	}
 }
 
-// TestPanicInOneInterface (issue 16 §1): a panic while applying one
+// TestPanicInOneInterface (a bug in one interface's apply must not stop
+// the others): a panic while applying one
 // interface is recovered: that interface is failed with the panic's text,
 // counted, and the other interface is still shaped.
 func TestPanicInOneInterface(t *testing.T) {

@@ -41,7 +41,8 @@ burst = "64kb"
 // TestSetRateIsBuiltBeforeItIsAccepted: an override that cannot be built
 // is refused with a 400 naming the target and why, and nothing is saved;
 // a user override below what gold's burst fits is accepted and the burst
-// cut (issue 16 §2: set-rate alice 1900bit).
+// cut (an accepted set-rate must build on every interface: set-rate alice
+// 1900bit under a 64kb burst).
 func TestSetRateIsBuiltBeforeItIsAccepted(t *testing.T) {
 	k := newFakeKernel("lan0", "wan0")
 	clk := newFakeClock()

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,8 +17,13 @@ import (
 // The state file loaders take any bytes: no panic, and either a clean load
 // that the daemon can use and write back, or an error. The seed corpora in
 // testdata/fuzz/Fuzz*File hold files written by the daemon (withState)
-// and truncated, empty and garbage ones; SHAPERD_WRITE_STATE_SEEDS=1 with
-// -run TestWriteStateFuzzSeeds rewrites the daemon's files.
+// and truncated, empty and garbage ones. After a change of a state file's
+// format, regenerate them (no root needed) and review the diff:
+//
+//	go test ./internal/daemon -run '^TestWriteStateFuzzSeeds$' -update
+
+// update makes TestWriteStateFuzzSeeds rewrite the seed corpora.
+var update = flag.Bool("update", false, "rewrite the state files' fuzz seed corpora in testdata/fuzz/Fuzz*File (review the diff!)")
 
 // fuzzPlan is the test configuration with a quota, for using loaded state.
 func fuzzPlan(f *testing.F) *config.Plan {
@@ -131,11 +137,11 @@ func FuzzAssignmentsFile(f *testing.F) {
 
 // TestWriteStateFuzzSeeds writes the seed corpora from state files the
 // daemon writes (with quota usage, an override and class ids), plus
-// truncated, empty and garbage variants. It runs only with
-// SHAPERD_WRITE_STATE_SEEDS=1.
+// truncated, empty and garbage variants. It runs only with -update
+// (go test ./internal/daemon -run '^TestWriteStateFuzzSeeds$' -update).
 func TestWriteStateFuzzSeeds(t *testing.T) {
-	if os.Getenv("SHAPERD_WRITE_STATE_SEEDS") != "1" {
-		t.Skip("set SHAPERD_WRITE_STATE_SEEDS=1 to rewrite testdata/fuzz/Fuzz*File")
+	if !*update {
+		t.Skip("run with -update to rewrite testdata/fuzz/Fuzz*File")
 	}
 	k, clk := newFakeKernel("lan0"), newFakeClock()
 	_, files := withState(t, k, clk)

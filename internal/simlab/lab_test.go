@@ -25,8 +25,9 @@ const (
 	window = 5 * time.Second
 )
 
-// Tolerances of the issue: every class within 8 % or 0.5 Mbit/s, whichever
-// is larger; the interface total within 3 %.
+// How close the simulator's prediction must be to the kernel: every class
+// within 8 % or 0.5 Mbit/s, whichever is larger; the interface total
+// within 3 %.
 const (
 	classFrac  = 0.08
 	classAbs   = 0.5e6

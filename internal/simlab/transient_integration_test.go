@@ -18,8 +18,9 @@ const transientPhase = 125 * time.Millisecond
 // ticks, every step written on the daemon's path by smoothness.Run) with
 // a saturating 4-stream iperf3 download and compares the per-100 ms series
 // of the shaper's byte counter with sim.Run's replay of the same writes,
-// for the four ramps of the policy issue (HTB 50->10 and 10->50mbit, TBF
-// the same with a 256 KiB burst, which every step refills). Every window
+// for the four reference ramps (smoothness.RequirementCases: HTB 50->10
+// and 10->50mbit, TBF the same with a 256 KiB burst, which every step
+// refills). Every window
 // must be within windowTolerance and the mean error within tolMean (see
 // there for why). A measurement disturbed by the shared machine
 // (smoothness.Disturbed) or one that misses a bound is repeated; two
@@ -33,7 +34,7 @@ const transientPhase = 125 * time.Millisecond
 func TestTransientRamp(t *testing.T) {
 	netnslab.Require(t)
 	lab := netnslab.NewRouterLab(t, netnslab.RouterLabOptions{Users: 1})
-	for _, c := range smoothness.IssueCases(smoothness.DefaultTBFBurst) {
+	for _, c := range smoothness.RequirementCases(smoothness.DefaultTBFBurst) {
 		t.Run(strings.ReplaceAll(c.String(), " ", "_"), func(t *testing.T) {
 			misses := 0
 			for attempt := 1; attempt <= 3; attempt++ {

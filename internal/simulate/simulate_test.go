@@ -228,8 +228,9 @@ func TestParseAt(t *testing.T) {
 	}
 }
 
-// --json has the keys with numbers in bits per second and null
-// for a demand of max.
+// --json has the keys scripts rely on (user, interface, direction,
+// demand_bits_per_second, bits_per_second, limited_by) with numbers in bits
+// per second and null for a demand of max.
 func TestJSON(t *testing.T) {
 	rep := simulateAt(t, "*=max,b1=2mbit", "2026-12-04 18:30")
 	var b bytes.Buffer

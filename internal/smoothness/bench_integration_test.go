@@ -23,7 +23,7 @@ const (
 	BenchPhaseEnv = "SHAPERD_SMOOTH_PHASE"
 )
 
-// TestBenchSmooth measures the issue's four cases both ways, shaperd then
+// TestBenchSmooth measures the four reference changes both ways, shaperd then
 // naive, each repeated (up to 3 attempts) while Disturbed, and prints them
 // side by side (Format) on standard output. It asserts nothing about the
 // figures: TestSmoothRamps does.
@@ -73,7 +73,7 @@ func TestBenchSmooth(t *testing.T) {
 		return r
 	}
 	var cs []Comparison
-	for _, c := range IssueCases(burst) {
+	for _, c := range RequirementCases(burst) {
 		cs = append(cs, Comparison{Shaperd: measure(c, WayShaperd), Naive: measure(c, WayNaive)})
 	}
 	if err := Format(os.Stdout, cs); err != nil {

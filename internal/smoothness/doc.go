@@ -11,8 +11,9 @@
 //   - WayNaive: one `tc class change` (HTB, tc's default burst) or
 //     `tc qdisc change` (TBF, the configured burst) straight to the new rate.
 //
-// Run returns the per-window series and the verdicts of the policy issue:
-// the highest window (target: at most max(old, new) * 1.05), the lowest
+// Run returns the per-window series and the verdicts against what a smooth
+// rate change must do (no overshoot, no dip, a bounded settling time, no
+// burst released by the change itself): the highest window (target: at most max(old, new) * 1.05), the lowest
 // window starting at least 1 s after the change (target: at least
 // min(old, new) * 0.9), the time until the new rate is reached within 5%
 // for good (target: ramp + 0.5 s) and the bytes released above the rates

@@ -36,8 +36,8 @@ func TestNaiveArgs(t *testing.T) {
 	}
 }
 
-func TestIssueCases(t *testing.T) {
-	cs := IssueCases(DefaultTBFBurst)
+func TestRequirementCases(t *testing.T) {
+	cs := RequirementCases(DefaultTBFBurst)
 	var names []string
 	for _, c := range cs {
 		names = append(names, c.String())

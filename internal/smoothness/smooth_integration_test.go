@@ -15,14 +15,15 @@ import (
 // 50 Mbit) plus a few frames in flight.
 const excessSlack = 32 * tbf.Kibibyte
 
-// TestSmoothRamps measures the shaperd way on the issue's four cases in a
-// router lab and asserts, on an undisturbed measurement (a measurement that
-// misses a target or is disturbed by the shared machine is repeated; two
-// undisturbed misses, or three attempts, fail):
+// TestSmoothRamps measures the shaperd way on the four reference changes
+// (RequirementCases) in a router lab and asserts, on an undisturbed
+// measurement (a measurement that misses a target or is disturbed by the
+// shared machine is repeated; two undisturbed misses, or three attempts,
+// fail):
 //
-// HTB (50->10 and 10->50 Mbit): every target of the issue (no window above
-// max*1.05, none below min*0.9 from 1 s on, the new rate reached within
-// 5% by ramp + 0.5 s), at most one default burst of max(old, new) released above the
+// HTB (50->10 and 10->50 Mbit): every target of a smooth change (no window
+// above max*1.05, none below min*0.9 from 1 s on, the new rate reached
+// within 5% by ramp + 0.5 s), at most one default burst of max(old, new) released above the
 // installed rates, and Verify clean after every step.
 //
 // TBF (burst 256 KiB): the kernel refills the bucket to the full burst on
@@ -37,7 +38,7 @@ const excessSlack = 32 * tbf.Kibibyte
 func TestSmoothRamps(t *testing.T) {
 	netnslab.Require(t)
 	lab := netnslab.NewRouterLab(t, netnslab.RouterLabOptions{Users: 1})
-	for _, c := range IssueCases(DefaultTBFBurst) {
+	for _, c := range RequirementCases(DefaultTBFBurst) {
 		t.Run(strings.ReplaceAll(c.String(), " ", "_"), func(t *testing.T) {
 			misses := 0
 			for attempt := 1; attempt <= 3; attempt++ {

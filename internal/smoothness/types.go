@@ -86,7 +86,7 @@ type Step struct {
 	Tree *model.Tree
 }
 
-// Verdict holds the figures the policy issue asks for, computed from the
+// Verdict holds the figures a smooth rate change is judged by, computed from the
 // windows that start at or after the change.
 type Verdict struct {
 	// Max is the highest window rate after the change (bits/s) and MaxAt

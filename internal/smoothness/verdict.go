@@ -8,7 +8,8 @@ import (
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
-// Targets of the policy issue for one change.
+// Targets of a smooth rate change: a change must neither overshoot nor dip,
+// must reach the new rate soon after its ramp, and must not release a burst.
 const (
 	// MaxFactor: no window above max(From, To) * MaxFactor.
 	MaxFactor = 1.05

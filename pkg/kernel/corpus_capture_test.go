@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,15 +16,23 @@ import (
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 )
 
+// update makes TestCaptureDecoderCorpus capture the decoders' fuzz seed
+// corpora from the kernel.
+var update = flag.Bool("update", false, "capture the netlink decoders' fuzz seed corpora from the kernel into testdata/fuzz (root; review the diff!)")
+
 // TestCaptureDecoderCorpus writes the fuzz seed corpora of the netlink
 // decoders (FuzzDecodeObject here, FuzzParseObject in pkg/kernel/u32,
-// FuzzSelector in pkg/kernel/internal/tcwire) from what the real kernel dumps in a namespace holding
-// shaperd's objects and other tools' (tbf, pfifo/bfifo leaves, ingress
-// with mirred, u32 with actions, cls_bpf). It runs only with
-// SHAPERD_CAPTURE_CORPUS=1; the corpora are committed.
+// FuzzSelector in pkg/kernel/internal/tcwire) from what the real kernel
+// dumps in a namespace holding shaperd's objects and other tools' (tbf,
+// pfifo/bfifo leaves, ingress with mirred, u32 with actions, cls_bpf). It
+// runs only with -update, as root and without -short (it needs a network
+// namespace); the corpora are committed. Regenerate them after a change of
+// what shaperd installs or decodes, and review the diff:
+//
+//	sudo go test ./pkg/kernel -run '^TestCaptureDecoderCorpus$' -update
 func TestCaptureDecoderCorpus(t *testing.T) {
-	if os.Getenv("SHAPERD_CAPTURE_CORPUS") != "1" {
-		t.Skip("set SHAPERD_CAPTURE_CORPUS=1 to capture the fuzz corpora from the kernel")
+	if !*update {
+		t.Skip("run with -update (as root) to capture the fuzz corpora from the kernel")
 	}
 	netnslab.Require(t)
 	ns := netnslab.NewNS(t, "corp")

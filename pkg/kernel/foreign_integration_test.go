@@ -18,7 +18,8 @@ var foreignFilters = [][]string{
 	{"prio", "7", "protocol", "all", "bpf", "bytecode", "1,6 0 0 0,", "classid", "1:2"},
 }
 
-// TestForeignFiltersCoexist (issue 8 §4): filters of other tools on a
+// TestForeignFiltersCoexist (other tools' objects are left alone): filters
+// of other tools on a
 // shaped device do not stop dumps, drift repair or adoption; the dump
 // lists them, and repairs leave them alone.
 func TestForeignFiltersCoexist(t *testing.T) {

@@ -109,8 +109,8 @@ func sendUDP(t *testing.T, lab *netnslab.RouterLab, dst netip.AddrPort, payload 
 //
 // The kernel adds the overhead once per skb: a GRO/GSO aggregate of n
 // segments is charged one overhead, not n. So segmentation offloads are
-// off on the path (the sender's TSO/GSO, the router's GRO), as the README
-// advises for links whose overhead matters; with them on this lab measured
+// off on the path (the sender's TSO/GSO, the router's GRO), as
+// docs/overhead.md advises for links whose overhead matters; with them on this lab measured
 // a ratio of 0.977 instead of 0.938.
 func TestFramingThroughput(t *testing.T) {
 	lab, k := labKernel(t, 1)

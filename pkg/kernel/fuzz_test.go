@@ -6,7 +6,8 @@ import (
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
-// FuzzDecodeObject (issue 8 §4, issue 16): any bytes as the body of a
+// FuzzDecodeObject (no kernel state, other tools' objects included, may
+// make shaperd fail or panic): any bytes as the body of a
 // dumped qdisc, class or filter message give an error or an object, and
 // every decoder shaperd runs on objects (HTB class and qdisc, TBF, leaf,
 // redirect, stats) gives an error or a value: never a panic. The seed

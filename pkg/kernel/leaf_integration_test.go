@@ -148,7 +148,8 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 // with the old leaf (pfifo, 1000 packets) and with shaperd's default on
 // this kernel (fq_codel where present, else a bfifo sized to 50ms). The
 // default's p99 stays under 2 x queue_latency + the idle RTT; pfifo's
-// queue holds seconds. The figures are in README "Queues and latency".
+// queue holds seconds. The figures are in
+// docs/measurements/2026-12-02-queues-overhead-oversubscription.md.
 func TestQueueLatency(t *testing.T) {
 	lab, k := labKernel(t, 1)
 	have, err := LeafKindsAvailable()

@@ -111,7 +111,7 @@ func TestPipelinedRunRefusal(t *testing.T) {
 	if c, ok := byHandle[next.Handle]; !ok || c.Leaf == nil || c.Leaf.Kind != "pfifo" {
 		t.Errorf("class %s after the refused one in the same run: present %v, leaf %+v; want it applied with its pfifo", next.Handle, ok, c.Leaf)
 	}
-	// One bad object never takes down the rest (issue 8): Apply goes on
+	// One bad object never takes down the rest: Apply goes on
 	// after the refused run, and reports exactly the one refusal, with
 	// the user it serves.
 	if len(actual.Classes) != len(classes) {

@@ -8,7 +8,8 @@ import (
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
-// TestRefusedClassSkipsItsFilters (issue 8 §3): the kernel refuses one
+// TestRefusedClassSkipsItsFilters (one refused object must not take down
+// the rest): the kernel refuses one
 // user's class (no rate); Apply goes on, skips that
 // user's filter (it would point at nothing), applies every other user,
 // and reports both the refusal and the skipped filter with the user.

@@ -109,8 +109,9 @@ rate = "50mbit"
 burst = "64kb"
 `
 
-// TestOverrideBelowTheBurstBuilds is issue 16 §2's set-rate alice 1900bit
-// with gold's burst 64kb: the override is accepted, and the burst is cut
+// TestOverrideBelowTheBurstBuilds: an accepted set-rate must build on every
+// interface, even set-rate alice 1900bit with gold's burst 64kb (far more
+// than the kernel holds at that rate): the override is accepted, and the burst is cut
 // to fit (and said so), so every interface still builds.
 func TestOverrideBelowTheBurstBuilds(t *testing.T) {
 	plan := loadPlan(t, goldBurstMain, "[[user]]\nname = \"alice\"\ntier = \"gold\"\naddresses = [\"198.18.0.1\"]\n")

@@ -12,7 +12,7 @@ func TestParseRate(t *testing.T) {
 		in   string
 		want Rate
 	}{
-		// every rate unit of DESIGN.md (and tc's binary ones)
+		// every rate unit of the configuration (and tc's binary ones)
 		{"1bit", 1},
 		{"8kbit", 8_000},
 		{"10mbit", 10_000_000},

@@ -18,7 +18,8 @@ import (
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
-// Per-queue trees under mq (issue 13), with -queues N:
+// Per-queue trees under mq (one HTB tree per transmit queue, to shape on
+// more than one core and hold more than 65,535 users), with -queues N:
 //
 //	(e) cold apply of USERS users on an N-queue veth (shaperd: Dump, Build,
 //	    Diff, Apply) vs tc -batch building the single tree (flat u32),

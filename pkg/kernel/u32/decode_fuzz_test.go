@@ -2,7 +2,8 @@ package u32
 
 import "testing"
 
-// FuzzParseObject (issue 8 §4): any bytes as a dumped filter message give
+// FuzzParseObject (other tools' filters must not break a dump): any bytes
+// as a dumped filter message give
 // an error or an object, and a picture built from it gives filters: never
 // a panic. Seeds are captured from the kernel (pkg/kernel's
 // TestCaptureDecoderCorpus): shaperd's tables, links and nodes, and other

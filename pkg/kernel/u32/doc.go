@@ -108,6 +108,6 @@
 // dumped nodes; tcwire.U32Sel is struct tc_u32_sel), and sent on a plain
 // rtnetlink socket given to NewConn: go-tc's U32Sel encoding
 // puts the pad byte of struct tc_u32_sel at the end instead of after
-// nkeys, which shifts offmask, off, offoff, hoff and hmask by one byte
-// (florianl/go-tc issue #14), so match keys survive but hash keys do not.
+// nkeys, which shifts offmask, off, offoff, hoff and hmask by one byte (a
+// bug in go-tc), so match keys survive but hash keys do not.
 package u32

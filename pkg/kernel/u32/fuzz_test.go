@@ -111,12 +111,13 @@ func fuzzHandle(v uint32, t int) uint32 {
 }
 
 // FuzzClassifier drives Dump, Ensure, Add and Delete over random kernel
-// states (issue 16): no panic, whatever the kernel holds; after a
+// states: no panic, whatever the kernel holds; after a
 // successful Ensure and Add, the next Dump shows the filter undamaged.
 func FuzzClassifier(f *testing.F) {
 	f.Add([]byte{})
-	// The issue's recipes: a table of the wrong size holding a foreign
-	// node; a non-link node at 800::1; a node listed twice.
+	// The kernel states that used to panic the classifier (panic_test.go):
+	// a table of the wrong size holding a foreign node; a non-link node at
+	// 800::1; a node listed twice.
 	f.Add([]byte{1, 3, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 3, 0, 0, 0, 0x20, 0x30, 1, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{3, 0, 0, 0, 0, 1, 0, 0, 0x80, 0, 0, 0, 0})
 	f.Add([]byte{4, 40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})

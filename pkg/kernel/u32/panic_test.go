@@ -31,7 +31,8 @@ func expectFilters(t *testing.T, c *Classifier, want []model.Filter) {
 	}
 }
 
-// TestEnsureRecreatedTableWithForeignNode (issue 16): a shaperd table of
+// TestEnsureRecreatedTableWithForeignNode (no kernel state may panic the
+// classifier): a shaperd table of
 // the wrong size holding a foreign node is recreated by Ensure; the
 // foreign node went with it and must not be looked at (or deleted) again.
 // It panicked with a nil node dereference in Ensure's foreign loop.
@@ -64,7 +65,7 @@ func TestEnsureRecreatedTableWithForeignNode(t *testing.T) {
 	expectFilters(t, c, fs)
 }
 
-// TestEnsureKeepsLinkReplacingForeignNode (issue 16): a node at 800::1
+// TestEnsureKeepsLinkReplacingForeignNode: a node at 800::1
 // that is not a link is replaced by the link, and Ensure's foreign loop
 // must not then delete the link it just created (it sent DEL 800::1, NEW
 // 800::1, DEL 800::1, and IPv4 destinations fell to the default class).
@@ -90,7 +91,8 @@ func TestEnsureKeepsLinkReplacingForeignNode(t *testing.T) {
 	expectFilters(t, c, fs)
 }
 
-// TestDuplicateHandlesInDump (issue 16): a dump that lists one node twice
+// TestDuplicateHandlesInDump (no kernel state may panic the classifier): a
+// dump that lists one node twice
 // (it raced with outside changes) must not make Delete or Add dereference
 // a node that is gone.
 func TestDuplicateHandlesInDump(t *testing.T) {
@@ -128,7 +130,8 @@ func TestDuplicateHandlesInDump(t *testing.T) {
 	expectFilters(t, c, want)
 }
 
-// TestDumpSkipsForeignKindsBeforeDecoding (issue 8): filters of other
+// TestDumpSkipsForeignKindsBeforeDecoding (other tools' filters must not
+// break a dump): filters of other
 // kinds (cls_bpf's TCA_BPF_OPS_LEN is a u16 where u32 has TCA_U32_LINK)
 // and u32 filters in other priorities with attributes shaperd does not
 // use are skipped before their options are decoded: they made every dump

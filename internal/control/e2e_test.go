@@ -158,7 +158,7 @@ func TestSetRateWireValidation(t *testing.T) {
 		{"unknown field", `{"target":"alice","rate":"1mbit","burst":"10kb"}`, 400, `unknown field "burst"`},
 		{"trailing data", `{"target":"alice","rate":"1mbit"} {}`, 400, "after the JSON object"},
 		{"empty target", `{"target":"","rate":"1mbit"}`, 400, "empty name"},
-		{"bad target kind", `{"target":"group:x","rate":"1mbit"}`, 400, "tier:NAME or iface:NAME"},
+		{"bad target kind", `{"target":"group:x","rate":"1mbit"}`, 400, "tier:NAME, node:NAME or iface:NAME"},
 		{"empty tier", `{"target":"tier:","rate":"1mbit"}`, 400, "empty name"},
 		{"unknown user", `{"target":"mallory","rate":"1mbit"}`, 404, `unknown target "mallory"`},
 		{"unknown tier", `{"target":"tier:platinum","rate":"1mbit"}`, 404, `unknown target "tier:platinum"`},

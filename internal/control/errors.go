@@ -12,7 +12,7 @@ type NotFoundError struct {
 }
 
 func (e *NotFoundError) Error() string {
-	return fmt.Sprintf("unknown target %q: no such user, tier:NAME or iface:NAME ('shaperctl status' lists them)", e.Target)
+	return fmt.Sprintf("unknown target %q: no such user, tier:NAME, node:NAME or iface:NAME ('shaperctl status' lists them)", e.Target)
 }
 
 // BadRequestError is a request the daemon will not honour, with a message

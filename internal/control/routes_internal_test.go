@@ -10,7 +10,7 @@ func TestRouteRoles(t *testing.T) {
 		"/v1/status": RoleRead, "/v1/top": RoleRead, "/v1/overrides": RoleRead,
 		"/v1/rate": RoleAdmin, "/v1/clear": RoleAdmin, "/v1/reload": RoleAdmin, "/v1/quota/reset": RoleAdmin,
 		"/v1/users": RoleRead, "/v1/user/add": RoleAdmin, "/v1/user/set-addresses": RoleAdmin,
-		"/v1/user/add-address": RoleAdmin, "/v1/user/remove-address": RoleAdmin, "/v1/user/remove": RoleAdmin,
+		"/v1/user/add-address": RoleAdmin, "/v1/user/remove-address": RoleAdmin, "/v1/user/remove": RoleAdmin, "/v1/user/move": RoleAdmin,
 	} {
 		if r, ok := s.routes[path]; !ok || r.need != want {
 			t.Errorf("%s: role %v (route %v), want %v", path, r.need, ok, want)

@@ -17,6 +17,7 @@ const (
 	UserAddAddress    = "add-address"
 	UserRemoveAddress = "remove-address"
 	UserRemove        = "remove"
+	UserMove          = "move"
 )
 
 // Sources of a user (ListedUser.Source, UserStatus.Source).
@@ -32,6 +33,7 @@ var userOps = map[string]string{
 	UserAddAddress:    "/v1/user/add-address",
 	UserRemoveAddress: "/v1/user/remove-address",
 	UserRemove:        "/v1/user/remove",
+	UserMove:          "/v1/user/move",
 }
 
 // UserRequest changes a run-time user (shaperctl user ...). Which fields
@@ -47,6 +49,9 @@ type UserRequest struct {
 	Rate      *tbf.Rate `json:"rate,omitempty"`
 	Ceil      *tbf.Rate `json:"ceil,omitempty"`
 	For       *Duration `json:"for,omitempty"`
+	// Node is the node ([nodes.NAME]) the user is behind: for add
+	// (optional) and move ("" moves the user out of every node).
+	Node string `json:"node,omitempty"`
 }
 
 // ListedUser is one user as user list shows it.
@@ -59,6 +64,8 @@ type ListedUser struct {
 	// Rate and Ceil are the user's own (0: the tier's).
 	Rate tbf.Rate `json:"rate,omitempty"`
 	Ceil tbf.Rate `json:"ceil,omitempty"`
+	// Node is the node the user is behind; "" for none.
+	Node string `json:"node,omitempty"`
 }
 
 // ListedAddress is one address of a user; Until is set for an address
@@ -103,6 +110,9 @@ func (r *UserRequest) check() error {
 		if len(r.Addresses) == 0 {
 			return BadRequest("user set-addresses %s: no addresses given (user remove deletes the user)", r.Name)
 		}
+	}
+	if r.Node != "" && r.Op != UserAdd && r.Op != UserMove {
+		return BadRequest("user %s %s: a node goes with add and move only", r.Op, r.Name)
 	}
 	if r.For != nil && (r.Op != UserAddAddress || r.For.Std() <= 0) {
 		return BadRequest("user %s %s: --for takes a positive duration and goes with add-address only", r.Op, r.Name)
@@ -176,5 +186,5 @@ func (c *Client) Users(ctx context.Context) (*UserListResponse, error) {
 
 // UserOps returns the user operations in the order help lists them.
 func UserOps() []string {
-	return []string{UserAdd, UserSetAddresses, UserAddAddress, UserRemoveAddress, UserRemove}
+	return []string{UserAdd, UserSetAddresses, UserAddAddress, UserRemoveAddress, UserRemove, UserMove}
 }

@@ -94,7 +94,10 @@ func (d *Daemon) patchOne(name string, old, new *config.User, ev policy.Override
 		return d.patchAdded(name, ev, now)
 	case new == nil:
 		return d.patchRemoved(name)
-	case old.Tier == new.Tier && old.Rate == new.Rate && old.Ceil == new.Ceil:
+	case old.Tier == new.Tier && old.Rate == new.Rate && old.Ceil == new.Ceil && old.Node != new.Node &&
+		slices.Equal(old.Prefixes, new.Prefixes):
+		return d.patchMoved(new, ev, now)
+	case old.Tier == new.Tier && old.Rate == new.Rate && old.Ceil == new.Ceil && old.Node == new.Node:
 		if slices.Equal(old.Prefixes, new.Prefixes) {
 			return true, nil
 		}
@@ -148,6 +151,41 @@ func (d *Daemon) patchRemoved(user string) (bool, error) {
 		}
 		d.ramper.Forget(policy.RampKey{Interface: st.cfg.Name, Direction: model.Direction(st.cfg.Direction), Kind: policy.ClassUser, Name: user})
 		step, err := st.desired().RemoveUser(user)
+		if err := d.applyStep(st, "user", step, err); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return true, errors.Join(errs...)
+}
+
+// patchMoved puts user u behind its new node (u.Node) on every HTB
+// interface (policy.Result.MoveUser): the user's class is made again under
+// the node's, its filters follow.
+func (d *Daemon) patchMoved(u *config.User, ev policy.Overrides, now time.Time) (bool, error) {
+	if !d.lastRes.MoveUser(d.plan, ev, d.usage, now, u.Name) {
+		return false, nil
+	}
+	applied := map[*reconciler]policy.Applied{}
+	for _, s := range d.ramper.StepUser(d.lastRes, u.Name, now) {
+		if st := d.ifaceOf(s.Key.Interface, s.Key.Direction); st != nil {
+			applied[st] = s.Applied
+		}
+	}
+	var errs []error
+	for i, st := range d.ifaces {
+		if st.cfg.Shaper == config.ShaperTBF || i >= len(d.lastRes.Interfaces) {
+			continue
+		}
+		ir := &d.lastRes.Interfaces[i]
+		j := slices.IndexFunc(ir.Targets.Users, func(x model.UserTarget) bool { return x.Name == u.Name })
+		if j < 0 {
+			continue
+		}
+		ut := ir.Targets.Users[j]
+		if a, ok := applied[st]; ok {
+			ut.Rate, ut.Ceil, ut.Burst, ut.CBurst = a.Rate, a.Ceil, a.Burst, a.CBurst
+		}
+		step, err := st.desired().PutUser(ut)
 		if err := d.applyStep(st, "user", step, err); err != nil {
 			errs = append(errs, err)
 		}

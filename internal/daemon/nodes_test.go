@@ -116,3 +116,63 @@ func TestDaemonShapesNodes(t *testing.T) {
 		t.Errorf("set-rate of an unknown node: %v", err)
 	}
 }
+
+// TestRuntimeUserMovesBetweenNodes: a run-time user added behind a node
+// and moved to another one changes only its own class and filters (made
+// again under the new node, in both directions), survives a restart, and
+// a move to an unknown node is refused.
+func TestRuntimeUserMovesBetweenNodes(t *testing.T) {
+	dir := t.TempDir()
+	// No guarantees oversubscribed anywhere (the move is then one
+	// class's change): a 1gbit upload side, nodes' uploads that fit.
+	cfg := strings.Replace(nodesConfig, `bandwidth = "100mbit"`, `bandwidth = "1gbit"`, 1)
+	cfg = strings.Replace(cfg, `upload_rate = "50mbit"`, `upload_rate = "300mbit"`, 1)
+	writeConfig(t, dir, cfg, nodesUsers)
+	k := newFakeKernel("lan0", "ifb-lan0")
+	clk := newFakeClock()
+	d, _ := newTestDaemon(t, k, clk, dir)
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.changeUser(control.UserRequest{Op: control.UserAdd, Name: "dave", Tier: "gold", Node: "north/ap-1", Addresses: []string{"198.18.1.40"}}); err != nil {
+		t.Fatal(err)
+	}
+	ap1 := nodeClass(t, d, k, "lan0/egress", "lan0", "ap-1")
+	if c := userClass(t, d, k, "lan0/egress", "lan0", "dave"); c.Parent != ap1.Handle {
+		t.Fatalf("dave under %s, want ap-1 %s", c.Parent, ap1.Handle)
+	}
+	evals, writes := d.work.evaluations, k.writeCount()
+	resp, err := d.changeUser(control.UserRequest{Op: control.UserMove, Name: "dave", Node: "ap-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.User == nil || resp.User.Node != "ap-2" {
+		t.Errorf("move answer: %+v", resp.User)
+	}
+	ap2 := nodeClass(t, d, k, "lan0/egress", "lan0", "ap-2")
+	if c := userClass(t, d, k, "lan0/egress", "lan0", "dave"); c.Parent != ap2.Handle || c.Ceil > 100*tbf.Mbit {
+		t.Errorf("dave under %s ceil %v after the move, want ap-2 %s", c.Parent, c.Ceil, ap2.Handle)
+	}
+	// Per direction: the filter and the class deleted, then made again.
+	if got := k.writeCount() - writes; got != 8 {
+		t.Errorf("the move wrote %d objects, want 8 (4 per direction)", got)
+	}
+	if d.work.evaluations != evals {
+		t.Errorf("the move evaluated the whole plan %d times", d.work.evaluations-evals)
+	}
+	if _, err := d.changeUser(control.UserRequest{Op: control.UserMove, Name: "dave", Node: "ap-9"}); err == nil || !strings.Contains(err.Error(), `unknown node "ap-9"`) {
+		t.Errorf("a move to an unknown node: %v", err)
+	}
+	if _, err := d.changeUser(control.UserRequest{Op: control.UserMove, Name: "alice", Node: "ap-2"}); err == nil || !strings.Contains(err.Error(), "users.toml") {
+		t.Errorf("moving a users.toml user: %v", err)
+	}
+	d.Close()
+	d2, _ := newTestDaemon(t, k, clk, dir)
+	defer d2.Close()
+	if err := d2.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c := userClass(t, d2, k, "lan0/egress", "lan0", "dave"); c.Parent != nodeClass(t, d2, k, "lan0/egress", "lan0", "ap-2").Handle {
+		t.Errorf("after a restart dave is under %s", c.Parent)
+	}
+}

@@ -27,6 +27,7 @@ type runtimeUser struct {
 	Tier      string        `json:"tier"`
 	Rate      tbf.Rate      `json:"rate,omitempty"`
 	Ceil      tbf.Rate      `json:"ceil,omitempty"`
+	Node      string        `json:"node,omitempty"`
 	Addresses []runtimeAddr `json:"addresses"`
 }
 
@@ -44,7 +45,7 @@ type runtimeFile struct {
 
 // configUser is u as a plan's user.
 func (u *runtimeUser) configUser() config.User {
-	cu := config.User{Source: config.RuntimeSource, Name: u.Name, Tier: u.Tier, Rate: u.Rate, Ceil: u.Ceil}
+	cu := config.User{Source: config.RuntimeSource, Name: u.Name, Tier: u.Tier, Node: u.Node, Rate: u.Rate, Ceil: u.Ceil}
 	for _, a := range u.Addresses {
 		cu.Prefixes = append(cu.Prefixes, a.Prefix)
 	}
@@ -284,7 +285,7 @@ func (d *Daemon) userList() *control.UserListResponse {
 
 // listed is a run-time user as user list shows it.
 func listed(u *runtimeUser) control.ListedUser {
-	lu := control.ListedUser{Name: u.Name, Tier: u.Tier, Source: control.SourceRuntime, Rate: u.Rate, Ceil: u.Ceil,
+	lu := control.ListedUser{Name: u.Name, Tier: u.Tier, Node: u.Node, Source: control.SourceRuntime, Rate: u.Rate, Ceil: u.Ceil,
 		Addresses: make([]control.ListedAddress, 0, len(u.Addresses))}
 	for _, a := range u.Addresses {
 		la := control.ListedAddress{Address: a.Prefix.String()}
@@ -335,7 +336,7 @@ func (d *Daemon) changeUser(req control.UserRequest) (*control.UserResponse, err
 		if j >= 0 {
 			return nil, control.BadRequest("user %s exists already (user set-addresses changes its addresses, user remove deletes it)", req.Name)
 		}
-		u = runtimeUser{Name: req.Name, Tier: req.Tier}
+		u = runtimeUser{Name: req.Name, Tier: req.Tier, Node: d.nodeName(req.Node)}
 		if req.Rate != nil {
 			u.Rate = *req.Rate
 		}
@@ -364,6 +365,11 @@ func (d *Daemon) changeUser(req control.UserRequest) (*control.UserResponse, err
 		} else {
 			u.Addresses = append(u.Addresses, a)
 		}
+	case control.UserMove:
+		if u.Node == d.nodeName(req.Node) {
+			note = "the user is behind that node already"
+		}
+		u.Node = d.nodeName(req.Node)
 	case control.UserRemoveAddress:
 		k := slices.IndexFunc(u.Addresses, func(x runtimeAddr) bool { return x.Prefix == addrs[0] })
 		if k < 0 {
@@ -825,4 +831,13 @@ func ownRateBound(plan *config.Plan, user string, rate, ceil tbf.Rate) error {
 		}
 	}
 	return nil
+}
+
+// nodeName is the name of the node written as s (a name or a path), or s
+// itself when the plan has no such node (the user check then says so).
+func (d *Daemon) nodeName(s string) string {
+	if n, ok := d.plan.Node(s); ok {
+		return n.Name
+	}
+	return s
 }

@@ -294,3 +294,18 @@ func nodeOfUser(t *table, u *User, nodes map[string]*Node) {
 	}
 	u.Node = name
 }
+
+// nodeList names the configured nodes for messages.
+func nodeList(nodes []Node) string {
+	if len(nodes) == 0 {
+		return "no [nodes] are configured"
+	}
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	if len(names) > 10 {
+		names = append(names[:10], fmt.Sprintf("and %d more", len(nodes)-10))
+	}
+	return "nodes: " + strings.Join(names, ", ")
+}

@@ -74,6 +74,9 @@ func checkUserOwn(plan *Plan, u User) []error {
 	if tierIndex(plan.Tiers, u.Tier) < 0 {
 		errs = append(errs, fmt.Errorf("unknown tier %q for user %q (%s)", u.Tier, u.Name, tierList(plan.Tiers)))
 	}
+	if _, ok := plan.Node(u.Node); u.Node != "" && !ok {
+		errs = append(errs, fmt.Errorf("unknown node %q for user %q (%s)", u.Node, u.Name, nodeList(plan.Nodes)))
+	}
 	if u.Rate != 0 && u.Rate < MinRate || u.Ceil != 0 && u.Ceil < MinRate {
 		errs = append(errs, fmt.Errorf("user %q: rate and ceil must be at least %s", u.Name, MinRate))
 	}

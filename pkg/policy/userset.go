@@ -124,3 +124,57 @@ func swapRemove[T any](s []T, j int) []T {
 	s[last] = zero
 	return s[:last]
 }
+
+// MoveUser puts user behind the node plan now gives it (config.User.Node,
+// "" for none) in r, on every HTB interface, with the rates Evaluate(plan,
+// ov, usage, now) would give it there (its ceil capped to the new node's).
+// r must come from Evaluate of the same plan with the user's old node. It
+// reports false, leaving r as it was, when the move changes more than the
+// user's own class: guarantees oversubscribed on an interface (before or
+// after), the user joining or leaving an interface (nodes on other
+// interfaces), or a tier aggregate gaining or losing the user. Then
+// evaluate everything.
+func (r *Result) MoveUser(plan *config.Plan, ov Overrides, usage *Usage, now time.Time, user string) bool {
+	i := slices.IndexFunc(plan.Users, func(u config.User) bool { return u.Name == user })
+	if i < 0 || len(r.Interfaces) != len(plan.Interfaces) {
+		return false
+	}
+	u := &plan.Users[i]
+	type saved struct {
+		ut   *model.UserTarget
+		node string
+	}
+	var done []saved
+	undo := func() {
+		for _, s := range done {
+			s.ut.Node = s.node
+		}
+	}
+	for k := range r.Interfaces {
+		ir, in := &r.Interfaces[k], &plan.Interfaces[k]
+		if in.Shaper == config.ShaperTBF {
+			continue
+		}
+		j := slices.IndexFunc(ir.Targets.Users, func(t model.UserTarget) bool { return t.Name == user })
+		if (j >= 0) != nodeOn(u, ir.Targets.Nodes) || len(ir.Oversubscriptions) > 0 {
+			undo()
+			return false
+		}
+		if j < 0 {
+			continue
+		}
+		ut := &ir.Targets.Users[j]
+		if (ut.Node == "") != (u.Node == "") &&
+			slices.ContainsFunc(ir.Targets.Tiers, func(t model.TierTarget) bool { return t.Name == u.Tier }) {
+			undo()
+			return false
+		}
+		done = append(done, saved{ut, ut.Node})
+		ut.Node = u.Node
+	}
+	if len(done) == 0 || !r.UpdateUser(plan, ov, usage, now, user) {
+		undo()
+		return false
+	}
+	return true
+}

@@ -62,7 +62,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"set-rate", "tier:", "3mbit"}, "empty name"},
 		{[]string{"set-rate", "alice", "3mbit", "--ramp"}, "flag needs an argument: --ramp"},
 		{[]string{"clear"}, "expected one TARGET, got 0 arguments"},
-		{[]string{"clear", "group:x"}, "use a user name, tier:NAME or iface:NAME"},
+		{[]string{"clear", "group:x"}, "use a user name, tier:NAME, node:NAME or iface:NAME"},
 		{[]string{"reload", "now"}, `unexpected argument "now"`},
 		{[]string{"top", "--iterations", "-1"}, "--iterations must not be negative"},
 		{[]string{"top", "--interval", "0s"}, "--interval must be positive"},

@@ -183,7 +183,7 @@ func complete(words []string, cur string, status func(socket string) *control.St
 	case "user":
 		switch {
 		case n == 0:
-			return []string{"add", "add-address", "list", "remove", "remove-address", "set-addresses"}, false
+			return []string{"add", "add-address", "list", "move", "remove", "remove-address", "set-addresses"}, false
 		case n == 1 && pos[0] != "add" && pos[0] != "list":
 			return userNames(status(socket)), false
 		}

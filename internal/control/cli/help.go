@@ -32,7 +32,7 @@ Global flags:
 
 Who may do what (shaperd checks the caller's uid and groups on the socket):
   read     status, top, overrides, simulate, reload --dry-run, export, user list: root, daemon.socket_group and daemon.admin_group
-  change   set-rate, clear, reload, quota reset, user add/set-addresses/add-address/remove-address/remove: root and daemon.admin_group
+  change   set-rate, clear, reload, quota reset, user add/set-addresses/add-address/remove-address/remove/move: root and daemon.admin_group
 Others get "permission denied: set-rate needs the admin group '...'".
 The socket file belongs to socket_group (mode 0660) with an ACL entry for
 admin_group, so members of either group can connect.
@@ -97,7 +97,9 @@ was at its ceiling: it would take more).
 
 Change the rates of TARGET at run time, until cleared or for a while.
 TARGET is a user name, tier:NAME (each user of the tier, and the default
-class of interfaces whose default_tier it is) or iface:NAME (the
+class of interfaces whose default_tier it is), node:NAME (a node of the
+network behind the router, [nodes.NAME]: what its users share; only its
+class changes, a node's own ramp as any other) or iface:NAME (the
 interface's total bandwidth: its root class, or its TBF rate). RATE becomes
 both the guaranteed rate and the ceiling, unless --ceil gives a higher ceiling.
 
@@ -146,8 +148,8 @@ Examples:
 `,
 	"clear": `Usage: shaperctl clear TARGET [--direction download|upload] [--json]
 
-Remove the run-time changes (set-rate) of TARGET: a user name, tier:NAME or
-iface:NAME (iface:NAME/download, iface:NAME/upload). The target returns to
+Remove the run-time changes (set-rate) of TARGET: a user name, tier:NAME,
+node:NAME or iface:NAME (iface:NAME/download, iface:NAME/upload). The target returns to
 its plan, smoothly (the policy's ramp). Without --direction every change of
 the target goes; with it only the change set for that direction (a change
 set for both directions stays: clear it without --direction).
@@ -176,11 +178,12 @@ gets the plan back at once (logged as a quota_restored event). Only bytes
 after the reset count. Needs root or daemon.admin_group.
 Each user's usage is also in the metrics: shaperd_quota_used_bytes.
 `,
-	"user": `Usage: shaperctl user add NAME --tier TIER [--address A]... [--rate R] [--ceil C] [--json]
+	"user": `Usage: shaperctl user add NAME --tier TIER [--node NODE] [--address A]... [--rate R] [--ceil C] [--json]
        shaperctl user set-addresses NAME A... [--json]
        shaperctl user add-address NAME A [--for DUR] [--json]
        shaperctl user remove-address NAME A [--json]
        shaperctl user remove NAME [--json]
+       shaperctl user move NAME NODE|none [--json]
        shaperctl user list [--json]
 
 Users that come and go at run time (DHCP leases, captive portals, RADIUS),
@@ -197,13 +200,18 @@ survives restarts and reloads) and changes that user's classes and filters.
                   by itself; adding an address the user has renews its end
   remove-address  one address less
   remove          the user and its classes
-  list            every user with its source: users.toml or runtime
+  move            put the user behind another node ([nodes.NAME], by name or
+                  path; "none": behind no node): its class moves under the
+                  node's (made again there: HTB cannot move a class), its
+                  filters follow, nothing else changes
+  list            every user with its node and its source: users.toml or runtime
 
 Flags:
   --tier TIER      the new user's tier (add)
   --address A      an address of the new user, repeatable (add)
   --rate RATE      the new user's own rate, replacing the tier's (add)
   --ceil RATE      the new user's own ceiling (add)
+  --node NODE      the node the new user is behind (add)
   --for DUR        the address ends by itself after DUR (add-address)
   --json           print the answer as JSON
 

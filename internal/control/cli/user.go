@@ -33,16 +33,17 @@ func runUser(ctx context.Context, c *control.Client, args []string, out io.Write
 	fs.Var(&ceil, "ceil", "")
 	var forDur durationFlag
 	fs.Var(&forDur, "for", "")
+	node := fs.String("node", "", "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagError("user", err)
 	}
 	if len(pos) == 0 {
-		return usagef("user", "expected a subcommand: add, set-addresses, add-address, remove-address, remove or list")
+		return usagef("user", "expected a subcommand: add, set-addresses, add-address, remove-address, remove, move or list")
 	}
 	op, pos := pos[0], pos[1:]
 	if op == "list" {
-		if len(pos) != 0 || *tier != "" || len(addrs) > 0 || rate.v != nil || ceil.v != nil || forDur.v != nil {
+		if len(pos) != 0 || *tier != "" || len(addrs) > 0 || rate.v != nil || ceil.v != nil || forDur.v != nil || *node != "" {
 			return usagef("user", "user list takes only --json")
 		}
 		resp, err := c.Users(ctx)
@@ -60,7 +61,7 @@ func runUser(ctx context.Context, c *control.Client, args []string, out io.Write
 		known = known || o == op
 	}
 	if !known {
-		return usagef("user", "unknown subcommand %q (want add, set-addresses, add-address, remove-address, remove or list)", op)
+		return usagef("user", "unknown subcommand %q (want add, set-addresses, add-address, remove-address, remove, move or list)", op)
 	}
 	if len(pos) == 0 {
 		return usagef("user", "user %s: no user name given", op)
@@ -74,6 +75,8 @@ func runUser(ctx context.Context, c *control.Client, args []string, out io.Write
 			return usagef("user", "--address goes with user add only")
 		case !forOK && forDur.v != nil:
 			return usagef("user", "--for goes with user add-address only")
+		case *node != "" && op != control.UserAdd:
+			return usagef("user", "--node goes with user add only (user move NAME NODE moves a user)")
 		}
 		return nil
 	}
@@ -88,7 +91,7 @@ func runUser(ctx context.Context, c *control.Client, args []string, out io.Write
 		if *tier == "" {
 			return usagef("user", "user add %s: --tier is required", req.Name)
 		}
-		req.Tier, req.Addresses, req.Rate, req.Ceil = *tier, addrs, rate.v, ceil.v
+		req.Tier, req.Addresses, req.Rate, req.Ceil, req.Node = *tier, addrs, rate.v, ceil.v, *node
 	case control.UserSetAddresses:
 		if err := flagsOK(false, false, false); err != nil {
 			return err
@@ -112,6 +115,16 @@ func runUser(ctx context.Context, c *control.Client, args []string, out io.Write
 		if len(pos) > 0 {
 			return usagef("user", "user remove %s: unexpected %q", req.Name, pos[0])
 		}
+	case control.UserMove:
+		if err := flagsOK(false, false, false); err != nil {
+			return err
+		}
+		if len(pos) != 1 {
+			return usagef("user", "user move %s: expected one NODE (a node's name or path, or \"none\"), got %s", req.Name, plural(len(pos), "argument"))
+		}
+		if req.Node = pos[0]; req.Node == "none" {
+			req.Node = ""
+		}
 	}
 	resp, err := c.ChangeUser(ctx, req)
 	if err != nil {
@@ -123,6 +136,8 @@ func runUser(ctx context.Context, c *control.Client, args []string, out io.Write
 	switch {
 	case resp.User == nil:
 		fmt.Fprintf(out, "%s: removed\n", resp.Name)
+	case resp.User.Node != "":
+		fmt.Fprintf(out, "%s: tier %s, node %s, addresses %s\n", resp.Name, resp.User.Tier, resp.User.Node, addressText(resp.User.Addresses))
 	default:
 		fmt.Fprintf(out, "%s: tier %s, addresses %s\n", resp.Name, resp.User.Tier, addressText(resp.User.Addresses))
 	}
@@ -150,9 +165,13 @@ func addressText(as []control.ListedAddress) string {
 // writeUserList prints user list's table.
 func writeUserList(out io.Writer, us []control.ListedUser) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "USER\tTIER\tSOURCE\tADDRESSES")
+	fmt.Fprintln(tw, "USER\tTIER\tNODE\tSOURCE\tADDRESSES")
 	for _, u := range us {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Name, u.Tier, u.Source, addressText(u.Addresses))
+		node := u.Node
+		if node == "" {
+			node = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.Name, u.Tier, node, u.Source, addressText(u.Addresses))
 	}
 	return tw.Flush()
 }

@@ -24,6 +24,10 @@ func TestUserCommandsSendTheirRequests(t *testing.T) {
 		{[]string{"user", "add-address", "carol", "198.18.1.33", "--for", "1h"}, "user add-address carol [198.18.1.33]", "198.18.1.33"},
 		{[]string{"user", "remove-address", "carol", "198.18.1.33"}, "user remove-address carol [198.18.1.33]", "198.18.1.33"},
 		{[]string{"user", "remove", "carol"}, "user remove carol []", "carol: removed"},
+		{[]string{"user", "add", "dave", "--tier", "gold", "--node", "north/ap-1", "--address", "198.18.1.40"},
+			"user add dave [198.18.1.40] node north/ap-1", "dave: tier gold, node north/ap-1, addresses 198.18.1.40"},
+		{[]string{"user", "move", "dave", "ap-2"}, "user move dave [] node ap-2", "node ap-2"},
+		{[]string{"user", "move", "dave", "none"}, "user move dave []", "dave: tier"},
 	} {
 		code, out, errOut := run(t, env, append(tc.args, "--socket", sock)...)
 		if code != cli.ExitOK || !strings.Contains(out, tc.out) {
@@ -61,6 +65,8 @@ func TestUserUsageErrors(t *testing.T) {
 		{[]string{"user", "set-addresses", "carol"}, "no addresses given"},
 		{[]string{"user", "remove", "carol", "--tier", "gold"}, "--tier, --rate and --ceil go with user add only"},
 		{[]string{"user", "list", "carol"}, "user list takes only --json"},
+		{[]string{"user", "move", "carol"}, "expected one NODE"},
+		{[]string{"user", "remove", "carol", "--node", "ap-1"}, "--node goes with user add only"},
 	} {
 		code, _, errOut := run(t, cli.Env{}, append(tc.args, "--socket", sock)...)
 		if code != cli.ExitUsage || !strings.Contains(errOut, tc.msg) {

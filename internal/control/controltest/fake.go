@@ -327,10 +327,14 @@ func (f *Fake) String() string {
 func (f *Fake) ChangeUser(ctx context.Context, req control.UserRequest) (*control.UserResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.Calls = append(f.Calls, fmt.Sprintf("user %s %s %v", req.Op, req.Name, req.Addresses))
+	call := fmt.Sprintf("user %s %s %v", req.Op, req.Name, req.Addresses)
+	if req.Node != "" {
+		call += " node " + req.Node
+	}
+	f.Calls = append(f.Calls, call)
 	resp := &control.UserResponse{Op: req.Op, Name: req.Name}
 	if req.Op != control.UserRemove {
-		u := &control.ListedUser{Name: req.Name, Tier: req.Tier, Source: control.SourceRuntime}
+		u := &control.ListedUser{Name: req.Name, Tier: req.Tier, Node: req.Node, Source: control.SourceRuntime}
 		for _, a := range req.Addresses {
 			u.Addresses = append(u.Addresses, control.ListedAddress{Address: a})
 		}

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 )
 
 // need skips the test when reason is not "" (or fails it under
@@ -53,7 +53,7 @@ func aptPackage(tool string) string {
 // repoRoot is the repository's top directory.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs("../..") // go test runs in the package's directory
+	dir, err := filepath.Abs("../../..") // go test runs in the package's directory
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"

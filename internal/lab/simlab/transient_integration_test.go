@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shaperd/shaperd/internal/netnslab"
-	"github.com/shaperd/shaperd/internal/smoothness"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/smoothness"
 )
 
 // transientPhase is when the first policy tick after the change comes:

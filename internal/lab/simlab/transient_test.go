@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shaperd/shaperd/internal/smoothness"
+	"github.com/shaperd/shaperd/internal/lab/smoothness"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 )
 
 const (

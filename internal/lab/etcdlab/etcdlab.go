@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 )
 
 // Binary is the etcd server binary (Debian's etcd-server package installs

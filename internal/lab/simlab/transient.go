@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shaperd/shaperd/internal/smoothness"
+	"github.com/shaperd/shaperd/internal/lab/smoothness"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/sim"
 	"github.com/shaperd/shaperd/pkg/tbf"

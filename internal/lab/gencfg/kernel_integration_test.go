@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shaperd/shaperd/internal/gencfg"
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/gencfg"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"

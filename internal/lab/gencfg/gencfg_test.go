@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/daemon"
-	"github.com/shaperd/shaperd/internal/gencfg"
+	"github.com/shaperd/shaperd/internal/lab/gencfg"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"

@@ -6,6 +6,7 @@ import (
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // Burst rules for ramp steps.
@@ -60,7 +61,7 @@ func SmoothCap(burst tbf.Size, rate tbf.Rate, window time.Duration) tbf.Size {
 	if window <= 0 {
 		return burst
 	}
-	c := max(mulDiv(rate.BytesPerSecond(), uint64(window), tbf.NanosPerSecond), model.MaxFrame)
+	c := max(mulDiv(rate.BytesPerSecond(), uint64(window), psched.NanosPerSecond), model.MaxFrame)
 	return min(burst, c)
 }
 

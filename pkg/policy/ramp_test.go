@@ -8,6 +8,7 @@ import (
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // rampFixture drives Evaluate and a Ramper on the base plan with a fake
@@ -173,14 +174,14 @@ func TestRampHTBDecreaseCap(t *testing.T) {
 		// bucket at the previous step's buffer: replay 10 ms at the new
 		// step with those tokens kept.
 		pt, _ := tbf.BufferTicks(prev.Rate, prev.Burst)
-		sent, _ := predictHTB(u.Rate, u.Burst, tbf.TicksToNS(pt), 10*time.Millisecond, pkt)
+		sent, _ := predictHTB(u.Rate, u.Burst, psched.TicksToNS(pt), 10*time.Millisecond, pkt)
 		bound := uint64(u.Burst) + u.Rate.BytesPerSecond()/100 + pkt
 		if sent > bound {
 			t.Errorf("step %d: %d bytes in 10ms, bound %d", k, sent, bound)
 		}
 		// At the first cut, without the cap the tokens kept from the 1mb
 		// buffer would release far more.
-		unc, _ := predictHTB(u.Rate, StepBurst(u.Rate, tbf.Mebibyte, mbit(10)), tbf.TicksToNS(pt), 10*time.Millisecond, pkt)
+		unc, _ := predictHTB(u.Rate, StepBurst(u.Rate, tbf.Mebibyte, mbit(10)), psched.TicksToNS(pt), 10*time.Millisecond, pkt)
 		if k == 1 && unc <= bound {
 			t.Errorf("step %d: uncapped %d bytes: the cap made no difference", k, unc)
 		}

@@ -1,10 +1,10 @@
-package tbf
+package psched
 
 // The kernel's per-packet token decisions, in ns of transmission time at a
-// rate, for pkg/model's simulator. Each function is one step of the kernel's
+// rate, for pkg/sim's simulator. Each function is one step of the kernel's
 // algorithm, exact to the integer; the caller keeps the state (tokens, t_c).
 
-// TBFDequeue is tbf_dequeue's decision for the rate bucket (sch_tbf.c), with
+// TBFTokens is tbf_dequeue's decision for the rate bucket (sch_tbf.c), with
 // tokens and buffer in ns, elapsedNS = now - t_c, and l2tNS = L2T(packet len):
 //
 //	toks = min(elapsed, buffer)
@@ -16,7 +16,7 @@ package tbf
 // the deficit in ns. With a peak rate the kernel runs the same steps on
 // ptokens with mtu as the depth (and l2t at the peak rate), sends only when
 // both are >= 0, and waits for the larger deficit.
-func TBFDequeue(tokensNS, bufferNS, elapsedNS, l2tNS int64) (newTokens int64, ok bool) {
+func TBFTokens(tokensNS, bufferNS, elapsedNS, l2tNS int64) (newTokens int64, ok bool) {
 	toks := min(elapsedNS, bufferNS)
 	toks = min(toks+tokensNS, bufferNS) - l2tNS
 	return toks, toks >= 0
@@ -26,7 +26,7 @@ func TBFDequeue(tokensNS, bufferNS, elapsedNS, l2tNS int64) (newTokens int64, ok
 // tokens never fall to -mbuffer or below.
 const HTBMaxBufferNS int64 = 60 * NanosPerSecond
 
-// HTBAccount is htb_accnt_tokens / htb_accnt_ctokens (sch_htb.c): charge a
+// HTBTokens is htb_accnt_tokens / htb_accnt_ctokens (sch_htb.c): charge a
 // packet costing l2tNS to a bucket of depth bufferNS holding tokensNS, when
 // elapsedNS = now - t_c passed since the class's last charge:
 //
@@ -37,7 +37,7 @@ const HTBMaxBufferNS int64 = 60 * NanosPerSecond
 // The kernel uses it for ctokens (ceil) of the leaf and every ancestor, and
 // for tokens (rate) of the classes at or above the level the packet was sent
 // from; lower (borrowing) classes get tokens += diff uncapped instead.
-func HTBAccount(tokensNS, bufferNS, elapsedNS, l2tNS int64) int64 {
+func HTBTokens(tokensNS, bufferNS, elapsedNS, l2tNS int64) int64 {
 	diff := min(elapsedNS, HTBMaxBufferNS)
 	toks := min(diff+tokensNS, bufferNS) - l2tNS
 	if toks <= -HTBMaxBufferNS {

@@ -1,4 +1,4 @@
-package tbf
+package psched_test
 
 import (
 	"crypto/rand"
@@ -11,11 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // The kernel cross-check: install HTB classes and TBF qdiscs with the
 // system's tc in a network namespace of our own and compare what the kernel
-// reports with this package's predictions. The links stay down, so no packet
+// reports with package psched's predictions. The links stay down, so no packet
 // ever touches the buckets and HTB's tokens equal the buffer.
 
 // crosscheckNetns creates a namespace with a veth pair (tx0, tx1, both down)
@@ -84,9 +87,9 @@ func tcConversions(t *testing.T) (xmit func(uint64, uint32) uint32, size func(ui
 	minor, _ := strconv.Atoi(string(m[2]))
 	version = fmt.Sprintf("%d.%d", major, minor)
 	if major > 6 || (major == 6 && minor >= 15) {
-		return XmitTime, XmitSize, version
+		return psched.XmitTime, psched.XmitSize, version
 	}
-	return XmitTimeLegacy, func(r uint64, ticks uint32) uint64 { return uint64(XmitSizeLegacy(r, ticks)) }, version
+	return psched.XmitTimeLegacy, func(r uint64, ticks uint32) uint64 { return uint64(psched.XmitSizeLegacy(r, ticks)) }, version
 }
 
 func TestKernelCrosscheckHTB(t *testing.T) {
@@ -121,18 +124,18 @@ func TestKernelCrosscheckHTB(t *testing.T) {
 			t.Fatalf("unexpected class %s in\n%s", classid, dump)
 		}
 		tt := tests[i-0x10]
-		rate, err := ParseRate(tt.rate)
+		rate, err := tbf.ParseRate(tt.rate)
 		if err != nil {
 			t.Fatal(err)
 		}
-		burst := DefaultHTBBurst(rate)
+		burst := tbf.Size(psched.HTBDefaultBurst(rate.BytesPerSecond()))
 		if tt.burst != "" {
-			if burst, err = ParseSize(tt.burst); err != nil {
+			if burst, err = tbf.ParseSize(tt.burst); err != nil {
 				t.Fatal(err)
 			}
 		}
 		wantTokens := xmit(rate.BytesPerSecond(), uint32(burst))
-		wantCtokens := xmit(rate.BytesPerSecond(), uint32(DefaultHTBBurst(rate))) // cburst default, ceil = rate
+		wantCtokens := xmit(rate.BytesPerSecond(), uint32(psched.HTBDefaultBurst(rate.BytesPerSecond()))) // cburst default, ceil = rate
 		tokens, _ := strconv.ParseInt(m[2], 10, 64)
 		ctokens, _ := strconv.ParseInt(m[3], 10, 64)
 		// A fresh class starts full: tokens = PSCHED_NS2TICKS(PSCHED_TICKS2NS(buffer)) = buffer.
@@ -172,17 +175,17 @@ func TestKernelCrosscheckTBF(t *testing.T) {
 			if err := json.Unmarshal([]byte(js), &qdiscs); err != nil || len(qdiscs) != 1 || qdiscs[0].Kind != "tbf" {
 				t.Fatalf("tc -j qdisc show: %v: %s", err, js)
 			}
-			rate, err := ParseRate(tt.rate)
+			rate, err := tbf.ParseRate(tt.rate)
 			if err != nil {
 				t.Fatal(err)
 			}
-			burst, err := ParseSize(tt.burst)
+			burst, err := tbf.ParseSize(tt.burst)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// tc sends TCA_TBF_BURST: the kernel keeps buffer = L2T(burst) ns
 			// and dumps it as ticks; tc turns those ticks back into bytes.
-			tb := TBFFromBurst(NewRateConfig(rate.BytesPerSecond(), 0, 0), uint32(burst))
+			tb := psched.TBFFromBurst(psched.NewRateConfig(rate.BytesPerSecond(), 0, 0), uint32(burst))
 			want := xsize(rate.BytesPerSecond(), tb.DumpTicks())
 			got := qdiscs[0].Options
 			if got.Rate != rate.BytesPerSecond() || got.Burst != want {

@@ -1,8 +1,8 @@
-package tbf
+package psched
 
 import "testing"
 
-func TestTBFDequeue(t *testing.T) {
+func TestTBFTokens(t *testing.T) {
 	// 10 Mbit, burst 1600 B: buffer = 1280000 ns; a 1514 B frame costs
 	// 1514*800 = 1211200 ns.
 	const buffer, frame = 1_280_000, 1_211_200
@@ -30,26 +30,26 @@ func TestTBFDequeue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := TBFDequeue(tt.tokens, buffer, tt.elapsed, tt.l2t)
+			got, ok := TBFTokens(tt.tokens, buffer, tt.elapsed, tt.l2t)
 			if got != tt.wantTokens || ok != tt.wantOK {
-				t.Errorf("TBFDequeue(%d, %d, %d, %d) = %d, %v, want %d, %v",
+				t.Errorf("TBFTokens(%d, %d, %d, %d) = %d, %v, want %d, %v",
 					tt.tokens, buffer, tt.elapsed, tt.l2t, got, ok, tt.wantTokens, tt.wantOK)
 			}
 		})
 	}
 }
 
-// TestTBFDequeueLongRun: back-to-back 1514 B frames through a 10 Mbit TBF
+// TestTBFTokensLongRun: back-to-back 1514 B frames through a 10 Mbit TBF
 // leave at exactly the rate once the burst is spent; the kernel's step
 // repeated with the watchdog's waits sends n frames in burst + n*l2t.
-func TestTBFDequeueLongRun(t *testing.T) {
+func TestTBFTokensLongRun(t *testing.T) {
 	r := NewRateConfig(bps10Mbit, 0, 0)
 	tb := TBFFromBurst(r, 1600)
 	l2t := int64(r.L2T(1514))
 	tokens, now, tc := tb.BufferNS, int64(0), int64(0)
 	sent := 0
 	for sent < 1000 {
-		toks, ok := TBFDequeue(tokens, tb.BufferNS, now-tc, l2t)
+		toks, ok := TBFTokens(tokens, tb.BufferNS, now-tc, l2t)
 		if !ok {
 			now += -toks // the watchdog fires when the deficit is repaid
 			continue
@@ -64,7 +64,7 @@ func TestTBFDequeueLongRun(t *testing.T) {
 	}
 }
 
-func TestHTBAccount(t *testing.T) {
+func TestHTBTokens(t *testing.T) {
 	const buffer, frame = 1_280_000, 1_211_200
 	tests := []struct {
 		name                 string
@@ -84,8 +84,8 @@ func TestHTBAccount(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := HTBAccount(tt.tokens, buffer, tt.elapsed, tt.l2t); got != tt.want {
-				t.Errorf("HTBAccount(%d, %d, %d, %d) = %d, want %d", tt.tokens, buffer, tt.elapsed, tt.l2t, got, tt.want)
+			if got := HTBTokens(tt.tokens, buffer, tt.elapsed, tt.l2t); got != tt.want {
+				t.Errorf("HTBTokens(%d, %d, %d, %d) = %d, want %d", tt.tokens, buffer, tt.elapsed, tt.l2t, got, tt.want)
 			}
 		})
 	}

@@ -1,14 +1,13 @@
-package tbf
+package psched
 
 import (
-	"errors"
 	"math"
 	"testing"
 )
 
 func TestTicksConversions(t *testing.T) {
-	if TickNS != 64 || PschedShift != 6 {
-		t.Fatalf("TickNS = %d, PschedShift = %d, want 64 and 6", TickNS, PschedShift)
+	if TickNS != 64 || Shift != 6 {
+		t.Fatalf("TickNS = %d, Shift = %d, want 64 and 6", TickNS, Shift)
 	}
 	toNS := []struct {
 		ticks uint32
@@ -134,70 +133,5 @@ func TestXmitSize(t *testing.T) {
 		if got := XmitSizeLegacy(tt.rate, tt.ticks); got != tt.legacy {
 			t.Errorf("XmitSizeLegacy(%d, %d) = %d, want %d", tt.rate, tt.ticks, got, tt.legacy)
 		}
-	}
-}
-
-func TestBufferTicks(t *testing.T) {
-	tests := []struct {
-		name    string
-		rate    Rate
-		burst   Size
-		want    uint32
-		wantErr error
-	}{
-		{"10mbit 1600", 10 * Mbit, 1600, 20000, nil},
-		{"100gbit 1612", 100 * Gbit, 1612, 3, nil},
-		// 34.4 Gbit (4.3e9 B/s): 64 KiB = 15.24 us = 238.14 ticks -> 239.
-		{"34.4gbit 64KiB", 34400 * Mbit, 64 * Kibibyte, 239, nil},
-		// 8 bit/s = 1 B/s: 274 B fits, 275 B does not.
-		{"8bit 274", 8 * Bit, 274, 4_281_250_000, nil},
-		{"8bit 275", 8 * Bit, 275, 0, ErrTicksOverflow},
-		// 1 bit/s is 0 bytes/s.
-		{"1bit", 1 * Bit, 1600, 0, ErrZeroByteRate},
-		{"7bit", 7 * Bit, 1600, 0, ErrZeroByteRate},
-		// a burst beyond 4 GiB is fine for tc >= 6.17 when the ticks fit:
-		// 5 GiB at 100 Gbit = 0.4295 s = 6710886.4 ticks -> 6710887.
-		{"100gbit 5GiB", 100 * Gbit, 5 * Gibibyte, 6_710_887, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := BufferTicks(tt.rate, tt.burst)
-			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
-				t.Fatalf("BufferTicks(%s, %s) error %v, want %v", tt.rate, tt.burst, err, tt.wantErr)
-			}
-			if got != tt.want {
-				t.Errorf("BufferTicks(%s, %s) = %d, want %d", tt.rate, tt.burst, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestBurstFromTicks(t *testing.T) {
-	tests := []struct {
-		name  string
-		rate  Rate
-		ticks uint32
-		want  Size
-	}{
-		// 20000 ticks = 1280000 ns at 1250000 B/s = 1600 B.
-		{"10mbit", 10 * Mbit, 20000, 1600},
-		// old tc's 0 ticks at 100 Gbit: max_size 0, the kernel rejects the TBF.
-		{"100gbit 0 ticks", 100 * Gbit, 0, 0},
-		// 100 Gbit, 23058432 ticks = 1475739648 ns: 1475739648*12.5e9 wraps
-		// 2^64 by 1526290448384 -> 1526 B instead of 18.4 GB.
-		{"100gbit wrap", 100 * Gbit, 23_058_432, 1526},
-		// The kernel caps the buffer at 2^32-1 ns before t2l and max_size at
-		// 2^32-1 B: 10 Gbit with all ticks -> 4294967295 ns -> 5.37e9 B -> cap.
-		{"10gbit max ticks", 10 * Gbit, math.MaxUint32, math.MaxUint32},
-		// 1 B/s, max ticks: 4294967295 ns -> 4 B.
-		{"8bit max ticks", 8 * Bit, math.MaxUint32, 4},
-		{"0 B/s", 1 * Bit, 20000, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := BurstFromTicks(tt.rate, tt.ticks); got != tt.want {
-				t.Errorf("BurstFromTicks(%s, %d) = %d, want %d", tt.rate, tt.ticks, got, tt.want)
-			}
-		})
 	}
 }

@@ -1,4 +1,4 @@
-package tbf
+package psched
 
 // Framing is a link's per-packet accounting, as the kernel's rate specs
 // (struct tc_ratespec: overhead, mpu, linklayer) carry it for HTB's rate

@@ -1,8 +1,7 @@
-package tbf
+package psched
 
 import (
 	"errors"
-	"fmt"
 	"math"
 )
 
@@ -10,42 +9,46 @@ import (
 // high-resolution timers (measured here: /proc/net/psched =
 // "000003e8 00000040 000f4240 3b9aca00").
 const (
-	// PschedShift is PSCHED_SHIFT: one psched tick is 1 << 6 ns.
-	PschedShift = 6
+	// Shift is PSCHED_SHIFT: one psched tick is 1 << 6 ns.
+	Shift = 6
 	// TickNS is the length of one psched tick in ns (64). Netlink carries
 	// HTB buffer/cbuffer, TBF buffer/mtu and HTB's tokens/ctokens in ticks.
-	TickNS = 1 << PschedShift
+	TickNS = 1 << Shift
 	// TickInUsec is tc's tick_in_usec: ticks per microsecond,
 	// t2us/us2t * clock_res/1e6 = 1000/64 * 1e6/1e6 = 15.625.
 	TickInUsec = 15.625
-	// PschedHZ is the fourth field of /proc/net/psched, which tc's get_hz()
+	// HZ is the fourth field of /proc/net/psched, which tc's get_hz()
 	// returns: 1e9 on high-resolution kernels. HTB's default burst divides
 	// the rate by it.
-	PschedHZ = 1_000_000_000
+	HZ = 1_000_000_000
 	// timeUnitsPerSec is tc's TIME_UNITS_PER_SEC (tc works in microseconds).
 	timeUnitsPerSec = 1_000_000
 )
 
-// ErrTicksOverflow is returned (wrapped) when a burst at a rate needs a
-// buffer of 2^32-1 psched ticks (~274.9 s) or more: the netlink field is a
-// u32, and tc refuses exactly these values ("burst out of range").
+// ErrTicksOverflow is the error (wrapped by tbf.BufferTicks) of a burst at
+// a rate that needs a buffer of 2^32-1 psched ticks (~274.9 s) or more: the
+// netlink field is a u32, and tc refuses exactly these values ("burst out
+// of range"). XmitTimeFits reports it.
 var ErrTicksOverflow = errors.New("buffer does not fit in the kernel's 32-bit tick field")
 
-// ErrZeroByteRate is returned (wrapped) for a rate below 8 bit/s, which is
-// 0 bytes/s once divided by 8 as tc and the kernel count.
+// ErrZeroByteRate is the error (wrapped by tbf.BufferTicks and the
+// simulator) of a rate below 8 bit/s, which is 0 bytes/s once divided by 8
+// as tc and the kernel count.
 var ErrZeroByteRate = errors.New("rate is 0 bytes/s (below 8 bit/s)")
 
 // TicksToNS is PSCHED_TICKS2NS: ticks << 6, computed in 64 bits (a u32 tick
 // value always fits: at most ~274.9 s).
-func TicksToNS(ticks uint32) int64 { return int64(ticks) << PschedShift }
+func TicksToNS(ticks uint32) int64 { return int64(ticks) << Shift }
 
 // NSToTicks is PSCHED_NS2TICKS: ns >> 6, an arithmetic shift, so negative
 // token counts round toward minus infinity (-1 ns is -1 tick) as in the kernel.
-func NSToTicks(ns int64) int64 { return ns >> PschedShift }
+func NSToTicks(ns int64) int64 { return ns >> Shift }
 
-// xmitTicks is tc's tc_core_time2tick(TIME_UNITS_PER_SEC * ((double)size/(double)rate))
-// before rounding, with the same float64 operations in the same order.
-func xmitTicks(rateBytes, size uint64) float64 {
+// XmitTicks is tc's tc_core_time2tick(TIME_UNITS_PER_SEC * ((double)size/(double)rate))
+// before rounding, with the same float64 operations in the same order: the
+// psched ticks size bytes take at rateBytes bytes/s, as a float64. XmitTime
+// rounds it up.
+func XmitTicks(rateBytes, size uint64) float64 {
 	return timeUnitsPerSec * (float64(size) / float64(rateBytes)) * TickInUsec
 }
 
@@ -63,16 +66,18 @@ func xmitTicks(rateBytes, size uint64) float64 {
 // 3 and old tc truncates to 0.
 //
 // rateBytes 0 saturates (tc would divide by zero). Use XmitTimeFits to tell
-// a real value from a saturated one, or BufferTicks for an error.
+// a real value from a saturated one, or tbf.BufferTicks for an error.
 func XmitTime(rateBytes uint64, size uint32) uint32 {
-	return xmitTime64(rateBytes, uint64(size))
+	return XmitTime64(rateBytes, uint64(size))
 }
 
-func xmitTime64(rateBytes, size uint64) uint32 {
+// XmitTime64 is XmitTime with the 64-bit size of iproute2 >= 6.18, which
+// tc uses for bursts (saturated at MaxUint32 the same way).
+func XmitTime64(rateBytes, size uint64) uint32 {
 	if rateBytes == 0 {
 		return math.MaxUint32
 	}
-	v := math.Ceil(xmitTicks(rateBytes, size))
+	v := math.Ceil(XmitTicks(rateBytes, size))
 	if v > math.MaxUint32 {
 		return math.MaxUint32
 	}
@@ -83,7 +88,7 @@ func xmitTime64(rateBytes, size uint64) uint32 {
 // that tc would accept: the rate is not 0 and the tick count is below
 // MaxUint32. size is 64-bit as in iproute2 >= 6.18.
 func XmitTimeFits(rateBytes, size uint64) bool {
-	return rateBytes != 0 && math.Ceil(xmitTicks(rateBytes, size)) < math.MaxUint32
+	return rateBytes != 0 && math.Ceil(XmitTicks(rateBytes, size)) < math.MaxUint32
 }
 
 // XmitSize is tc's tc_calc_xmitsize: the bytes that ticks allow at
@@ -97,40 +102,16 @@ func XmitSize(rateBytes uint64, ticks uint32) uint64 {
 	return uint64(v)
 }
 
-// BufferTicks is the tick value tc puts into HTB's buffer/cbuffer and TBF's
-// buffer for a burst at a rate: XmitTime(rate in bytes/s, burst), with the
-// 64-bit burst of iproute2 >= 6.18. It fails with ErrZeroByteRate for rates
-// below 8 bit/s and with ErrTicksOverflow when the buffer does not fit the
-// u32 field (burst/rate of ~274.9 s or more). For TBF, shaperd sends the
-// burst itself (TCA_TBF_BURST) and the kernel ignores these ticks except in
-// dumps; note that tc computes TBF's ticks from the 32-bit saturated rate.
-func BufferTicks(rate Rate, burst Size) (uint32, error) {
-	b := rate.BytesPerSecond()
-	if b == 0 {
-		return 0, fmt.Errorf("buffer for burst %s at rate %s: %w", burst, rate, ErrZeroByteRate)
-	}
-	if !XmitTimeFits(b, uint64(burst)) {
-		return 0, fmt.Errorf("buffer for burst %s at rate %s (%.0f ticks of 64 ns): %w",
-			burst, rate, math.Ceil(xmitTicks(b, uint64(burst))), ErrTicksOverflow)
-	}
-	return xmitTime64(b, uint64(burst)), nil
-}
-
-// BurstFromTicks is the burst in bytes that the kernel derives from a tick
-// buffer when no byte burst is given: TBF without TCA_TBF_BURST computes
+// MaxSizeFromTicks is the burst in bytes that the kernel derives from a
+// tick buffer when no byte burst is given: TBF without TCA_TBF_BURST
+// (tbf_change) computes
 //
 //	buffer   = min(ticks << 6, 2^32-1) ns
 //	max_size = min(psched_ns_t2l(rate, buffer), 2^32-1) bytes
 //
-// with the rate's overhead 0 and the kernel's u64 wrap (RateConfig.T2L).
-// Rates of 0 bytes/s give 0 (the kernel then rejects the TBF with EINVAL).
-// For what tc prints as "burst" use XmitSize.
-func BurstFromTicks(rate Rate, ticks uint32) Size {
-	return Size(NewRateConfig(rate.BytesPerSecond(), 0, 0).MaxSizeFromTicks(ticks))
-}
-
-// MaxSizeFromTicks is BurstFromTicks for this rate config (its overhead and
-// link layer included): tbf_change's max_size without TCA_TBF_BURST.
+// with this rate config's overhead and link layer and the kernel's u64
+// wrap (T2L). Rates of 0 bytes/s give 0 (the kernel then rejects the TBF
+// with EINVAL). For what tc prints as "burst" use XmitSize.
 func (r RateConfig) MaxSizeFromTicks(ticks uint32) uint64 {
 	buf := uint64(TicksToNS(ticks))
 	if buf > math.MaxUint32 {

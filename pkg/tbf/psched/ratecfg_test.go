@@ -1,4 +1,4 @@
-package tbf
+package psched
 
 import (
 	"math"

@@ -51,7 +51,7 @@ func overlapError(p netip.Prefix, user string, q netip.Prefix, other, source str
 // its own addresses.
 func checkUserOwn(plan *Plan, u User) []error {
 	var errs []error
-	if !validName(u.Name) {
+	if !ValidName(u.Name) {
 		errs = append(errs, fmt.Errorf("user name %q is not valid: use %s", u.Name, NameRule))
 	}
 	if tierIndex(plan.Tiers, u.Tier) < 0 {

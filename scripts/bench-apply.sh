@@ -126,8 +126,8 @@ echo "# uptime:$(uptime)"
 other_netns
 
 # Build everything before measuring (compiling competes for the CPU).
-if ! go build -o "$WORK/benchapply" ./internal/cmd/benchapply; then
-	echo "bench-apply: building internal/cmd/benchapply failed" >&2
+if ! go build -o "$WORK/benchapply" ./internal/lab/benchapply; then
+	echo "bench-apply: building internal/lab/benchapply failed" >&2
 	exit 1
 fi
 D_BIN=""

@@ -13,9 +13,9 @@
 # (2) pkg/sim's BenchmarkRun: the packet-level mode (sim.Run) on the same
 #     interface with 10 and 1,000 users, 1514-byte packets: simulated
 #     seconds per wall-clock second (no target; reported).
-# (3) internal/simlab's TestValidate*: every scenario's prediction-error
+# (3) internal/lab/simlab's TestValidate*: every scenario's prediction-error
 #     table (per class, then max and median) from kernel class counters.
-# (4) internal/simlab's TestTransientRamp: shaperd's 2 s ramps measured per
+# (4) internal/lab/simlab's TestTransientRamp: shaperd's 2 s ramps measured per
 #     100 ms at the shaper against sim.Run's replay; the largest and mean
 #     window error per ramp (SIMLAB_VERBOSE=1 ... -v prints every window).
 # Exit status: 0 when everything ran and met its target, 1 otherwise.
@@ -86,19 +86,19 @@ END {
 
 if [ "$NETNS" = 1 ]; then
 	echo
-	echo "== (3) prediction error against the kernel (go test ./internal/simlab -run TestValidate)"
+	echo "== (3) prediction error against the kernel (go test ./internal/lab/simlab -run TestValidate)"
 	if [ "$(id -u)" != 0 ]; then
 		echo "skipped: needs root (network namespaces)"; status=1
 	else
-		log=$(go test ./internal/simlab/ -run 'TestValidate' -count=1 -v 2>&1)
+		log=$(go test ./internal/lab/simlab/ -run 'TestValidate' -count=1 -v 2>&1)
 		rc=$?
 		echo "$log" | sed -n 's/^ *validate_integration_test.go:[0-9]*: //p; /^ \{10\}/p' | sed 's/^ \{10\}/  /'
 		echo "$log" | grep -E '^(--- FAIL|FAIL|ok)' || true
 		[ "$rc" = 0 ] || status=1
 
 		echo
-		echo "== (4) transient error: 2 s ramps per 100 ms (go test ./internal/simlab -run TestTransientRamp)"
-		log=$(go test ./internal/simlab/ -run 'TestTransientRamp' -count=1 -v 2>&1)
+		echo "== (4) transient error: 2 s ramps per 100 ms (go test ./internal/lab/simlab -run TestTransientRamp)"
+		log=$(go test ./internal/lab/simlab/ -run 'TestTransientRamp' -count=1 -v 2>&1)
 		rc=$?
 		echo "$log" | awk '/^=== RUN +TestTransientRamp\// { name = $3; sub(/^[^\/]*\//, "", name); gsub(/_/, " ", name) }
 			/largest window error/ { sub(/^ */, ""); print "  " name ": " $0 }

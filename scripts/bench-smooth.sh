@@ -26,5 +26,5 @@
 # machine disturbs one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHAPERD_SMOOTH_BENCH=1 go test -count=1 -timeout 10m -run '^TestBenchSmooth$' -v ./internal/smoothness/ 2>&1 |
+SHAPERD_SMOOTH_BENCH=1 go test -count=1 -timeout 10m -run '^TestBenchSmooth$' -v ./internal/lab/smoothness/ 2>&1 |
 	grep -v -e '^=== RUN' -e '^--- PASS' -e '^PASS$' -e '^ok '

@@ -5,7 +5,7 @@
 #   scripts/netns-test.sh test    deps, then go test -race -count=1 -p 1 ./... with SHAPERD_REQUIRE_NETNS=1
 #                                 (as root; integration tests fail instead of skipping)
 #   scripts/netns-test.sh lab     build a standing router lab: namespaces shaperd-router,
-#                                 shaperd-lan, shaperd-wan (same topology as internal/netnslab)
+#                                 shaperd-lan, shaperd-wan (same topology as internal/lab/netnslab)
 #   scripts/netns-test.sh clean   remove the standing lab
 #   scripts/netns-test.sh fleet-demo
 #                                 two routers (namespaces shaperd-fleet1, shaperd-fleet2)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/fleet"
-	"github.com/shaperd/shaperd/internal/fleet/etcdlab"
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/etcdlab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 )
 
 // The fleet tests run three shaperd processes, each shaping its own router

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
 )

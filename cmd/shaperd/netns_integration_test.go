@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 )
 
 const labConfig = `

@@ -3,7 +3,6 @@ package control
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/user"
@@ -233,11 +232,4 @@ func procGroups(path string, uid uint32) ([]uint32, bool) {
 		}
 	}
 	return groups, uidOK && seen
-}
-
-// WithPeer returns ctx carrying p as the request's peer, as the server
-// records it for each connection. For in-process callers and tests that
-// call Server.ServeHTTP directly: a request without a peer is refused.
-func WithPeer(ctx context.Context, p Peer) context.Context {
-	return context.WithValue(ctx, peerKey{}, p)
 }

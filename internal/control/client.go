@@ -60,9 +60,6 @@ func NewClient(socketPath string) *Client {
 	return &Client{path: socketPath, http: &http.Client{Transport: tr, Timeout: DefaultClientTimeout}}
 }
 
-// SocketPath returns the socket the client connects to.
-func (c *Client) SocketPath() string { return c.path }
-
 // Close releases idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 

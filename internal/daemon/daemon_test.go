@@ -440,3 +440,16 @@ func TestNewClassCountsFromZeroAndThroughput(t *testing.T) {
 		}
 	}
 }
+
+// reconcileAll reconciles every interface, as a tick of the loop does, and
+// returns the errors joined (missing interfaces included, wrapping
+// ErrMissing).
+func (d *Daemon) reconcileAll(why string) error {
+	var errs []error
+	for _, st := range d.ifaces {
+		if err := d.reconcile(st, why); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

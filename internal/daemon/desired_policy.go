@@ -12,7 +12,7 @@ import (
 // RampStep is the longest interval between two steps of a ramp in
 // progress: while any class ramps, the policy ticker runs every
 // min(policy.interval, RampStep) (250 ms steps meet the smoothness
-// targets; see internal/smoothness), and falls back to policy.interval
+// targets; see internal/lab/smoothness), and falls back to policy.interval
 // when no ramp is active.
 const RampStep = 250 * time.Millisecond
 

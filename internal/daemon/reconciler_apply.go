@@ -216,15 +216,3 @@ func (d *Daemon) markMissing(st *reconciler) error {
 
 // reconcile is a full pass of apply over st.
 func (d *Daemon) reconcile(st *reconciler, why string) error { return d.apply(st, fullPass(why)) }
-
-// reconcileAll reconciles every interface and returns the errors joined
-// (missing interfaces included, wrapping ErrMissing).
-func (d *Daemon) reconcileAll(why string) error {
-	var errs []error
-	for _, st := range d.ifaces {
-		if err := d.reconcile(st, why); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}

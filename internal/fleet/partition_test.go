@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shaperd/shaperd/internal/fleet/etcdlab"
+	"github.com/shaperd/shaperd/internal/lab/etcdlab"
 	"github.com/shaperd/shaperd/pkg/config"
 )
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -213,7 +214,7 @@ func TestSanitizeAndUniqueNames(t *testing.T) {
 		"Ünïcode":                          "n-code",
 		strings.Repeat("a", 70):            strings.Repeat("a", 64),
 	} {
-		if got := sanitize(in); got != want || !validName(got) {
+		if got := sanitize(in); got != want || !config.ValidName(got) {
 			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -75,8 +76,8 @@ func ReadCSV(r io.Reader, file string) ([]User, []error) {
 		switch {
 		case u.Name == "":
 			rowErrs = append(rowErrs, "no name")
-		case !validName(u.Name):
-			rowErrs = append(rowErrs, "name "+quoteName(u.Name)+": use 1 to 64 characters of a-z, 0-9, '_' and '-'")
+		case !config.ValidName(u.Name):
+			rowErrs = append(rowErrs, "name "+quoteName(u.Name)+": use "+config.NameRule)
 		case names[u.Name] != 0:
 			rowErrs = append(rowErrs, "user "+u.Name+" is already on line "+itoa(names[u.Name]))
 		default:

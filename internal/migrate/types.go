@@ -79,20 +79,6 @@ func splitList(s string) []string {
 	})
 }
 
-// validName follows config.NameRule.
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // sanitize makes a name following config.NameRule from free text: lower
 // case, every run of other characters a '-', at most 64 bytes; "" when
 // nothing is left.

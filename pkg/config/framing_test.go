@@ -3,7 +3,7 @@ package config
 import (
 	"testing"
 
-	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 func TestFramingKeys(t *testing.T) {
@@ -29,7 +29,7 @@ overhead = -4
 [tiers.basic]
 rate = "2mbit"
 `, "")
-	want := []tbf.Framing{{Overhead: 34}, {Overhead: 44, MPU: 96, ATM: true}, {Overhead: -4}}
+	want := []psched.Framing{{Overhead: 34}, {Overhead: 44, MPU: 96, ATM: true}, {Overhead: -4}}
 	for i, w := range want {
 		if got := plan.Interfaces[i].Framing; got != w {
 			t.Errorf("interface %d framing %+v, want %+v", i, got, w)

@@ -43,7 +43,7 @@ func FuzzLoad(f *testing.F) {
 			return
 		}
 		for _, tier := range plan.Tiers {
-			if tier.Rate < MinRate || tier.Ceil < tier.Rate || tier.UploadCeil < tier.UploadRate || !validName(tier.Name) {
+			if tier.Rate < MinRate || tier.Ceil < tier.Rate || tier.UploadCeil < tier.UploadRate || !ValidName(tier.Name) {
 				t.Fatalf("invalid tier in a plan: %+v", tier)
 			}
 			for _, s := range tier.Schedules {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // Defaults of [[interface]].
@@ -231,10 +232,10 @@ func decodeQueues(t *table, in *Interface) {
 // added to every packet, -64..256), mpu (0..256) and linklayer
 // ("ethernet" or "atm").
 func decodeFraming(t *table, in *Interface) {
-	if n, ok := t.integer("overhead", tbf.MinOverhead, tbf.MaxOverhead); ok {
+	if n, ok := t.integer("overhead", psched.MinOverhead, psched.MaxOverhead); ok {
 		in.Framing.Overhead = int(n)
 	}
-	if n, ok := t.integer("mpu", 0, tbf.MaxMPU); ok {
+	if n, ok := t.integer("mpu", 0, psched.MaxMPU); ok {
 		in.Framing.MPU = uint16(n)
 	}
 	if s, ok := t.enum("linklayer", "ethernet", "atm"); ok {

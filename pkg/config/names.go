@@ -9,8 +9,9 @@ import (
 // kernel object labels, metrics and the control API.
 const NameRule = "1 to 64 characters of a-z, 0-9, '_' and '-'"
 
-// validName reports whether s follows NameRule.
-func validName(s string) bool {
+// ValidName reports whether s follows NameRule: the rule for the names of
+// tiers and users, also for tools that write them (shaperctl migrate).
+func ValidName(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}

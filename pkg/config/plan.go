@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // Plan is a validated configuration with every default filled in.
@@ -217,7 +218,7 @@ type Interface struct {
 	// Framing is the link's per-packet accounting (keys overhead, mpu,
 	// linklayer): the kernel charges every packet len+overhead bytes, at
 	// least mpu, in 53-byte cells per 48 bytes on ATM. Zero: Ethernet.
-	Framing tbf.Framing
+	Framing psched.Framing
 
 	// TBF only. Burst is the bucket size (0: a default from the rate; else
 	// at least 1514b), Latency bounds queueing (limit = rate*latency +

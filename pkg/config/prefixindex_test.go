@@ -22,10 +22,10 @@ func randomPrefix(r *rand.Rand) netip.Prefix {
 	return p
 }
 
-// CheckUserIndexed finds exactly CheckUser's problems (the overlaps with
+// CheckUserIndexed finds exactly checkUserScan's problems (the overlaps with
 // other users named, in any order) on random plans, also after users are
 // removed from and added to the index one at a time.
-func TestCheckUserIndexedMatchesCheckUser(t *testing.T) {
+func TestCheckUserIndexedMatchesScan(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	sorted := func(err error) []string {
 		if err == nil {
@@ -73,9 +73,9 @@ func TestCheckUserIndexedMatchesCheckUser(t *testing.T) {
 			if k%4 == 0 {
 				u.Name = p.Users[r.IntN(len(p.Users))].Name // a changed user: its own entry is not compared
 			}
-			a, b := sorted(CheckUser(p, u)), sorted(CheckUserIndexed(p, u, want))
+			a, b := sorted(checkUserScan(p, u)), sorted(CheckUserIndexed(p, u, want))
 			if !slices.Equal(a, b) && !hasDuplicates(p.Users) {
-				t.Fatalf("round %d: user %v:\nCheckUser:        %q\nCheckUserIndexed: %q", round, u.Prefixes, a, b)
+				t.Fatalf("round %d: user %v:\ncheckUserScan:    %q\nCheckUserIndexed: %q", round, u.Prefixes, a, b)
 			}
 		}
 	}

@@ -15,7 +15,7 @@ const RuntimeSource = "runtime"
 // address (a /32 or /128) or a CIDR prefix without host bits.
 func ParseAddress(s string) (netip.Prefix, error) { return parseAddress(s) }
 
-// CheckUser checks u, a user added or changed at run time, the way
+// CheckUserIndexed checks u, a user added or changed at run time, the way
 // users.toml's [[user]] entries are checked: the name rule, a known tier,
 // rate and ceil (ceil not below rate), and no address that overlaps
 // another address of u or one of another user of plan (named, with where
@@ -23,28 +23,11 @@ func ParseAddress(s string) (netip.Prefix, error) { return parseAddress(s) }
 // replaces and is not compared. The problems are joined, one a line.
 // Checks that need the whole plan (rates above the bandwidth, prefix
 // lengths the classifier refuses) are the daemon's (daemon.CheckPlan).
-func CheckUser(plan *Plan, u User) error {
-	errs := checkUserOwn(plan, u)
-	for i := range plan.Users {
-		o := &plan.Users[i]
-		if o.Name == u.Name {
-			continue
-		}
-		for _, q := range o.Prefixes {
-			for _, p := range u.Prefixes {
-				if p.Overlaps(q) {
-					errs = append(errs, overlapError(p, u.Name, q, o.Name, o.Source))
-				}
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// CheckUserIndexed is CheckUser with the other users' addresses looked up
-// in idx (which must index plan's users) instead of scanned: its time
-// does not grow with the number of users. The overlaps are listed per
-// address of u, shortest overlapping prefix first.
+//
+// The other users' addresses are looked up in idx (which must index
+// plan's users) instead of scanned: its time does not grow with the
+// number of users. The overlaps are listed per address of u, shortest
+// overlapping prefix first.
 func CheckUserIndexed(plan *Plan, u User, idx *PrefixIndex) error {
 	errs := checkUserOwn(plan, u)
 	for _, p := range u.Prefixes {
@@ -64,11 +47,11 @@ func overlapError(p netip.Prefix, user string, q netip.Prefix, other, source str
 		showPrefix(p), user, showPrefix(q), other, userWhere(&User{Source: source}))
 }
 
-// checkUserOwn is CheckUser's checks of u itself: name, tier, rates and
+// checkUserOwn is CheckUserIndexed's checks of u itself: name, tier, rates and
 // its own addresses.
 func checkUserOwn(plan *Plan, u User) []error {
 	var errs []error
-	if !validName(u.Name) {
+	if !ValidName(u.Name) {
 		errs = append(errs, fmt.Errorf("user name %q is not valid: use %s", u.Name, NameRule))
 	}
 	if tierIndex(plan.Tiers, u.Tier) < 0 {

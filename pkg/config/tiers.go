@@ -23,7 +23,7 @@ func decodeTiers(rt *table) []Tier {
 		if !ok {
 			continue
 		}
-		if !validName(name) {
+		if !ValidName(name) {
 			tt.errf(name, "tier name %q is not valid: use %s", name, NameRule)
 		}
 		tiers = append(tiers, decodeTier(t, name))

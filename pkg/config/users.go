@@ -47,7 +47,7 @@ func decodeUser(t *table, tiers []Tier, nodes map[string]*Node) (u User, at []in
 	u = User{Source: t.f.where(t.path)}
 	t.require("name", "tier", "addresses")
 	if s, ok := t.str("name"); ok {
-		if validName(s) {
+		if ValidName(s) {
 			u.Name = s
 		} else {
 			t.errf("name", "user name %q is not valid: use %s", s, NameRule)

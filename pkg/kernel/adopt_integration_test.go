@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 

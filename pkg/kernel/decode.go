@@ -8,6 +8,7 @@ import (
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // object is one dumped qdisc, class or filter: its tcmsg, kind, raw
@@ -111,8 +112,8 @@ func decodeHTBClass(o object) (model.Class, error) {
 	c.Buffer, c.CBuffer = opt.Buffer, opt.CBuffer
 	c.Quantum = opt.Quantum
 	c.Prio = opt.Prio
-	c.Burst = tbf.Size(tbf.XmitSize(rate, c.Buffer))
-	c.CBurst = tbf.Size(tbf.XmitSize(ceil, c.CBuffer))
+	c.Burst = tbf.Size(psched.XmitSize(rate, c.Buffer))
+	c.CBurst = tbf.Size(psched.XmitSize(ceil, c.CBuffer))
 	return c, nil
 }
 
@@ -183,14 +184,14 @@ func decodeTBF(o object) (*model.TBFParams, error) {
 // loses up to an ATM cell (l2t rounds down, then t2l drops the partial
 // cell), so the result is raised to the largest size the kernel would
 // have dumped as the same ticks.
-func framedSize(f tbf.Framing, rate uint64, ticks uint32) tbf.Size {
+func framedSize(f psched.Framing, rate uint64, ticks uint32) tbf.Size {
 	rc := f.RateConfig(rate)
 	size := rc.MaxSizeFromTicks(ticks)
-	if f == (tbf.Framing{}) || rate == 0 {
+	if f == (psched.Framing{}) || rate == 0 {
 		return tbf.Size(size)
 	}
 	for i := 0; i < 4096 && size < 0xFFFFFFFF; i++ {
-		if tbf.TBFFromBurst(rc, uint32(size+1)).DumpTicks() > ticks {
+		if psched.TBFFromBurst(rc, uint32(size+1)).DumpTicks() > ticks {
 			break
 		}
 		size++

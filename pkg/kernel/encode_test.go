@@ -13,6 +13,7 @@ import (
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // encoded builds a dumped-object view of what an encoder wrote: kind and
@@ -37,7 +38,7 @@ func TestHTBClassRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := model.Class{Handle: model.MakeHandle(1, 0x105), Parent: model.RootClass, Rate: rate, Ceil: 2 * rate,
-			Buffer: buf, CBuffer: buf + 7, Quantum: tbf.Quantum(rate), Prio: 3}
+			Buffer: buf, CBuffer: buf + 7, Quantum: psched.HTBQuantum(rate.BytesPerSecond()), Prio: 3}
 		o := encoded(t, tcwire.Tcmsg{Handle: uint32(in.Handle), Parent: uint32(in.Parent)}, func(a *tcwire.Attrs) { encodeHTBClass(a, &in) })
 		if o.kind != "htb" {
 			t.Fatalf("kind %q", o.kind)

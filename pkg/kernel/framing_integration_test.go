@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // One UDP datagram of a known size through a fresh user class leaves the
@@ -27,7 +28,7 @@ func TestFramingKernelTokens(t *testing.T) {
 	lab, k := labKernel(t, 1)
 	const payload = 100
 	const frame = 14 + 20 + 8 + payload // Ethernet + IPv4 + UDP headers
-	for i, f := range []tbf.Framing{
+	for i, f := range []psched.Framing{
 		{},
 		{Overhead: 34},                      // PPPoE over VDSL
 		{Overhead: 10, MPU: 200, ATM: true}, // mpu above the frame, then ATM cells
@@ -72,16 +73,16 @@ func TestFramingKernelTokens(t *testing.T) {
 		if got.Packets != 1 || got.Bytes != uint64(f.QdiscLen(frame)) {
 			t.Fatalf("%+v: class %s sent %d packets, %d bytes; want 1 of %d", f, cl.Handle, got.Packets, got.Bytes, f.QdiscLen(frame))
 		}
-		predict := func(r tbf.Rate, buffer uint32, fr tbf.Framing) int32 {
-			return int32((int64(buffer)<<tbf.PschedShift - int64(fr.L2T(r.BytesPerSecond(), frame))) >> tbf.PschedShift)
+		predict := func(r tbf.Rate, buffer uint32, fr psched.Framing) int32 {
+			return int32((int64(buffer)<<psched.Shift - int64(fr.L2T(r.BytesPerSecond(), frame))) >> psched.Shift)
 		}
 		wantT, wantC := predict(rate, cl.Buffer, f), predict(ceil, cl.CBuffer, f)
 		t.Logf("%+v: charged %d B: tokens %d ctokens %d (predicted %d %d; without framing %d %d)", f, f.Charged(frame),
-			got.Tokens, got.CTokens, wantT, wantC, predict(rate, cl.Buffer, tbf.Framing{}), predict(ceil, cl.CBuffer, tbf.Framing{}))
+			got.Tokens, got.CTokens, wantT, wantC, predict(rate, cl.Buffer, psched.Framing{}), predict(ceil, cl.CBuffer, psched.Framing{}))
 		if got.Tokens != wantT || got.CTokens != wantC {
 			t.Errorf("%+v: kernel tokens %d ctokens %d, predicted %d %d", f, got.Tokens, got.CTokens, wantT, wantC)
 		}
-		if f != (tbf.Framing{}) && wantT == predict(rate, cl.Buffer, tbf.Framing{}) {
+		if f != (psched.Framing{}) && wantT == predict(rate, cl.Buffer, psched.Framing{}) {
 			t.Errorf("%+v: the prediction does not depend on the framing", f)
 		}
 		// Remove the user so that the next framing starts with a new class.
@@ -121,12 +122,12 @@ func TestFramingThroughput(t *testing.T) {
 	tg := func(overhead int) model.Targets {
 		return model.Targets{
 			Interface: model.InterfaceSpec{Name: netnslab.RouterLANDev, Bandwidth: 100 * tbf.Mbit,
-				Framing: tbf.Framing{Overhead: overhead}},
+				Framing: psched.Framing{Overhead: overhead}},
 			Users: []model.UserTarget{user("alice", "t", lab.Users4[0], rate, rate)},
 		}
 	}
 	want0 := goodput(rate, false)
-	factor := tbf.Framing{Overhead: 100}.Goodput(1514)
+	factor := psched.Framing{Overhead: 100}.Goodput(1514)
 	want100 := want0 * factor
 	flow := netnslab.Flow{User: lab.Users4[0], Dir: netnslab.Download}
 
@@ -158,12 +159,12 @@ func noOffloads(t *testing.T, ns *netnslab.NS, dev string) {
 // kernel's TBF bucket is l2t(burst) at the framing), and a second
 // reconcile changes nothing.
 func TestFramingReconcileStable(t *testing.T) {
-	for _, f := range []tbf.Framing{{Overhead: 34, MPU: 64, ATM: true}, {Overhead: -4, MPU: 64}} {
+	for _, f := range []psched.Framing{{Overhead: 34, MPU: 64, ATM: true}, {Overhead: -4, MPU: 64}} {
 		t.Run(fmt.Sprint(f.Overhead), func(t *testing.T) { framingReconcileStable(t, f) })
 	}
 }
 
-func framingReconcileStable(t *testing.T, f tbf.Framing) {
+func framingReconcileStable(t *testing.T, f psched.Framing) {
 	lab, k := labKernel(t, 1)
 	for _, spec := range []model.InterfaceSpec{
 		{Name: netnslab.RouterWANDev, Shaper: model.ShaperTBF, Bandwidth: 50 * tbf.Mbit, PeakRate: 100 * tbf.Mbit, MTU: 1514, Framing: f},
@@ -234,7 +235,7 @@ func TestFramingRatespecsMatchTc(t *testing.T) {
 	peer := netnslab.NewNS(t, "tcrs2")
 	netnslab.Veth(t, ns, "e0", peer, "e1")
 	ns.MustRun("tc", "qdisc", "add", "dev", "e0", "root", "handle", "1:", "htb")
-	f := tbf.Framing{Overhead: 34, MPU: 64, ATM: true}
+	f := psched.Framing{Overhead: 34, MPU: 64, ATM: true}
 	parms := func(b []byte, typ uint16) []byte {
 		var opts, p []byte
 		_ = tcwire.EachAttr(b, func(ty uint16, v []byte) {

@@ -8,6 +8,7 @@ import (
 	"github.com/shaperd/shaperd/pkg/kernel/internal/tcwire"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // wantRatespec is struct tc_ratespec written field by field.
@@ -36,12 +37,12 @@ func optionAttr(t *testing.T, options []byte, typ uint16) []byte {
 
 func TestHTBClassFramingBytes(t *testing.T) {
 	for _, tt := range []struct {
-		f         tbf.Framing
+		f         psched.Framing
 		linklayer uint8
 	}{
-		{tbf.Framing{}, 1},
-		{tbf.Framing{Overhead: 34}, 1},                     // PPPoE over VDSL
-		{tbf.Framing{Overhead: 44, MPU: 96, ATM: true}, 2}, // PPPoA/LLC over ADSL
+		{psched.Framing{}, 1},
+		{psched.Framing{Overhead: 34}, 1},                     // PPPoE over VDSL
+		{psched.Framing{Overhead: 44, MPU: 96, ATM: true}, 2}, // PPPoA/LLC over ADSL
 	} {
 		c := model.Class{Handle: model.MakeHandle(1, 0x100), Parent: model.RootClass,
 			Rate: 10 * tbf.Mbit, Ceil: 20 * tbf.Mbit, Buffer: 1000, CBuffer: 1000, Quantum: 12500, Framing: tt.f}
@@ -71,7 +72,7 @@ func TestHTBClassFramingBytes(t *testing.T) {
 }
 
 func TestTBFFramingBytes(t *testing.T) {
-	f := tbf.Framing{Overhead: 34, MPU: 64}
+	f := psched.Framing{Overhead: 34, MPU: 64}
 	in := model.TBFParams{Rate: 10 * tbf.Mbit, Burst: 16000, Limit: 80000, PeakRate: 50 * tbf.Mbit, MTU: 1514, Framing: f}
 	o := encoded(t, tcwire.Tcmsg{}, func(a *tcwire.Attrs) {
 		if err := encodeTBFQdisc(a, &in); err != nil {
@@ -86,10 +87,10 @@ func TestTBFFramingBytes(t *testing.T) {
 	// The kernel dumps buffer = l2t(burst) at the framing: decoding such a
 	// dump gives back the burst that was set.
 	rc := f.RateConfig(in.Rate.BytesPerSecond())
-	ticks := tbf.TBFFromBurst(rc, 16000).DumpTicks()
+	ticks := psched.TBFFromBurst(rc, 16000).DumpTicks()
 	binary.NativeEndian.PutUint32(parms[28:], ticks)
 	prc := f.RateConfig(in.PeakRate.BytesPerSecond())
-	binary.NativeEndian.PutUint32(parms[32:], tbf.TBFFromBurst(prc, 1514).DumpTicks())
+	binary.NativeEndian.PutUint32(parms[32:], psched.TBFFromBurst(prc, 1514).DumpTicks())
 	out, err := decodeTBF(o)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 

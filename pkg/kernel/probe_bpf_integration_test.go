@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 )
 
 // TestProbeBPF: as root the probe succeeds (maps, program, a cls_bpf

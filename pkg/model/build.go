@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // Defaults and limits Build applies.
@@ -42,7 +43,7 @@ func DefaultClassRate(bandwidth tbf.Rate) tbf.Rate {
 // per user (minors FirstUserMinor..LastUserMinor) under its tier's class if
 // the tier has a TierTarget, else under 1:1; one filter per user prefix
 // (masked to its prefix length) pointing to the user's class. Every class
-// has an explicit quantum (tbf.Quantum of its rate), Burst/CBurst (given,
+// has an explicit quantum (psched.HTBQuantum of its rate), Burst/CBurst (given,
 // else tbf.RecommendedBurst of rate/ceil; a tier's Burst serves as both)
 // and the Buffer/CBuffer ticks the kernel holds (tbf.BufferTicks). User
 // classes and the default class get the interface's Leaf qdisc; a pfifo leaf
@@ -232,7 +233,7 @@ func makeClass(s classSpec, leaf *LeafQdisc, labels Labels) (Class, error) {
 		Rate: s.rate, Ceil: s.ceil,
 		Burst: s.burst, CBurst: s.cburst,
 		Buffer: buf, CBuffer: cbuf,
-		Quantum: tbf.Quantum(s.rate),
+		Quantum: psched.HTBQuantum(s.rate.BytesPerSecond()),
 		Prio:    s.prio,
 		Leaf:    leaf,
 		Labels:  labels,

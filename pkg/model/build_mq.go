@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // buildMQ builds per-queue trees (spec.Queues > 1): an mq root and, per
@@ -236,7 +237,7 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 // (tiers, from tierClasses, each with its share in split), with the tier
 // minors of ids (the queue's Assignment): the classes a queue's share of
 // the split sets. The root class comes first.
-func splitClasses(q int, qt QueueTarget, tiers []Class, split map[string][]QueueTarget, ids *Assignment, rs tbf.Framing) ([]Class, error) {
+func splitClasses(q int, qt QueueTarget, tiers []Class, split map[string][]QueueTarget, ids *Assignment, rs psched.Framing) ([]Class, error) {
 	major := QueueHandle(q).Major()
 	root, err := makeClass(classSpec{rate: qt.Rate, ceil: qt.Ceil}, nil, Labels{Kind: "root"})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 func TestBuildHTBWithoutTiers(t *testing.T) {
@@ -98,8 +99,8 @@ func TestBuildHTBWithTierAggregates(t *testing.T) {
 	if gold.Burst != 1<<20 || gold.CBurst != 1<<20 || gold.Rate != 300*tbf.Mbit || gold.Ceil != 500*tbf.Mbit {
 		t.Errorf("gold rate %s ceil %s burst %d cburst %d", gold.Rate, gold.Ceil, gold.Burst, gold.CBurst)
 	}
-	if gold.Quantum != tbf.HTBQuantumMax {
-		t.Errorf("gold quantum %d, want the clamp %d", gold.Quantum, tbf.HTBQuantumMax)
+	if gold.Quantum != psched.HTBQuantumMax {
+		t.Errorf("gold quantum %d, want the clamp %d", gold.Quantum, psched.HTBQuantumMax)
 	}
 	if a := classOfUser(t, tree, "alice"); a.Parent != gold.Handle {
 		t.Errorf("alice under %s, want gold's %s", a.Parent, gold.Handle)

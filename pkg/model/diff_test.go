@@ -8,6 +8,7 @@ import (
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/model/modeltest"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // base is a small HTB egress setup: tier gold with an aggregate, users
@@ -312,8 +313,8 @@ func TestDiffUnknownActualRootIsReplaced(t *testing.T) {
 func TestTBFBurstRebuiltFromTicksIsEqual(t *testing.T) {
 	for _, rate := range []tbf.Rate{10 * tbf.Mbit, 37 * tbf.Mbit, 50 * tbf.Mbit, 1 * tbf.Gbit} {
 		for _, burst := range []tbf.Size{1514, 37449, 262144} {
-			rc := tbf.NewRateConfig(rate.BytesPerSecond(), 0, 0)
-			ticks := tbf.TBFFromBurst(rc, uint32(burst)).DumpTicks()
+			rc := psched.NewRateConfig(rate.BytesPerSecond(), 0, 0)
+			ticks := psched.TBFFromBurst(rc, uint32(burst)).DumpTicks()
 			rebuilt := tbf.BurstFromTicks(rate, ticks)
 			a := model.TBFParams{Rate: rate, Burst: rebuilt, Limit: 100000}
 			w := model.TBFParams{Rate: rate, Burst: burst, Limit: 100000}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // ClassParamsEqual reports whether the kernel holds the same parameters for
@@ -89,7 +90,7 @@ func sameQdisc(a, b Qdisc) bool { return a.Kind == b.Kind && a.Handle == b.Handl
 // psched ticks at their rates (what the kernel dumps; it does not report
 // bytes). Two bursts are equal when those tick counts differ by at most one,
 // so a burst that pkg/kernel reconstructs from the dumped ticks (with
-// tbf.XmitSize or tbf.BurstFromTicks) equals the burst it was set from.
+// psched.XmitSize or tbf.BurstFromTicks) equals the burst it was set from.
 func TBFParamsEqual(a, b TBFParams) bool {
 	if a.Rate.BytesPerSecond() != b.Rate.BytesPerSecond() ||
 		a.PeakRate.BytesPerSecond() != b.PeakRate.BytesPerSecond() || a.Limit != b.Limit ||
@@ -106,7 +107,7 @@ func TBFParamsEqual(a, b TBFParams) bool {
 // can be a byte short of the one that was set.
 // The kernel computes the bucket with the link's framing (l2t of the burst
 // includes the overhead), so the ticks are compared at that framing.
-func bucketEqual(rate tbf.Rate, f tbf.Framing, x, y tbf.Size) bool {
+func bucketEqual(rate tbf.Rate, f psched.Framing, x, y tbf.Size) bool {
 	if x == y {
 		return true
 	}
@@ -114,11 +115,11 @@ func bucketEqual(rate tbf.Rate, f tbf.Framing, x, y tbf.Size) bool {
 		return false
 	}
 	rc := f.RateConfig(rate.BytesPerSecond())
-	tx := int64(tbf.TBFFromBurst(rc, uint32(x)).DumpTicks())
-	ty := int64(tbf.TBFFromBurst(rc, uint32(y)).DumpTicks())
+	tx := int64(psched.TBFFromBurst(rc, uint32(x)).DumpTicks())
+	ty := int64(psched.TBFFromBurst(rc, uint32(y)).DumpTicks())
 	d := tx - ty
 	// One byte at rate lasts 1e9/bytesPerSecond ns = that / 64 ticks.
-	tol := int64(1e9/float64(rate.BytesPerSecond())/float64(tbf.TickNS)) + 1
+	tol := int64(1e9/float64(rate.BytesPerSecond())/float64(psched.TickNS)) + 1
 	return d >= -tol && d <= tol
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 func TestLeafEqual(t *testing.T) {
@@ -60,10 +61,10 @@ func TestClassParamsEqualComparesBytesPerSecond(t *testing.T) {
 func TestTBFBurstComparedInKernelTicks(t *testing.T) {
 	rate := 10 * tbf.Gbit // 1.25e9 B/s: one tick is 80 bytes
 	w := model.TBFParams{Rate: rate, Burst: 6250000, Limit: 1 << 20}
-	rc := tbf.NewRateConfig(rate.BytesPerSecond(), 0, 0)
-	ticks := tbf.TBFFromBurst(rc, uint32(w.Burst)).DumpTicks()
+	rc := psched.NewRateConfig(rate.BytesPerSecond(), 0, 0)
+	ticks := psched.TBFFromBurst(rc, uint32(w.Burst)).DumpTicks()
 	// What pkg/kernel reads back from the dumped ticks, by either formula.
-	for _, back := range []tbf.Size{tbf.Size(tbf.XmitSize(rate.BytesPerSecond(), ticks)), tbf.BurstFromTicks(rate, ticks)} {
+	for _, back := range []tbf.Size{tbf.Size(psched.XmitSize(rate.BytesPerSecond(), ticks)), tbf.BurstFromTicks(rate, ticks)} {
 		a := w
 		a.Burst = back
 		if !model.TBFParamsEqual(a, w) {

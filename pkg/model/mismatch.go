@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // Mismatches describes, in words, every parameter in which actual differs
@@ -179,7 +180,7 @@ func classParamMismatches(a, w Class) []string {
 
 // ticksBytes is the burst that ticks allow at rate, as tc prints it.
 func ticksBytes(rate tbf.Rate, ticks uint32) tbf.Size {
-	return tbf.Size(tbf.XmitSize(rate.BytesPerSecond(), ticks))
+	return tbf.Size(psched.XmitSize(rate.BytesPerSecond(), ticks))
 }
 
 // leafText formats a leaf as tc's options read: "fq_codel limit 1000 target 5ms".
@@ -226,7 +227,7 @@ func labelText(l Labels) string {
 }
 
 // framingText formats a link framing as tc prints it: "overhead 34 mpu 64 linklayer atm".
-func framingText(f tbf.Framing) string {
+func framingText(f psched.Framing) string {
 	ll := "ethernet"
 	if f.ATM {
 		ll = "atm"

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // Targets is what one interface should look like now: the interface's
@@ -57,7 +58,7 @@ type InterfaceSpec struct {
 	MTU      tbf.Size
 	// Framing is the link's per-packet accounting (overhead, mpu, ATM),
 	// given to every class (HTB) or the TBF's rates.
-	Framing tbf.Framing
+	Framing psched.Framing
 	// Queues > 1 builds one HTB tree per transmit queue under an mq root
 	// (see ShaperMQ); 0 and 1 build the single tree.
 	Queues int

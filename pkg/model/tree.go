@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // Handle is a tc handle or class id, major:minor (16 bits each), as tc prints "1:a".
@@ -133,7 +134,7 @@ type Qdisc struct {
 	TBF *TBFParams
 	// SizeOverhead is the overhead of the qdisc's size table (TCA_STAB,
 	// no table): a negative link overhead, which the rate specs cannot
-	// carry (tbf.Framing.SizeTableOverhead); 0: no size table.
+	// carry (psched.Framing.SizeTableOverhead); 0: no size table.
 	SizeOverhead int32
 	// Stats are filled in actual trees.
 	Stats *Stats
@@ -144,7 +145,7 @@ type TBFParams struct {
 	Rate tbf.Rate
 	// Burst is the bucket size in bytes; also the largest packet (max_size).
 	// The kernel dumps only the bucket in ticks: pkg/kernel reconstructs
-	// Burst (tbf.XmitSize or tbf.BurstFromTicks), and TBFParamsEqual
+	// Burst (psched.XmitSize or tbf.BurstFromTicks), and TBFParamsEqual
 	// compares bursts (and MTUs) as dumped ticks, within one tick.
 	Burst tbf.Size
 	Limit tbf.Size // bytes queued before dropping (from latency)
@@ -152,8 +153,8 @@ type TBFParams struct {
 	PeakRate tbf.Rate
 	MTU      tbf.Size
 	// Framing is the link's per-packet overhead, mpu and link layer, sent
-	// in both rate specs (its rate-spec part, tbf.Framing.RateSpec).
-	Framing tbf.Framing
+	// in both rate specs (its rate-spec part, psched.Framing.RateSpec).
+	Framing psched.Framing
 }
 
 // Class is one HTB class.
@@ -173,8 +174,8 @@ type Class struct {
 	Prio            uint32
 	// Framing is the link's per-packet overhead, mpu and link layer, sent
 	// in the rate and ceil rate specs (its rate-spec part,
-	// tbf.Framing.RateSpec; a negative overhead is the root's SizeOverhead).
-	Framing tbf.Framing
+	// psched.Framing.RateSpec; a negative overhead is the root's SizeOverhead).
+	Framing psched.Framing
 	// Leaf is the qdisc under a leaf class; nil leaves the kernel default.
 	// Convention for actual (dumped) trees: a class whose leaf is the
 	// kernel's default (the pfifo HTB creates itself, without a handle of

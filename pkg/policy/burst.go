@@ -6,6 +6,7 @@ import (
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // Burst rules for ramp steps.
@@ -60,7 +61,7 @@ func SmoothCap(burst tbf.Size, rate tbf.Rate, window time.Duration) tbf.Size {
 	if window <= 0 {
 		return burst
 	}
-	c := max(mulDiv(rate.BytesPerSecond(), uint64(window), tbf.NanosPerSecond), model.MaxFrame)
+	c := max(mulDiv(rate.BytesPerSecond(), uint64(window), psched.NanosPerSecond), model.MaxFrame)
 	return min(burst, c)
 }
 
@@ -121,60 +122,4 @@ func (b *TBFBudget) Due(stepsLeft int, sinceLast, interval time.Duration) bool {
 	}
 	stride := (stepsLeft + affordable - 1) / affordable
 	return sinceLast >= time.Duration(stride)*interval-interval/2
-}
-
-// PredictTBF replays the kernel's TBF rate bucket (tbf.TBFDequeue with the
-// kernel's L2T) for a sender that always has pkt-byte packets queued, from a
-// change (tokens = buffer, the bucket full) for d, at rate with burst
-// (TCA_TBF_BURST: buffer = L2T(burst)). It returns the bytes that leave in
-// [0, d]: at most burst + rate*d, up to one packet of rounding.
-func PredictTBF(rate tbf.Rate, burst tbf.Size, d time.Duration, pkt int) uint64 {
-	rc := tbf.NewRateConfig(rate.BytesPerSecond(), 0, 0)
-	buf := tbf.TBFFromBurst(rc, uint32(min(burst, tbf.Size(^uint32(0)))))
-	cost := int64(rc.L2T(pkt))
-	if uint64(pkt) > buf.MaxSize || cost <= 0 {
-		return 0 // dropped as oversize (or a degenerate rate)
-	}
-	var now, tc int64
-	tokens, end := buf.BufferNS, d.Nanoseconds()
-	var sent uint64
-	for now <= end {
-		toks, ok := tbf.TBFDequeue(tokens, buf.BufferNS, now-tc, cost)
-		if !ok {
-			now += -toks // the watchdog fires when the deficit is repaid
-			continue
-		}
-		tokens, tc = toks, now
-		sent += uint64(pkt)
-	}
-	return sent
-}
-
-// PredictHTB replays one HTB leaf's rate bucket (tbf.HTBAccount) for a
-// sender that always has pkt-byte packets queued, starting with tokensNS
-// (HTB keeps them across a change), at rate with burst, for d, without
-// borrowing (ceil = rate). It returns the bytes sent and the tokens left.
-func PredictHTB(rate tbf.Rate, burst tbf.Size, tokensNS int64, d time.Duration, pkt int) (sent uint64, tokensLeft int64) {
-	rc := tbf.NewRateConfig(rate.BytesPerSecond(), 0, 0)
-	ticks, err := tbf.BufferTicks(rate, burst)
-	if err != nil {
-		return 0, tokensNS
-	}
-	buffer := tbf.TicksToNS(ticks)
-	cost := int64(rc.L2T(pkt))
-	tokens := min(tokensNS, buffer)
-	var now, tc int64
-	end := d.Nanoseconds()
-	for now <= end {
-		if mode, wait := tbf.HTBClassMode(tokens, tokens, now-tc); mode != tbf.HTBCanSend {
-			now += max(wait, 1)
-			continue
-		}
-		tokens = tbf.HTBAccount(tokens, buffer, now-tc, cost)
-		tc = now
-		sent += uint64(pkt)
-	}
-	// Bring the tokens up to the end of the window, as the next charge would.
-	tokens = min(tokens+end-tc, buffer)
-	return sent, tokens
 }

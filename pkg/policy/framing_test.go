@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/model"
-	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // The interface's overhead, mpu and link layer reach every class of the
@@ -28,7 +28,7 @@ tier = "gold"
 addresses = ["198.18.1.10"]
 `)
 	r := Evaluate(p, Overrides{}, nil, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
-	want := tbf.Framing{Overhead: 34, MPU: 64, ATM: true}
+	want := psched.Framing{Overhead: 34, MPU: 64, ATM: true}
 	if got := r.Interfaces[0].Targets.Interface.Framing; got != want {
 		t.Fatalf("targets framing %+v, want %+v", got, want)
 	}
@@ -56,7 +56,7 @@ addresses = ["198.18.1.10"]
 		t.Errorf("size table overhead %d, want -4", tree.Root.SizeOverhead)
 	}
 	for _, c := range tree.Classes {
-		if c.Framing != (tbf.Framing{MPU: 64, ATM: true}) {
+		if c.Framing != (psched.Framing{MPU: 64, ATM: true}) {
 			t.Errorf("class %s framing %+v with a negative overhead", c.Handle, c.Framing)
 		}
 	}

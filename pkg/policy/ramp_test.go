@@ -8,6 +8,7 @@ import (
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // rampFixture drives Evaluate and a Ramper on the base plan with a fake
@@ -173,14 +174,14 @@ func TestRampHTBDecreaseCap(t *testing.T) {
 		// bucket at the previous step's buffer: replay 10 ms at the new
 		// step with those tokens kept.
 		pt, _ := tbf.BufferTicks(prev.Rate, prev.Burst)
-		sent, _ := PredictHTB(u.Rate, u.Burst, tbf.TicksToNS(pt), 10*time.Millisecond, pkt)
+		sent, _ := predictHTB(u.Rate, u.Burst, psched.TicksToNS(pt), 10*time.Millisecond, pkt)
 		bound := uint64(u.Burst) + u.Rate.BytesPerSecond()/100 + pkt
 		if sent > bound {
 			t.Errorf("step %d: %d bytes in 10ms, bound %d", k, sent, bound)
 		}
 		// At the first cut, without the cap the tokens kept from the 1mb
 		// buffer would release far more.
-		unc, _ := PredictHTB(u.Rate, StepBurst(u.Rate, tbf.Mebibyte, mbit(10)), tbf.TicksToNS(pt), 10*time.Millisecond, pkt)
+		unc, _ := predictHTB(u.Rate, StepBurst(u.Rate, tbf.Mebibyte, mbit(10)), psched.TicksToNS(pt), 10*time.Millisecond, pkt)
 		if k == 1 && unc <= bound {
 			t.Errorf("step %d: uncapped %d bytes: the cap made no difference", k, unc)
 		}
@@ -277,7 +278,7 @@ func TestTBFRampBudget(t *testing.T) {
 					end = segs[i+1].at
 				}
 				d := end.Sub(s.at)
-				sent += PredictTBF(s.rate, s.burst, d, pkt) // the first segment: the bucket may be full already
+				sent += predictTBF(s.rate, s.burst, d, pkt) // the first segment: the bucket may be full already
 				rateBytes += s.rate.BytesPerSecond() * uint64(d) / uint64(time.Second)
 			}
 			// At most the rate, one target burst for the intermediate steps,
@@ -298,7 +299,7 @@ func TestTBFRampBudget(t *testing.T) {
 				if i > 0 {
 					b = StepBurst(s.rate, 0, c.to)
 				}
-				naiveSent += PredictTBF(s.rate, b, end.Sub(s.at), pkt)
+				naiveSent += predictTBF(s.rate, b, end.Sub(s.at), pkt)
 			}
 			if naiveSent <= bound {
 				t.Errorf("default per-step bursts would also fit (%d <= %d): the test proves nothing", naiveSent, bound)
@@ -307,20 +308,20 @@ func TestTBFRampBudget(t *testing.T) {
 	}
 }
 
-// PredictTBF agrees with the closed form: a full bucket plus the rate.
+// predictTBF agrees with the closed form: a full bucket plus the rate.
 func TestPredictTBF(t *testing.T) {
 	for _, c := range []struct {
 		rate  tbf.Rate
 		burst tbf.Size
 		d     time.Duration
 	}{{mbit(100), 62500, time.Second}, {mbit(10), 15140, 100 * time.Millisecond}, {tbf.Gbit, 625000, 10 * time.Millisecond}} {
-		got := PredictTBF(c.rate, c.burst, c.d, 1514)
+		got := predictTBF(c.rate, c.burst, c.d, 1514)
 		ideal := uint64(c.burst) + c.rate.BytesPerSecond()*uint64(c.d)/uint64(time.Second)
 		if got > ideal+1514 || got+2*1514 < ideal {
 			t.Errorf("%s burst %s for %s: %d bytes, ideal %d", c.rate, c.burst, c.d, got, ideal)
 		}
 	}
-	if got := PredictTBF(mbit(10), 1000, time.Second, 1514); got != 0 {
+	if got := predictTBF(mbit(10), 1000, time.Second, 1514); got != 0 {
 		t.Errorf("oversize packets sent: %d", got)
 	}
 }

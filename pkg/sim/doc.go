@@ -23,7 +23,7 @@
 //     feed tree so that every active leaf below the lender gets one quantum
 //     per round, so the share is flat over leaves, not divided per subtree.
 //   - A class without an explicit quantum gets the kernel default
-//     rate/r2q (r2q 10) clamped to 1000..200000 bytes (tbf.Quantum).
+//     rate/r2q (r2q 10) clamped to 1000..200000 bytes (psched.HTBQuantum).
 //   - DRR ends a class's turn only after the packet that overdraws its
 //     deficit, so a class sends max(quantum, packet) bytes per round;
 //     Options.PacketSize says how big the dequeued packets are (GSO/GRO

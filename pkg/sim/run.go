@@ -8,6 +8,7 @@ import (
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // DefaultWindow is the length of the windows Run reports: 100 ms.
@@ -182,7 +183,7 @@ func run(t *model.Tree, o RunOptions, newHTB func(*model.Tree) (engine, error)) 
 		end: int64(o.Duration), nwin: int((o.Duration + o.Window - 1) / o.Window),
 	}
 	if o.Link > 0 {
-		r.linkNS = int64(tbf.NewRateConfig(o.Link.BytesPerSecond(), 0, 0).L2T(int(o.PacketSize)))
+		r.linkNS = int64(psched.NewRateConfig(o.Link.BytesPerSecond(), 0, 0).L2T(int(o.PacketSize)))
 	}
 	r.srcs = make([]source, e.sources())
 	for i := range r.srcs {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // pclass is one HTB class in a packet-level run: its kernel state (tokens
@@ -20,8 +21,8 @@ type pclass struct {
 	level   int
 	prio    int
 	quantum int64
-	rate    tbf.RateConfig
-	ceil    tbf.RateConfig
+	rate    psched.RateConfig
+	ceil    psched.RateConfig
 	buffer  int64 // ns
 	cbuffer int64 // ns
 	tokens  int64 // ns
@@ -117,8 +118,8 @@ func (e *htbState) set(i int, c model.Class) error {
 	if q == 0 {
 		q = kernelQuantum(&c)
 	}
-	n.rate = tbf.NewRateConfig(c.Rate.BytesPerSecond(), 0, 0)
-	n.ceil = tbf.NewRateConfig(ceil.BytesPerSecond(), 0, 0)
+	n.rate = psched.NewRateConfig(c.Rate.BytesPerSecond(), 0, 0)
+	n.ceil = psched.NewRateConfig(ceil.BytesPerSecond(), 0, 0)
 	n.buffer, n.cbuffer, n.quantum = buf, cbuf, int64(q)
 	n.prio = int(min(c.Prio, htbMaxDepth-1))
 	return nil
@@ -137,7 +138,7 @@ func bucketNS(rate tbf.Rate, burst tbf.Size, ticks uint32) (int64, error) {
 		}
 		ticks = t
 	}
-	return tbf.TicksToNS(ticks), nil
+	return psched.TicksToNS(ticks), nil
 }
 
 func (e *htbState) sources() int  { return len(e.leaves) }
@@ -168,10 +169,10 @@ func (e *htbState) setAll(t *model.Tree) error {
 
 // mode is htb_class_mode at now, with diff capped at the 60 s mbuffer. It
 // also returns the ns until the mode changes by itself (0: never).
-func (e *htbState) mode(i int, now int64) (tbf.HTBMode, int64) {
+func (e *htbState) mode(i int, now int64) (psched.HTBMode, int64) {
 	n := &e.cls[i]
-	diff := min(now-n.tc, tbf.HTBMaxBufferNS)
-	return tbf.HTBClassMode(n.tokens, n.ctokens, diff)
+	diff := min(now-n.tc, psched.HTBMaxBufferNS)
+	return psched.HTBClassMode(n.tokens, n.ctokens, diff)
 }
 
 // drr takes one packet from leaf pick at level in its DRR round: it
@@ -195,13 +196,13 @@ func (e *htbState) charge(leaf, level int, pkt, now int64) {
 	e.chain = e.chain[:0]
 	for i := leaf; i >= 0; i = e.cls[i].parent {
 		n := &e.cls[i]
-		diff := min(now-n.tc, tbf.HTBMaxBufferNS)
+		diff := min(now-n.tc, psched.HTBMaxBufferNS)
 		if n.level >= level {
-			n.tokens = tbf.HTBAccount(n.tokens, n.buffer, diff, int64(n.rate.L2T(int(pkt))))
+			n.tokens = psched.HTBTokens(n.tokens, n.buffer, diff, int64(n.rate.L2T(int(pkt))))
 		} else {
 			n.tokens += diff
 		}
-		n.ctokens = tbf.HTBAccount(n.ctokens, n.cbuffer, diff, int64(n.ceil.L2T(int(pkt))))
+		n.ctokens = psched.HTBTokens(n.ctokens, n.cbuffer, diff, int64(n.ceil.L2T(int(pkt))))
 		n.tc = now
 		e.chain = append(e.chain, i)
 	}
@@ -228,9 +229,9 @@ func (e *htbState) series(bytes [][]uint64) []ClassSeries {
 // independent of the number of classes except for the bit scans.
 type htbEngine struct {
 	*htbState
-	busy  []bool        // per queue: backlogged
-	modes []tbf.HTBMode // cached mode per class
-	wait  waitQueue     // classes whose mode changes by itself
+	busy  []bool           // per queue: backlogged
+	modes []psched.HTBMode // cached mode per class
+	wait  waitQueue        // classes whose mode changes by itself
 	row0  [htbMaxDepth]leafSet
 	feeds [][htbMaxDepth]leafSet // per class (inner classes only)
 	where []*leafSet             // per queue: the set it is in, nil none
@@ -245,7 +246,7 @@ func newHTBEngine(t *model.Tree) (*htbEngine, error) {
 		return nil, err
 	}
 	nl := len(s.leaves)
-	e := &htbEngine{htbState: s, busy: make([]bool, nl), modes: make([]tbf.HTBMode, len(s.cls)),
+	e := &htbEngine{htbState: s, busy: make([]bool, nl), modes: make([]psched.HTBMode, len(s.cls)),
 		feeds: make([][htbMaxDepth]leafSet, len(s.cls)), where: make([]*leafSet, nl), ptr: map[[2]int]int{}}
 	e.wait.init(len(s.cls))
 	for p := range e.row0 {
@@ -290,9 +291,9 @@ func (e *htbEngine) place(q int) {
 	var want *leafSet
 	if e.busy[q] {
 		switch e.modes[i] {
-		case tbf.HTBCanSend:
+		case psched.HTBCanSend:
 			want = &e.row0[n.prio]
-		case tbf.HTBMayBorrow:
+		case psched.HTBMayBorrow:
 			if n.parent >= 0 {
 				want = &e.feeds[n.parent][n.prio]
 			}
@@ -332,7 +333,7 @@ func (e *htbEngine) has(x, p int) bool {
 		return true
 	}
 	for _, y := range e.cls[x].inner {
-		if e.modes[y] == tbf.HTBMayBorrow && e.has(y, p) {
+		if e.modes[y] == psched.HTBMayBorrow && e.has(y, p) {
 			return true
 		}
 	}
@@ -345,7 +346,7 @@ func (e *htbEngine) collect(x, p int) {
 		e.reach = append(e.reach, &e.feeds[x][p])
 	}
 	for _, y := range e.cls[x].inner {
-		if e.modes[y] == tbf.HTBMayBorrow {
+		if e.modes[y] == psched.HTBMayBorrow {
 			e.collect(y, p)
 		}
 	}
@@ -365,7 +366,7 @@ func (e *htbEngine) dequeue(now, pkt int64) (int, []int, int64) {
 	for l := 1; level < 0 && l < htbMaxDepth; l++ {
 		best := htbMaxDepth
 		for _, x := range e.byLvl[l] {
-			if e.modes[x] != tbf.HTBCanSend {
+			if e.modes[x] != psched.HTBCanSend {
 				continue
 			}
 			for p := 0; p < best; p++ {

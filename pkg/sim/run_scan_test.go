@@ -10,6 +10,7 @@ import (
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // scanEngine is the reference HTB dequeue the incremental htbEngine must
@@ -41,9 +42,9 @@ func (e *scanEngine) change(t *model.Tree, _ int64) error { return e.setAll(t) }
 func (e *scanEngine) lender(leaf int, now int64) (level, by int) {
 	for i := leaf; i >= 0; i = e.cls[i].parent {
 		switch m, _ := e.mode(i, now); m {
-		case tbf.HTBCanSend:
+		case psched.HTBCanSend:
 			return e.cls[i].level, i
-		case tbf.HTBCantSend:
+		case psched.HTBCantSend:
 			return -1, -1
 		}
 	}

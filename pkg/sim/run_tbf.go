@@ -6,14 +6,15 @@ import (
 
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // tbfEngine is sch_tbf's dequeue: one FIFO behind a token bucket (and an
 // optional peak-rate bucket), tokens in ns of transmission at the rate.
 type tbfEngine struct {
 	root    model.Qdisc
-	rate    tbf.RateConfig
-	peak    tbf.RateConfig
+	rate    psched.RateConfig
+	peak    psched.RateConfig
 	hasPeak bool
 	buffer  int64 // ns
 	mtu     int64 // ns of the peak bucket
@@ -46,17 +47,17 @@ func (e *tbfEngine) change(t *model.Tree, _ int64) error {
 	}
 	p := t.Root.TBF
 	if p.Rate.BytesPerSecond() == 0 {
-		return fmt.Errorf("tbf rate %s: %w", p.Rate, tbf.ErrZeroByteRate)
+		return fmt.Errorf("tbf rate %s: %w", p.Rate, psched.ErrZeroByteRate)
 	}
 	burst := p.Burst
 	if burst == 0 {
 		burst = tbf.RecommendedBurst(p.Rate)
 	}
-	e.rate = tbf.NewRateConfig(p.Rate.BytesPerSecond(), 0, 0)
-	e.buffer = tbf.TBFFromBurst(e.rate, uint32(burst)).BufferNS
+	e.rate = psched.NewRateConfig(p.Rate.BytesPerSecond(), 0, 0)
+	e.buffer = psched.TBFFromBurst(e.rate, uint32(burst)).BufferNS
 	e.hasPeak = p.PeakRate != 0 && p.MTU != 0
 	if e.hasPeak {
-		e.peak = tbf.NewRateConfig(p.PeakRate.BytesPerSecond(), 0, 0)
+		e.peak = psched.NewRateConfig(p.PeakRate.BytesPerSecond(), 0, 0)
 		e.mtu = int64(e.peak.L2T(int(p.MTU)))
 	}
 	e.tokens, e.ptokens = e.buffer, e.mtu
@@ -71,7 +72,7 @@ func (e *tbfEngine) dequeue(now, pkt int64) (int, []int, int64) {
 		return -1, nil, math.MaxInt64
 	}
 	elapsed := now - e.tc
-	toks, ok := tbf.TBFDequeue(e.tokens, e.buffer, elapsed, int64(e.rate.L2T(int(pkt))))
+	toks, ok := psched.TBFTokens(e.tokens, e.buffer, elapsed, int64(e.rate.L2T(int(pkt))))
 	ptoks := int64(0)
 	if e.hasPeak {
 		// The peak bucket gains the elapsed time capped at the rate

@@ -356,7 +356,7 @@ func TestPacketSizeWeighsDRR(t *testing.T) {
 // The root's spare is shared flat over the borrowing leaves (one quantum
 // per leaf per round), not per subtree: three users under a tier aggregate
 // and one user beside it split 28mbit 7/7/7/7 (the kernel agrees, see
-// internal/simlab).
+// internal/lab/simlab).
 func TestFlatShareAcrossSubtrees(t *testing.T) {
 	tree := htbTree(
 		cls{minor: 1, rate: 60, ceil: 60},
@@ -406,7 +406,7 @@ func TestShortBurst(t *testing.T) {
 
 // Aggregates lend on their own rates without asking the root: two 20mbit
 // aggregates under a 30mbit root pass 40mbit (the kernel agrees, see
-// internal/simlab).
+// internal/lab/simlab).
 func TestAggregatesOversubscribed(t *testing.T) {
 	tree := htbTree(
 		cls{minor: 1, rate: 30, ceil: 30},

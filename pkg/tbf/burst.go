@@ -1,23 +1,13 @@
 package tbf
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"time"
+
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
-
-// HTBDefaultMTU is tc's default "mtu" for HTB classes (q_htb.c: 1600, "eth
-// packet len"): the size its default burst adds to rate/HZ.
-const HTBDefaultMTU = 1600
-
-// DefaultHTBBurst is the burst tc gives an HTB class when none is given
-// (q_htb.c): rate_bytes/HZ + mtu, integer division, with HZ = PschedHZ
-// (1e9 on this kernel) and mtu HTBDefaultMTU. So it is 1600 B for every rate
-// below 8 Gbit/s and 1612 B at 100 Gbit/s: far too small for fast classes.
-// tc applies the same rule to cburst with the ceil rate.
-func DefaultHTBBurst(rate Rate) Size {
-	return Size(rate.BytesPerSecond()/PschedHZ + HTBDefaultMTU)
-}
 
 // Parameters of RecommendedBurst.
 const (
@@ -48,91 +38,49 @@ func RecommendedBurst(rate Rate) Size {
 	}
 	hi, lo := bits.Mul64(b, uint64(RecommendedBurstTime))
 	// hi < 5e6 < 1e9 for every u64 rate, so the quotient fits (Div64 needs hi < divisor).
-	byTime, _ := bits.Div64(hi, lo, NanosPerSecond)
+	byTime, _ := bits.Div64(hi, lo, psched.NanosPerSecond)
 	burst := max(Size(byTime), RecommendedBurstMin)
-	return min(burst, maxBurstForTicks(b), math.MaxUint32)
+	return min(burst, Size(psched.MaxBurst(b)), math.MaxUint32)
 }
-
-// maxBurstForTicks is the largest burst whose buffer at rateBytes still fits
-// (XmitTimeFits), found from the closed form (2^32-2)*64*rate/1e9 and then
-// adjusted for tc's float rounding.
-func maxBurstForTicks(rateBytes uint64) Size {
-	hi, lo := bits.Mul64(rateBytes, (math.MaxUint32-1)*TickNS)
-	if hi >= NanosPerSecond {
-		return math.MaxUint64
-	}
-	s, _ := bits.Div64(hi, lo, NanosPerSecond)
-	for s > 0 && !XmitTimeFits(rateBytes, s) {
-		s--
-	}
-	for XmitTimeFits(rateBytes, s+1) {
-		s++
-	}
-	return Size(s)
-}
-
-// Quantum limits of HTB leaf classes: the kernel clamps rate/r2q to this
-// range (warning "quantum of class ... is small/big. Consider r2q change.")
-// when no quantum is given.
-const (
-	HTBQuantumMin = 1000
-	HTBQuantumMax = 200000
-	// HTBDefaultR2Q is HTB's default r2q (rate to quantum divisor).
-	HTBDefaultR2Q = 10
-)
-
-// Quantum is the DRR quantum in bytes that HTB would pick for a leaf class
-// with this rate and the default r2q: rate_bytes/10 clamped to
-// [1000, 200000] (htb_change_class). shaperd sends it explicitly so the
-// kernel never warns; it is 1000 below 80 kbit/s and 200000 from 16 Mbit/s.
-func Quantum(rate Rate) uint32 {
-	q := rate.BytesPerSecond() / HTBDefaultR2Q
-	return uint32(min(max(q, HTBQuantumMin), HTBQuantumMax))
-}
-
-// TBFBuffer is what tbf_change derives from a rate and a burst: the bucket
-// depth and the largest packet the TBF accepts.
-type TBFBuffer struct {
-	// BufferNS is q->buffer: the bucket depth in ns of transmission at the
-	// rate. Tokens are refilled to it on every change of the qdisc.
-	BufferNS int64
-	// MaxSize is q->max_size in bytes (u32 in the kernel). A packet larger
-	// than this is dropped unless it is GSO and its segments fit.
-	MaxSize uint64
-}
-
-// TBFFromBurst is tbf_change with TCA_TBF_BURST (what tc >= 3.13 and shaperd
-// send): max_size = burst, buffer = L2T(burst).
-func TBFFromBurst(r RateConfig, burst uint32) TBFBuffer {
-	return TBFBuffer{BufferNS: int64(r.l2t(burst)), MaxSize: uint64(burst)}
-}
-
-// TBFFromTicks is tbf_change without TCA_TBF_BURST (what
-// vishvananda/netlink's Tbf sends): buffer = ticks << 6 ns, and max_size =
-// r.MaxSizeFromTicks(ticks), which the u64 wrap in T2L can make smaller than
-// one packet at high rates.
-func TBFFromTicks(r RateConfig, ticks uint32) TBFBuffer {
-	return TBFBuffer{BufferNS: TicksToNS(ticks), MaxSize: r.MaxSizeFromTicks(ticks)}
-}
-
-// Valid reports whether the kernel accepts the TBF: tbf_change returns
-// EINVAL when max_size is 0. (It only warns when max_size is below the
-// device MTU; such a TBF drops every full-size non-GSO packet.)
-func (b TBFBuffer) Valid() bool { return b.MaxSize != 0 }
-
-// DumpTicks is the buffer as the kernel reports it back in tc_tbf_qopt.buffer:
-// PSCHED_NS2TICKS(buffer) stored in a u32.
-func (b TBFBuffer) DumpTicks() uint32 { return uint32(NSToTicks(b.BufferNS)) }
 
 // MaxBurst is the largest burst (or cburst) an HTB class at rate can have:
 // the kernel keeps the bucket as psched ticks of transmission in a u32
-// field, so BufferTicks(rate, b) fails for every b above it. At 8 bit/s it
-// is 274 bytes, at 1 Mbit/s about 34 MB. A rate below 8 bit/s (0
-// bytes/s) gives 0.
+// field, so BufferTicks(rate, b) fails for every b above it
+// (psched.MaxBurst). At 8 bit/s it is 274 bytes, at 1 Mbit/s about 34 MB.
+// A rate below 8 bit/s (0 bytes/s) gives 0.
 func MaxBurst(rate Rate) Size {
 	b := rate.BytesPerSecond()
 	if b == 0 {
 		return 0
 	}
-	return maxBurstForTicks(b)
+	return Size(psched.MaxBurst(b))
+}
+
+// BufferTicks is the tick value tc puts into HTB's buffer/cbuffer and TBF's
+// buffer for a burst at a rate: psched.XmitTime64(rate in bytes/s, burst),
+// with the 64-bit burst of iproute2 >= 6.18. It fails with
+// psched.ErrZeroByteRate for rates below 8 bit/s and with
+// psched.ErrTicksOverflow when the buffer does not fit the u32 field
+// (burst/rate of ~274.9 s or more). For TBF, shaperd sends the burst itself
+// (TCA_TBF_BURST) and the kernel ignores these ticks except in dumps; note
+// that tc computes TBF's ticks from the 32-bit saturated rate.
+func BufferTicks(rate Rate, burst Size) (uint32, error) {
+	b := rate.BytesPerSecond()
+	if b == 0 {
+		return 0, fmt.Errorf("buffer for burst %s at rate %s: %w", burst, rate, psched.ErrZeroByteRate)
+	}
+	if !psched.XmitTimeFits(b, uint64(burst)) {
+		return 0, fmt.Errorf("buffer for burst %s at rate %s (%.0f ticks of 64 ns): %w",
+			burst, rate, math.Ceil(psched.XmitTicks(b, uint64(burst))), psched.ErrTicksOverflow)
+	}
+	return psched.XmitTime64(b, uint64(burst)), nil
+}
+
+// BurstFromTicks is the burst in bytes that the kernel derives from a tick
+// buffer at rate when no byte burst is given (TBF without TCA_TBF_BURST):
+// psched.RateConfig.MaxSizeFromTicks with the rate's overhead 0 and the
+// kernel's u64 wrap. Rates of 0 bytes/s give 0 (the kernel then rejects the
+// TBF with EINVAL). For what tc prints as "burst" use psched.XmitSize.
+func BurstFromTicks(rate Rate, ticks uint32) Size {
+	return Size(psched.NewRateConfig(rate.BytesPerSecond(), 0, 0).MaxSizeFromTicks(ticks))
 }

@@ -1,29 +1,12 @@
 package tbf
 
 import (
+	"errors"
 	"math"
 	"testing"
-)
 
-func TestDefaultHTBBurst(t *testing.T) {
-	tests := []struct {
-		rate Rate
-		want Size
-	}{
-		// rate_bytes/1e9 + 1600 (integer division).
-		{10 * Mbit, 1600},
-		{8*Gbit - 8, 1600}, // 999999999 B/s / 1e9 = 0
-		{8 * Gbit, 1601},   // 1e9 B/s
-		{20 * Gbit, 1602},  // 2.5e9 B/s: docs/kernel.md's "burst 0b" class
-		{100 * Gbit, 1612}, // 12.5e9 B/s
-		{0, 1600},
-	}
-	for _, tt := range tests {
-		if got := DefaultHTBBurst(tt.rate); got != tt.want {
-			t.Errorf("DefaultHTBBurst(%s) = %d, want %d", tt.rate, got, tt.want)
-		}
-	}
-}
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
+)
 
 func TestRecommendedBurst(t *testing.T) {
 	tests := []struct {
@@ -77,97 +60,9 @@ func TestRecommendedBurstAlwaysFits(t *testing.T) {
 		if _, err := BufferTicks(r, b); err != nil {
 			t.Fatalf("RecommendedBurst(%s) = %d: %v", r, b, err)
 		}
-		if b < RecommendedBurstMin && XmitTimeFits(r.BytesPerSecond(), uint64(b)+1) {
+		if b < RecommendedBurstMin && psched.XmitTimeFits(r.BytesPerSecond(), uint64(b)+1) {
 			t.Fatalf("RecommendedBurst(%s) = %d is below the floor although %d fits", r, b, b+1)
 		}
-	}
-}
-
-func TestQuantum(t *testing.T) {
-	tests := []struct {
-		rate Rate
-		want uint32
-	}{
-		{0, 1000},
-		{64 * Kbit, 1000},      // 8000 B/s / 10 = 800 -> 1000
-		{80 * Kbit, 1000},      // 10000 / 10 = 1000 exactly
-		{88 * Kbit, 1100},      // 11000 / 10
-		{10 * Mbit, 125_000},   // 1250000 / 10
-		{16 * Mbit, 200_000},   // 2000000 / 10 = 200000 exactly
-		{100 * Mbit, 200_000},  // 1250000 -> 200000
-		{100 * Gbit, 200_000},  // 1.25e9 -> 200000 (the kernel's INT_MAX cap is moot)
-		{8*Kbit + 7, 1000},     // 1000 B/s (7 bit dropped) / 10 = 100 -> 1000
-		{1599999 * 8, 159_999}, // 1599999 B/s / 10 = 159999.9 -> 159999
-	}
-	for _, tt := range tests {
-		if got := Quantum(tt.rate); got != tt.want {
-			t.Errorf("Quantum(%s) = %d, want %d", tt.rate, got, tt.want)
-		}
-	}
-}
-
-func TestTBFFromBurst(t *testing.T) {
-	tests := []struct {
-		name     string
-		rate     uint64
-		burst    uint32
-		bufferNS int64
-		ticks    uint32
-	}{
-		// 1600 B at 10 Mbit: 1600*800 = 1280000 ns = 20000 ticks.
-		{"10mbit", bps10Mbit, 1600, 1_280_000, 20000},
-		// 100 Gbit, 1612 B: 1612*1374389534 >> 34 = 128.96 -> 128 ns = 2 ticks.
-		{"100gbit default", bps100Gbit, 1612, 128, 2},
-		// 100 Gbit, 62.5 MB (5 ms): 62500000*1374389534 >> 34 = 4999999.99.. -> 4999999 ns.
-		{"100gbit 5ms", bps100Gbit, 62_500_000, 4_999_999, 78124},
-		// u32 burst at 1 B/s: 4294967295*4e9 >> 2 = 4294967295e9 ns; the dump
-		// truncates 67108863984375000 ticks to u32.
-		{"1 B/s max", 1, math.MaxUint32, 4_294_967_295_000_000_000, uint32(67_108_863_984_375_000 & math.MaxUint32)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := TBFFromBurst(NewRateConfig(tt.rate, 0, 0), tt.burst)
-			if got.BufferNS != tt.bufferNS || got.MaxSize != uint64(tt.burst) {
-				t.Errorf("TBFFromBurst = %+v, want buffer %d max_size %d", got, tt.bufferNS, tt.burst)
-			}
-			if !got.Valid() {
-				t.Errorf("TBFFromBurst(%d) not valid", tt.burst)
-			}
-			if d := got.DumpTicks(); d != tt.ticks {
-				t.Errorf("DumpTicks = %d, want %d", d, tt.ticks)
-			}
-		})
-	}
-}
-
-func TestTBFFromTicks(t *testing.T) {
-	tests := []struct {
-		name    string
-		rate    uint64
-		ticks   uint32
-		buffer  int64
-		maxSize uint64
-		valid   bool
-	}{
-		{"10mbit", bps10Mbit, 20000, 1_280_000, 1600, true},
-		// Old tc / vishvananda/netlink at 100 Gbit: 0 ticks -> max_size 0 -> EINVAL.
-		{"100gbit legacy 0 ticks", bps100Gbit, XmitTimeLegacy(bps100Gbit, 1612), 0, 0, false},
-		// 100 Gbit with a 1.4757 s buffer: the u64 wrap leaves max_size 1526 B.
-		{"100gbit wrap", bps100Gbit, 23_058_432, 1_475_739_648, 1526, true},
-		// q->buffer keeps all ticks (274.9 s) although max_size used 4.29 s.
-		{"max ticks", bps10Mbit, math.MaxUint32, 274_877_906_880, 5_368_709, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := TBFFromTicks(NewRateConfig(tt.rate, 0, 0), tt.ticks)
-			if got.BufferNS != tt.buffer || got.MaxSize != tt.maxSize || got.Valid() != tt.valid {
-				t.Errorf("TBFFromTicks(%d) = %+v valid %v, want buffer %d max_size %d valid %v",
-					tt.ticks, got, got.Valid(), tt.buffer, tt.maxSize, tt.valid)
-			}
-			if got.DumpTicks() != tt.ticks {
-				t.Errorf("DumpTicks = %d, want the ticks back (%d)", got.DumpTicks(), tt.ticks)
-			}
-		})
 	}
 }
 
@@ -188,5 +83,70 @@ func TestMaxBurstFitsAndIsTheMost(t *testing.T) {
 	}
 	if MaxBurst(7*Bit) != 0 {
 		t.Errorf("MaxBurst(7bit) = %d, want 0", MaxBurst(7*Bit))
+	}
+}
+
+func TestBufferTicks(t *testing.T) {
+	tests := []struct {
+		name    string
+		rate    Rate
+		burst   Size
+		want    uint32
+		wantErr error
+	}{
+		{"10mbit 1600", 10 * Mbit, 1600, 20000, nil},
+		{"100gbit 1612", 100 * Gbit, 1612, 3, nil},
+		// 34.4 Gbit (4.3e9 B/s): 64 KiB = 15.24 us = 238.14 ticks -> 239.
+		{"34.4gbit 64KiB", 34400 * Mbit, 64 * Kibibyte, 239, nil},
+		// 8 bit/s = 1 B/s: 274 B fits, 275 B does not.
+		{"8bit 274", 8 * Bit, 274, 4_281_250_000, nil},
+		{"8bit 275", 8 * Bit, 275, 0, psched.ErrTicksOverflow},
+		// 1 bit/s is 0 bytes/s.
+		{"1bit", 1 * Bit, 1600, 0, psched.ErrZeroByteRate},
+		{"7bit", 7 * Bit, 1600, 0, psched.ErrZeroByteRate},
+		// a burst beyond 4 GiB is fine for tc >= 6.17 when the ticks fit:
+		// 5 GiB at 100 Gbit = 0.4295 s = 6710886.4 ticks -> 6710887.
+		{"100gbit 5GiB", 100 * Gbit, 5 * Gibibyte, 6_710_887, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := BufferTicks(tt.rate, tt.burst)
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
+				t.Fatalf("BufferTicks(%s, %s) error %v, want %v", tt.rate, tt.burst, err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("BufferTicks(%s, %s) = %d, want %d", tt.rate, tt.burst, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBurstFromTicks(t *testing.T) {
+	tests := []struct {
+		name  string
+		rate  Rate
+		ticks uint32
+		want  Size
+	}{
+		// 20000 ticks = 1280000 ns at 1250000 B/s = 1600 B.
+		{"10mbit", 10 * Mbit, 20000, 1600},
+		// old tc's 0 ticks at 100 Gbit: max_size 0, the kernel rejects the TBF.
+		{"100gbit 0 ticks", 100 * Gbit, 0, 0},
+		// 100 Gbit, 23058432 ticks = 1475739648 ns: 1475739648*12.5e9 wraps
+		// 2^64 by 1526290448384 -> 1526 B instead of 18.4 GB.
+		{"100gbit wrap", 100 * Gbit, 23_058_432, 1526},
+		// The kernel caps the buffer at 2^32-1 ns before t2l and max_size at
+		// 2^32-1 B: 10 Gbit with all ticks -> 4294967295 ns -> 5.37e9 B -> cap.
+		{"10gbit max ticks", 10 * Gbit, math.MaxUint32, math.MaxUint32},
+		// 1 B/s, max ticks: 4294967295 ns -> 4 B.
+		{"8bit max ticks", 8 * Bit, math.MaxUint32, 4},
+		{"0 B/s", 1 * Bit, 20000, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := BurstFromTicks(tt.rate, tt.ticks); got != tt.want {
+				t.Errorf("BurstFromTicks(%s, %d) = %d, want %d", tt.rate, tt.ticks, got, tt.want)
+			}
+		})
 	}
 }

@@ -297,33 +297,45 @@ func (f *flags) fleetConfig() (*config.Fleet, error) {
 	return fc, nil
 }
 
-// dial finds where etcd is (fleetConfig) and connects.
-func (f *flags) dial() (*clientv3.Client, *config.Fleet, error) {
+// session is one command's connection to the fleet's etcd: the client,
+// the [fleet] settings it was made from (endpoints, prefix, dial timeout)
+// and the context of its requests, which ends the dial timeout plus 5 s
+// after connecting.
+type session struct {
+	c      *clientv3.Client
+	fc     *config.Fleet
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// connect finds where etcd is (fleetConfig), connects and starts the
+// requests' time; the caller closes the session.
+func (f *flags) connect(ctx context.Context) (*session, error) {
 	fc, err := f.fleetConfig()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	c, err := fleet.Dial(fc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("etcd %s: %w", strings.Join(fc.Endpoints, ","), err)
+		return nil, etcdErr(fc, err)
 	}
-	return c, fc, nil
+	tctx, cancel := context.WithTimeout(ctx, fc.DialTimeout+5*time.Second)
+	return &session{c: c, fc: fc, ctx: tctx, cancel: cancel}, nil
 }
 
-// timeout bounds one etcd request.
-// connect is dial with a request context bounded by timeout; done closes
-// both.
-func (f *flags) connect(ctx context.Context) (*clientv3.Client, *config.Fleet, context.Context, func(), error) {
-	c, fc, err := f.dial()
+// close ends the requests' context and the connection.
+func (s *session) close() {
+	s.cancel()
+	s.c.Close()
+}
+
+// pull returns the shared plan in etcd, nil when none was pushed.
+func (s *session) pull() (*fleet.Plan, error) {
+	p, err := fleet.Pull(s.ctx, s.c, s.fc.Prefix)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, etcdErr(s.fc, err)
 	}
-	tctx, cancel := timeout(ctx, fc)
-	return c, fc, tctx, func() { cancel(); c.Close() }, nil
-}
-
-func timeout(ctx context.Context, fc *config.Fleet) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, fc.DialTimeout+5*time.Second)
+	return p, nil
 }
 
 func push(ctx context.Context, args []string, out io.Writer, env Env) error {
@@ -351,17 +363,16 @@ func push(ctx context.Context, args []string, out io.Writer, env Env) error {
 	if err != nil {
 		return fmt.Errorf("the shared part of %s does not load on its own: %w", path, err)
 	}
-	c, fc, err := f.dial()
+	s, err := f.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer s.close()
+	fc := s.fc
 	if *diff {
-		tctx, cancel := timeout(ctx, fc)
-		defer cancel()
-		cur, err := fleet.Pull(tctx, c, fc.Prefix)
+		cur, err := s.pull()
 		if err != nil {
-			return etcdErr(fc, err)
+			return err
 		}
 		var old *config.Plan
 		rev := int64(0)
@@ -394,9 +405,7 @@ func push(ctx context.Context, args []string, out io.Writer, env Env) error {
 	if h, err := os.Hostname(); err == nil {
 		meta.PushedBy += "@" + h
 	}
-	tctx, cancel := timeout(ctx, fc)
-	defer cancel()
-	rev, err := fleet.Push(tctx, c, fc.Prefix, sh, meta)
+	rev, err := fleet.Push(s.ctx, s.c, fc.Prefix, sh, meta)
 	if err != nil {
 		return etcdErr(fc, err)
 	}
@@ -413,14 +422,15 @@ func pull(ctx context.Context, args []string, out io.Writer, env Env) error {
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	c, fc, tctx, done, err := f.connect(ctx)
+	s, err := f.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer done()
-	p, err := fleet.Pull(tctx, c, fc.Prefix)
+	defer s.close()
+	fc := s.fc
+	p, err := s.pull()
 	if err != nil {
-		return etcdErr(fc, err)
+		return err
 	}
 	if p == nil {
 		return fmt.Errorf("no plan was pushed under %s", fc.Prefix)
@@ -451,20 +461,21 @@ func status(ctx context.Context, args []string, out io.Writer, env Env) error {
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	c, fc, tctx, done, err := f.connect(ctx)
+	s, err := f.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer done()
-	p, err := fleet.Pull(tctx, c, fc.Prefix)
+	defer s.close()
+	fc := s.fc
+	p, err := s.pull()
+	if err != nil {
+		return err
+	}
+	rs, err := fleet.Routers(s.ctx, s.c, fc.Prefix)
 	if err != nil {
 		return etcdErr(fc, err)
 	}
-	rs, err := fleet.Routers(tctx, c, fc.Prefix)
-	if err != nil {
-		return etcdErr(fc, err)
-	}
-	ovs, problems, err := fleet.Overrides(tctx, c, fc.Prefix)
+	ovs, problems, err := fleet.Overrides(s.ctx, s.c, fc.Prefix)
 	if err != nil {
 		return etcdErr(fc, err)
 	}
@@ -645,21 +656,22 @@ func setRate(ctx context.Context, args []string, out io.Writer, env Env) error {
 	if err := o.Validate(); err != nil {
 		return usageErr("set-rate: " + err.Error())
 	}
-	c, fc, tctx, done, err := f.connect(ctx)
+	s, err := f.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer done()
-	p, err := fleet.Pull(tctx, c, fc.Prefix)
+	defer s.close()
+	fc := s.fc
+	p, err := s.pull()
 	if err != nil {
-		return etcdErr(fc, err)
+		return err
 	}
 	if tiers, users := planNames(p); tiers != nil {
 		if t.Kind == policy.TargetUser && !users[t.Name] || t.Kind == policy.TargetTier && !tiers[t.Name] {
 			return fmt.Errorf("%s: no such %s in the fleet plan (revision %d)", t, t.Kind, p.Revision)
 		}
 	}
-	if err := fleet.SetOverride(tctx, c, fc.Prefix, o); err != nil {
+	if err := fleet.SetOverride(s.ctx, s.c, fc.Prefix, o); err != nil {
 		return etcdErr(fc, err)
 	}
 	if *f.asJSON {
@@ -690,12 +702,13 @@ func clearFleet(ctx context.Context, args []string, out io.Writer, env Env) erro
 	if err != nil {
 		return usageErr("clear: " + err.Error())
 	}
-	c, fc, tctx, done, err := f.connect(ctx)
+	s, err := f.connect(ctx)
 	if err != nil {
 		return err
 	}
-	defer done()
-	n, err := fleet.ClearOverride(tctx, c, fc.Prefix, t, dir)
+	defer s.close()
+	fc := s.fc
+	n, err := fleet.ClearOverride(s.ctx, s.c, fc.Prefix, t, dir)
 	if err != nil {
 		return etcdErr(fc, err)
 	}

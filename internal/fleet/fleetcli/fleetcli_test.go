@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/fleet"
-	"github.com/shaperd/shaperd/internal/fleet/etcdlab"
+	"github.com/shaperd/shaperd/internal/lab/etcdlab"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )

@@ -11,7 +11,7 @@ import (
 	vnl "github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 	"github.com/shaperd/shaperd/pkg/kernel/steer"
 )
 

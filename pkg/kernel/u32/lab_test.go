@@ -6,7 +6,7 @@ import (
 
 	"github.com/mdlayher/netlink"
 
-	"github.com/shaperd/shaperd/internal/netnslab"
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
 	"github.com/shaperd/shaperd/pkg/kernel/internal/clstest"
 	"github.com/shaperd/shaperd/pkg/model"
 )

@@ -52,9 +52,6 @@ func (u *Cases) Add(p netip.Prefix, m model.MatchField) model.Filter {
 	return f
 }
 
-// Taken reports whether a filter of the table has prefix p.
-func (u *Cases) Taken(p netip.Prefix) bool { return u.taken[p] }
-
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 func addr(s string) netip.Addr  { return netip.MustParseAddr(s) }
 

@@ -1,0 +1,277 @@
+package smoothness
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/shaperd/shaperd/internal/lab/netnslab"
+	"github.com/shaperd/shaperd/pkg/kernel"
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/policy"
+)
+
+// DefaultInterval is the policy tick the shaperd way uses unless told
+// otherwise: 250 ms, what the daemon should run with while ramps are in
+// progress (8 stairs over a 2 s ramp).
+const DefaultInterval = 250 * time.Millisecond
+
+// Options tune Run. Zero fields take the defaults given.
+type Options struct {
+	// Clock is the real clock (required).
+	Clock Clock
+	// Interval is the policy tick (default DefaultInterval); Ramp the
+	// ramp duration (default 2 s).
+	Interval, Ramp time.Duration
+	// Phase is when the first policy tick after the change comes (the
+	// daemon steps at once on set-rate, then on its free-running ticker);
+	// later ticks follow every Interval. Default (0): Interval, ticks
+	// aligned with the change, so the last step lands exactly at the
+	// ramp's end; Interval - 10ms is the worst case, where it lands almost
+	// one Interval late.
+	Phase time.Duration
+	// Sample is the counter sampling period (default 100 ms).
+	Sample time.Duration
+	// Warmup is how long the download runs before sampling starts
+	// (default 1.5 s); Before how long it is sampled before the change
+	// (default 1 s); After how long after it (default Ramp + 1.5 s).
+	Warmup, Before, After time.Duration
+	// Streams is the number of parallel TCP streams (default 4).
+	Streams int
+	// GSOMaxSegs caps the wan host's GSO packets (`ip link set w-eth
+	// gso_max_segs N`); default 1: MTU-sized packets. HTB and TBF charge a
+	// GSO packet whole, so 64 KB packets (52 ms at 10 Mbit) would quantise
+	// 100 ms windows by tens of percent; real routers see such aggregates
+	// from GRO, but the targets are about the shaper, not the sender.
+	// Negative leaves the device's default.
+	GSOMaxSegs int
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.Interval, DefaultInterval)
+	def(&o.Ramp, 2*time.Second)
+	def(&o.Phase, o.Interval)
+	def(&o.Sample, 100*time.Millisecond)
+	def(&o.Warmup, 1500*time.Millisecond)
+	def(&o.Before, time.Second)
+	def(&o.After, o.Ramp+1500*time.Millisecond)
+	if o.Streams <= 0 {
+		o.Streams = 4
+	}
+	if o.GSOMaxSegs == 0 {
+		o.GSOMaxSegs = 1
+	}
+	return o
+}
+
+// Run measures case c changed the way way in lab: it installs the plan's
+// tree on lab.RouterLAN at c.From (the daemon's path), starts a download
+// with o.Streams TCP streams from the wan host to user 0, samples the
+// shaper's exit counter every o.Sample for o.Before, changes the rate and
+// samples for o.After more, then removes the tree. Windows and Steps are
+// relative to the sample taken just before the change request. It returns
+// an error when the kernel or tc refuses something. srv is the iperf3
+// server the download goes to, on user 0, started for this run (it serves
+// one client): netnslab.StartServer(t, lab.LAN, lab.Users4[0]).
+func Run(lab *netnslab.RouterLab, srv *netnslab.Server, c Case, way Way, o Options) (Result, error) {
+	o = o.withDefaults()
+	res := Result{Case: c, Way: way, Ramp: o.Ramp, Interval: o.Interval, Phase: o.Phase, Sample: o.Sample}
+	if o.Clock == nil {
+		return res, errors.New("smoothness: Options.Clock is required")
+	}
+	if way != WayShaperd && way != WayNaive {
+		return res, fmt.Errorf("smoothness: unknown way %q", way)
+	}
+	dev, user := lab.RouterLAN, lab.Users4[0]
+	plan, err := Plan(c, dev, user, o.Interval, o.Ramp)
+	if err != nil {
+		return res, err
+	}
+	k, err := kernel.Open(kernel.Options{NetNS: lab.Router.Name})
+	if err != nil {
+		return res, fmt.Errorf("open kernel in %s: %w", lab.Router.Name, err)
+	}
+	defer k.Close()
+	ks, err := kernel.Open(kernel.Options{NetNS: lab.Router.Name})
+	if err != nil {
+		return res, fmt.Errorf("open kernel in %s: %w", lab.Router.Name, err)
+	}
+	defer ks.Close()
+	if err := k.Teardown(dev, ""); err != nil {
+		return res, fmt.Errorf("%s: remove an earlier tree: %w", dev, err)
+	}
+	defer func() { _ = k.Teardown(dev, "") }()
+
+	d := newDriver(k, o.Clock, plan)
+	if _, _, _, _, err := d.step(o.Clock.Now()); err != nil {
+		return res, fmt.Errorf("case %s: install: %w", c, err)
+	}
+	installedTree := d.desired
+	res.Installed = &installedTree
+	smp := &sampler{k: ks, clock: o.Clock, dev: dev}
+	var cls model.Class
+	if c.Shaper == model.ShaperHTB {
+		var ok bool
+		if cls, ok = userClass(d.desired); !ok {
+			return res, fmt.Errorf("case %s: no class for user %s in the built tree", c, UserName)
+		}
+		smp.class = cls.Handle
+	}
+
+	stop, err := download(lab, srv, o)
+	if err != nil {
+		return res, fmt.Errorf("case %s: %w", c, err)
+	}
+	defer stop()
+	o.Clock.Sleep(o.Warmup)
+
+	nBefore := int(o.Before / o.Sample)
+	n := nBefore + int((o.After+o.Sample-1)/o.Sample)
+	mark := make(chan time.Time, 1)
+	type done struct {
+		rs  []reading
+		err error
+	}
+	fin := make(chan done, 1)
+	start := o.Clock.Now()
+	go func() {
+		rs, err := smp.series(start, o.Sample, n, nBefore, mark)
+		fin <- done{rs, err}
+	}()
+	var t0 time.Time
+	select {
+	case t0 = <-mark:
+	case r := <-fin:
+		return res, fmt.Errorf("case %s: sampling stopped before the change: %w", c, r.err)
+	}
+	var changeErr error
+	if way == WayShaperd {
+		res.Steps, changeErr = rampChange(d, c, dev, t0, o)
+	} else {
+		res.Steps, changeErr = naiveChange(lab, d, c, dev, cls, t0, o.Clock)
+	}
+	r := <-fin
+	if changeErr != nil {
+		return res, fmt.Errorf("case %s (%s): %w", c, way, changeErr)
+	}
+	if r.err != nil {
+		return res, fmt.Errorf("case %s (%s): %w", c, way, r.err)
+	}
+	ss := make([]sample, len(r.rs))
+	for i, x := range r.rs {
+		ss[i] = sample{At: x.at.Sub(t0), Bytes: x.bytes, Took: x.took}
+		res.SampleLatency = max(res.SampleLatency, x.took)
+	}
+	res.Windows = windowsOf(ss)
+	res.Mismatches = d.mismatches
+	res.Verdict = Assess(c, res.Windows, res.Steps)
+	return res, nil
+}
+
+// rampChange is the shaperd way: an override to c.To at t0 (a user
+// override for HTB, an interface override for TBF) and a policy step at
+// once, then one per tick at t0 + o.Phase + i*o.Interval (the ticks'
+// scheduled times are the policy's now) until the ramp is over.
+func rampChange(d *driver, c Case, dev string, t0 time.Time, o Options) ([]Step, error) {
+	target := policy.Target{Kind: policy.TargetUser, Name: UserName}
+	if c.Shaper == model.ShaperTBF {
+		target = policy.Target{Kind: policy.TargetIface, Name: dev}
+	}
+	if err := d.override(target, c.To, t0); err != nil {
+		return nil, err
+	}
+	var steps []Step
+	maxTicks := int(o.Ramp/o.Interval) + 4
+	for i := 0; i <= maxTicks; i++ {
+		now := t0
+		if i > 0 {
+			now = t0.Add(o.Phase + time.Duration(i-1)*o.Interval)
+		}
+		sleepUntil(o.Clock, now)
+		tg, at, took, ok, err := d.step(now)
+		if err != nil {
+			return steps, fmt.Errorf("policy tick %d: %w", i, err)
+		}
+		if ok {
+			rate, burst := installed(tg)
+			tree := d.desired
+			steps = append(steps, Step{At: at.Sub(t0), Rate: rate, Burst: burst, Took: took, Tree: &tree})
+		}
+		if !d.rampsLeft() {
+			return steps, nil
+		}
+	}
+	return steps, fmt.Errorf("ramp still in progress after %d ticks", maxTicks)
+}
+
+// naiveChange is the naive way: one tc command at t0. Its Step is at the
+// tc process's exit (its netlink write is its last act).
+func naiveChange(lab *netnslab.RouterLab, d *driver, c Case, dev string, cls model.Class, t0 time.Time, clock Clock) ([]Step, error) {
+	var to *model.TBFParams
+	if c.Shaper == model.ShaperTBF {
+		want, err := finalTBF(d, c)
+		if err != nil {
+			return nil, err
+		}
+		to = want
+	}
+	args, err := naiveArgs(c, dev, cls, to)
+	if err != nil {
+		return nil, err
+	}
+	start := clock.Now()
+	if _, err := lab.Router.Run(args...); err != nil {
+		return nil, err
+	}
+	end := clock.Now()
+	st := Step{At: end.Sub(t0), Rate: c.To, Took: end.Sub(start)}
+	if to != nil {
+		st.Burst = to.Burst
+	}
+	return []Step{st}, nil
+}
+
+// finalTBF returns the TBF parameters Build gives the interface at c.To
+// with its configured burst: what a ramp ends with.
+func finalTBF(d *driver, c Case) (*model.TBFParams, error) {
+	tg := policy.Evaluate(d.plan, policy.Overrides{}, nil, time.Time{}).Interfaces[0].Targets
+	tg.Interface.Bandwidth = c.To
+	tree, err := model.Build(tg, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build the TBF at %s: %w", c.To, err)
+	}
+	if tree.Root == nil || tree.Root.TBF == nil {
+		return nil, fmt.Errorf("build the TBF at %s: no TBF root", c.To)
+	}
+	return tree.Root.TBF, nil
+}
+
+// download starts an iperf3 download (wan host -> user 0) with o.Streams
+// streams, long enough for the whole measurement; stop ends it.
+func download(lab *netnslab.RouterLab, srv *netnslab.Server, o Options) (stop func(), err error) {
+	if o.GSOMaxSegs > 0 {
+		if _, err := lab.WAN.Run("ip", "link", "set", "dev", netnslab.WANDev, "gso_max_segs", strconv.Itoa(o.GSOMaxSegs)); err != nil {
+			return nil, err
+		}
+	}
+	secs := int((o.Warmup+o.Before+o.After)/time.Second) + 3
+	cmd := lab.WAN.Command("iperf3", "-c", srv.Addr.String(), "-p", strconv.Itoa(srv.Port),
+		"-B", lab.WAN4.String(), "-t", strconv.Itoa(secs), "-P", strconv.Itoa(o.Streams))
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start iperf3 client in %s: %w", lab.WAN.Name, err)
+	}
+	return func() { stopCmd(cmd) }, nil
+}
+
+// stopCmd kills a running command and reaps it.
+func stopCmd(cmd *exec.Cmd) {
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+}

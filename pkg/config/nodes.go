@@ -117,7 +117,7 @@ func decodeNodes(rt *table, ifaces []Interface, shared bool) []Node {
 		if !ok {
 			continue
 		}
-		if !validName(name) {
+		if !ValidName(name) {
 			nt.errf(name, "node name %q is not valid: use %s", name, NameRule)
 			continue
 		}
@@ -224,7 +224,7 @@ func decodeNode(t *table, name string, ifaces []Interface, shared bool) Node {
 		switch {
 		case s == name:
 			t.errf("parent", "node %q is its own parent", name)
-		case validName(s):
+		case ValidName(s):
 			n.Parent = s
 		default:
 			t.errf("parent", "parent node name %q is not valid: use %s", s, NameRule)

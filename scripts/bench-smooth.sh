@@ -19,9 +19,10 @@
 #   SHAPERD_SMOOTH_TBF_BURST=256kb  TBF burst (tc units; "default": shaperd's
 #                                   default, 5 ms of the rate)
 #   SHAPERD_SMOOTH_INTERVAL=250ms   policy tick of the shaperd way
-#   SHAPERD_SMOOTH_PHASE=250ms      its first tick after the change (default:
-#                                   the interval; the daemon's ticker is free-
-#                                   running, interval-10ms is its worst case)
+# The shaperd way is the daemon itself (in-process, internal/lab/daemonlab):
+# set-rate through its control API, ramp steps on its own free-running
+# policy ticker, so the first tick after a change falls anywhere in one
+# interval (the result shows where).
 # Takes about 1-2 minutes (8 measurements of ~7 s, repeated when the shared
 # machine disturbs one).
 set -euo pipefail

@@ -42,6 +42,28 @@ type Recorder struct {
 	*kernel.Kernel
 	mu     sync.Mutex
 	writes []Write
+	// mismatches are what the daemon's Verify calls found (the daemon
+	// logs them and carries on; its next pass repairs).
+	mismatches []string
+}
+
+// Verify verifies through the real kernel and records what it found.
+func (r *Recorder) Verify(desired model.Tree) ([]string, error) {
+	m, err := r.Kernel.Verify(desired)
+	if len(m) > 0 {
+		r.mu.Lock()
+		r.mismatches = append(r.mismatches, strings.Join(m, "; "))
+		r.mu.Unlock()
+	}
+	return m, err
+}
+
+// Mismatches returns what the daemon's verifications found since the
+// last Reset, one line per Verify call that found something.
+func (r *Recorder) Mismatches() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.mismatches...)
 }
 
 // Apply applies changes through the real kernel and records the call.
@@ -62,10 +84,10 @@ func (r *Recorder) Writes() []Write {
 	return append([]Write(nil), r.writes...)
 }
 
-// Reset forgets the recorded writes.
+// Reset forgets the recorded writes and mismatches.
 func (r *Recorder) Reset() {
 	r.mu.Lock()
-	r.writes = nil
+	r.writes, r.mismatches = nil, nil
 	r.mu.Unlock()
 }
 

@@ -145,7 +145,8 @@ func predictRamp(r smoothness.Result) (rampComparison, error) {
 		}
 		bits := cs.BitsBetween(s.Window, transientLead+w.Start, transientLead+w.End)
 		rw := rampWindow{Start: w.Start, End: w.End, Predicted: bits / (w.End - w.Start).Seconds(), Measured: w.Rate,
-			Uncertainty: w.Uncertain, Uncertain: w.Uncertain > smoothness.MaxUncertainty}
+			Uncertainty: w.Uncertain, Uncertain: w.Uncertain > smoothness.MaxUncertainty ||
+				stepNear(r.Steps, w.Start) || stepNear(r.Steps, w.End)}
 		rw.Tolerance = windowTolerance(rw)
 		cmp.Windows = append(cmp.Windows, rw)
 		if rw.Uncertain {
@@ -183,4 +184,26 @@ func (c rampComparison) String() string {
 		c.MaxErr/1e6, 100*c.MaxErr/c.Scale, tbf.Rate(c.Scale), c.MaxErrAt.Round(time.Millisecond),
 		c.MeanErr/1e6, 100*c.MeanErr/c.Scale, c.Skipped)
 	return b.String()
+}
+
+// boundarySlack is how close to a window boundary a step's write may end
+// or start and still be counted on its side: a counter read (a whole
+// Dump, a few ms) and a write interleave in the kernel in an order the
+// timestamps cannot tell.
+const boundarySlack = 15 * time.Millisecond
+
+// stepNear reports whether one of steps was written within boundarySlack
+// of the instant at (both relative to the change): the window on either
+// side of at may then have the step's effect or not.
+func stepNear(steps []smoothness.Step, at time.Duration) bool {
+	for _, s := range steps {
+		d := s.At - at
+		if d < 0 {
+			d = -d
+		}
+		if d <= s.Took/2+boundarySlack {
+			return true
+		}
+	}
+	return false
 }

@@ -19,8 +19,6 @@ const (
 	// BenchIntervalEnv is the policy tick (Go duration); default
 	// DefaultInterval.
 	BenchIntervalEnv = "SHAPERD_SMOOTH_INTERVAL"
-	// BenchPhaseEnv is Options.Phase (Go duration); default the interval.
-	BenchPhaseEnv = "SHAPERD_SMOOTH_PHASE"
 )
 
 // TestBenchSmooth measures the four reference changes both ways, shaperd then
@@ -48,13 +46,6 @@ func TestBenchSmooth(t *testing.T) {
 			t.Fatalf("%s: %v", BenchIntervalEnv, err)
 		}
 		o.Interval = d
-	}
-	if s := os.Getenv(BenchPhaseEnv); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("%s: %v", BenchPhaseEnv, err)
-		}
-		o.Phase = d
 	}
 	lab := netnslab.NewRouterLab(t, netnslab.RouterLabOptions{Users: 1})
 	measure := func(c Case, way Way) Result {

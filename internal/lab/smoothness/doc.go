@@ -4,10 +4,11 @@
 // exit byte counter (the user class's, or the TBF qdisc's) every 100 ms and
 // changes the rate in one of two ways:
 //
-//   - WayShaperd: an override (`shaperctl set-rate`) evaluated by
-//     policy.Evaluate and moved by policy.Ramper at every policy tick, each
-//     step applied as the daemon does: model.Build, kernel Dump (Actual),
-//     model.Diff, kernel.Apply, kernel.Verify;
+//   - WayShaperd: the daemon itself (internal/daemon, run in-process by
+//     internal/lab/daemonlab on the router's kernel, its writes recorded):
+//     set-rate through its control API, then its own policy ticker ramps
+//     the change, every step on its own path (policy step, the incremental
+//     desired tree, kernel.Apply, kernel.Verify);
 //   - WayNaive: one `tc class change` (HTB, tc's default burst) or
 //     `tc qdisc change` (TBF, the configured burst) straight to the new rate.
 //

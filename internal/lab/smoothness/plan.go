@@ -25,21 +25,10 @@ const HTBBandwidth = tbf.Gbit
 // with one tier at c.From and user UserName at addr, or a TBF at c.From with
 // c.Burst) and the policy with interval and ramp (timezone UTC).
 func Plan(c Case, dev string, addr netip.Addr, interval, ramp time.Duration) (*config.Plan, error) {
-	main := fmt.Sprintf("[policy]\ninterval = %q\nramp = %q\ntimezone = \"UTC\"\n\n", interval, ramp)
-	switch c.Shaper {
-	case model.ShaperHTB:
-		main += fmt.Sprintf("[[interface]]\nname = %q\nshaper = \"htb\"\nbandwidth = %q\n\n", dev, HTBBandwidth)
-	case model.ShaperTBF:
-		main += fmt.Sprintf("[[interface]]\nname = %q\nshaper = \"tbf\"\nbandwidth = %q\n", dev, c.From)
-		if c.Burst != 0 {
-			main += fmt.Sprintf("burst = %d\n", uint64(c.Burst))
-		}
-		main += "\n"
-	default:
-		return nil, fmt.Errorf("case %s: unknown shaper %q", c, c.Shaper)
+	main, users, err := planText(c, dev, addr, interval, ramp)
+	if err != nil {
+		return nil, err
 	}
-	main += fmt.Sprintf("[tiers.%s]\nrate = %q\n", TierName, c.From)
-	users := fmt.Sprintf("[[user]]\nname = %q\ntier = %q\naddresses = [%q]\n", UserName, TierName, addr)
 	fs := fstest.MapFS{
 		"shaperd.toml": {Data: []byte(main)},
 		"users.toml":   {Data: []byte(users)},
@@ -49,4 +38,27 @@ func Plan(c Case, dev string, addr netip.Addr, interval, ramp time.Duration) (*c
 		return nil, fmt.Errorf("case %s: plan: %w\n%s", c, err, main)
 	}
 	return p, nil
+}
+
+// planText is Plan's configuration as the files say it: shaperd.toml
+// (without a [daemon] table) and users.toml.
+func planText(c Case, dev string, addr netip.Addr, interval, ramp time.Duration) (main, users string, err error) {
+	main = fmt.Sprintf("[policy]\ninterval = %q\nramp = %q\ntimezone = \"UTC\"\n\n", interval, ramp)
+	switch c.Shaper {
+	case model.ShaperHTB:
+		main += fmt.Sprintf("[[interface]]\nname = %q\nshaper = \"htb\"\nbandwidth = %q\n\n", dev, HTBBandwidth)
+	case model.ShaperTBF:
+		// The bandwidth is the higher rate: the daemon refuses an
+		// interface override above it. The run starts at From with one.
+		main += fmt.Sprintf("[[interface]]\nname = %q\nshaper = \"tbf\"\nbandwidth = %q\n", dev, max(c.From, c.To))
+		if c.Burst != 0 {
+			main += fmt.Sprintf("burst = %d\n", uint64(c.Burst))
+		}
+		main += "\n"
+	default:
+		return "", "", fmt.Errorf("case %s: unknown shaper %q", c, c.Shaper)
+	}
+	main += fmt.Sprintf("[tiers.%s]\nrate = %q\n", TierName, c.From)
+	users = fmt.Sprintf("[[user]]\nname = %q\ntier = %q\naddresses = [%q]\n", UserName, TierName, addr)
+	return main, users, nil
 }

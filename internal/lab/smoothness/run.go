@@ -1,6 +1,7 @@
 package smoothness
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -25,13 +26,6 @@ type Options struct {
 	// Interval is the policy tick (default DefaultInterval); Ramp the
 	// ramp duration (default 2 s).
 	Interval, Ramp time.Duration
-	// Phase is when the first policy tick after the change comes (the
-	// daemon steps at once on set-rate, then on its free-running ticker);
-	// later ticks follow every Interval. Default (0): Interval, ticks
-	// aligned with the change, so the last step lands exactly at the
-	// ramp's end; Interval - 10ms is the worst case, where it lands almost
-	// one Interval late.
-	Phase time.Duration
 	// Sample is the counter sampling period (default 100 ms).
 	Sample time.Duration
 	// Warmup is how long the download runs before sampling starts
@@ -57,7 +51,6 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.Interval, DefaultInterval)
 	def(&o.Ramp, 2*time.Second)
-	def(&o.Phase, o.Interval)
 	def(&o.Sample, 100*time.Millisecond)
 	def(&o.Warmup, 1500*time.Millisecond)
 	def(&o.Before, time.Second)
@@ -82,49 +75,35 @@ func (o Options) withDefaults() Options {
 // one client): netnslab.StartServer(t, lab.LAN, lab.Users4[0]).
 func Run(lab *netnslab.RouterLab, srv *netnslab.Server, c Case, way Way, o Options) (Result, error) {
 	o = o.withDefaults()
-	res := Result{Case: c, Way: way, Ramp: o.Ramp, Interval: o.Interval, Phase: o.Phase, Sample: o.Sample}
+	res := Result{Case: c, Way: way, Ramp: o.Ramp, Interval: o.Interval, Sample: o.Sample}
 	if o.Clock == nil {
 		return res, errors.New("smoothness: Options.Clock is required")
 	}
 	if way != WayShaperd && way != WayNaive {
 		return res, fmt.Errorf("smoothness: unknown way %q", way)
 	}
-	dev, user := lab.RouterLAN, lab.Users4[0]
-	plan, err := Plan(c, dev, user, o.Interval, o.Ramp)
-	if err != nil {
-		return res, err
-	}
-	k, err := kernel.Open(kernel.Options{NetNS: lab.Router.Name})
-	if err != nil {
-		return res, fmt.Errorf("open kernel in %s: %w", lab.Router.Name, err)
-	}
-	defer k.Close()
+	dev := lab.RouterLAN
 	ks, err := kernel.Open(kernel.Options{NetNS: lab.Router.Name})
 	if err != nil {
 		return res, fmt.Errorf("open kernel in %s: %w", lab.Router.Name, err)
 	}
 	defer ks.Close()
-	if err := k.Teardown(dev, ""); err != nil {
+	if err := ks.Teardown(dev, ""); err != nil {
 		return res, fmt.Errorf("%s: remove an earlier tree: %w", dev, err)
 	}
-	defer func() { _ = k.Teardown(dev, "") }()
+	defer func() { _ = ks.Teardown(dev, "") }()
 
-	d := newDriver(k, o.Clock, plan)
-	if _, _, _, _, err := d.step(o.Clock.Now()); err != nil {
-		return res, fmt.Errorf("case %s: install: %w", c, err)
+	d, err := newDriver(lab, c, way, o)
+	if err != nil {
+		return res, err
 	}
-	installedTree := d.desired
+	defer d.close()
+	installedTree := d.installed
 	res.Installed = &installedTree
 	smp := &sampler{k: ks, clock: o.Clock, dev: dev}
-	var cls model.Class
 	if c.Shaper == model.ShaperHTB {
-		var ok bool
-		if cls, ok = userClass(d.desired); !ok {
-			return res, fmt.Errorf("case %s: no class for user %s in the built tree", c, UserName)
-		}
-		smp.class = cls.Handle
+		smp.class = d.cls.Handle
 	}
-
 	stop, err := download(lab, srv, o)
 	if err != nil {
 		return res, fmt.Errorf("case %s: %w", c, err)
@@ -153,11 +132,15 @@ func Run(lab *netnslab.RouterLab, srv *netnslab.Server, c Case, way Way, o Optio
 	}
 	var changeErr error
 	if way == WayShaperd {
-		res.Steps, changeErr = rampChange(d, c, dev, t0, o)
+		changeErr = d.setRate(context.Background())
 	} else {
-		res.Steps, changeErr = naiveChange(lab, d, c, dev, cls, t0, o.Clock)
+		res.Steps, changeErr = naiveChange(lab, c, dev, d.cls, t0, o)
 	}
 	r := <-fin
+	if changeErr == nil && way == WayShaperd {
+		res.Steps, changeErr = rampSteps(d, c, t0, o)
+		res.Phase = firstTick(res.Steps)
+	}
 	if changeErr != nil {
 		return res, fmt.Errorf("case %s (%s): %w", c, way, changeErr)
 	}
@@ -170,53 +153,35 @@ func Run(lab *netnslab.RouterLab, srv *netnslab.Server, c Case, way Way, o Optio
 		res.SampleLatency = max(res.SampleLatency, x.took)
 	}
 	res.Windows = windowsOf(ss)
-	res.Mismatches = d.mismatches
+	res.Mismatches = d.mismatches()
 	res.Verdict = Assess(c, res.Windows, res.Steps)
 	return res, nil
 }
 
-// rampChange is the shaperd way: an override to c.To at t0 (a user
-// override for HTB, an interface override for TBF) and a policy step at
-// once, then one per tick at t0 + o.Phase + i*o.Interval (the ticks'
-// scheduled times are the policy's now) until the ramp is over.
-func rampChange(d *driver, c Case, dev string, t0 time.Time, o Options) ([]Step, error) {
-	target := policy.Target{Kind: policy.TargetUser, Name: UserName}
-	if c.Shaper == model.ShaperTBF {
-		target = policy.Target{Kind: policy.TargetIface, Name: dev}
+// rampSteps are the shaperd way's writes: the daemon's set-rate step at
+// once, then one per tick of its own policy ticker until the ramp is
+// over. It is an error when the last one did not reach c.To.
+func rampSteps(d *driver, c Case, t0 time.Time, o Options) ([]Step, error) {
+	steps, err := d.steps(t0)
+	if err != nil {
+		return steps, err
 	}
-	if err := d.override(target, c.To, t0); err != nil {
-		return nil, err
+	if len(steps) == 0 {
+		return steps, fmt.Errorf("the daemon wrote nothing for the change")
 	}
-	var steps []Step
-	maxTicks := int(o.Ramp/o.Interval) + 4
-	for i := 0; i <= maxTicks; i++ {
-		now := t0
-		if i > 0 {
-			now = t0.Add(o.Phase + time.Duration(i-1)*o.Interval)
-		}
-		sleepUntil(o.Clock, now)
-		tg, at, took, ok, err := d.step(now)
-		if err != nil {
-			return steps, fmt.Errorf("policy tick %d: %w", i, err)
-		}
-		if ok {
-			rate, burst := installed(tg)
-			tree := d.desired
-			steps = append(steps, Step{At: at.Sub(t0), Rate: rate, Burst: burst, Took: took, Tree: &tree})
-		}
-		if !d.rampsLeft() {
-			return steps, nil
-		}
+	if last := steps[len(steps)-1]; last.Rate.BytesPerSecond() != c.To.BytesPerSecond() {
+		return steps, fmt.Errorf("ramp still in progress after %v: %v installed, want %v", o.After, last.Rate, c.To)
 	}
-	return steps, fmt.Errorf("ramp still in progress after %d ticks", maxTicks)
+	return steps, nil
 }
 
 // naiveChange is the naive way: one tc command at t0. Its Step is at the
 // tc process's exit (its netlink write is its last act).
-func naiveChange(lab *netnslab.RouterLab, d *driver, c Case, dev string, cls model.Class, t0 time.Time, clock Clock) ([]Step, error) {
+func naiveChange(lab *netnslab.RouterLab, c Case, dev string, cls model.Class, t0 time.Time, o Options) ([]Step, error) {
+	clock := o.Clock
 	var to *model.TBFParams
 	if c.Shaper == model.ShaperTBF {
-		want, err := finalTBF(d, c)
+		want, err := finalTBF(lab, c, o)
 		if err != nil {
 			return nil, err
 		}
@@ -240,8 +205,12 @@ func naiveChange(lab *netnslab.RouterLab, d *driver, c Case, dev string, cls mod
 
 // finalTBF returns the TBF parameters Build gives the interface at c.To
 // with its configured burst: what a ramp ends with.
-func finalTBF(d *driver, c Case) (*model.TBFParams, error) {
-	tg := policy.Evaluate(d.plan, policy.Overrides{}, nil, time.Time{}).Interfaces[0].Targets
+func finalTBF(lab *netnslab.RouterLab, c Case, o Options) (*model.TBFParams, error) {
+	plan, err := Plan(c, lab.RouterLAN, lab.Users4[0], o.Interval, o.Ramp)
+	if err != nil {
+		return nil, err
+	}
+	tg := policy.Evaluate(plan, policy.Overrides{}, nil, time.Time{}).Interfaces[0].Targets
 	tg.Interface.Bandwidth = c.To
 	tree, err := model.Build(tg, nil)
 	if err != nil {
@@ -274,4 +243,16 @@ func download(lab *netnslab.RouterLab, srv *netnslab.Server, o Options) (stop fu
 func stopCmd(cmd *exec.Cmd) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
+}
+
+// firstTick is when the daemon's first policy tick after the change wrote
+// (the write of set-rate itself, within a few ms of the change, is not a
+// tick), or 0 without one.
+func firstTick(steps []Step) time.Duration {
+	for _, s := range steps {
+		if s.At > s.Took+20*time.Millisecond {
+			return s.At
+		}
+	}
+	return 0
 }

@@ -119,7 +119,8 @@ type Result struct {
 	Case Case
 	Way  Way
 	// Ramp, Interval and Phase are the ramp duration, policy tick and
-	// first tick of the shaperd way (both ways are judged against Ramp +
+	// first tick of the shaperd way (measured: the daemon's own ticker
+	// runs free, as in service, so Phase falls anywhere in one Interval) (both ways are judged against Ramp +
 	// SettleSlack); Sample is the sampling period.
 	Ramp, Interval, Phase, Sample time.Duration
 	Windows                       []Window

@@ -19,6 +19,7 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/fleet"
+	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/policy"
 )
@@ -308,7 +309,7 @@ func (d *Daemon) saveFleetCache() {
 	}
 	b, err := json.Marshal(fleetCache{Plan: fst.shared, Overrides: fst.all})
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(d.plan.Daemon.StateDir, FleetCacheFile), b, 0o640)
+		err = statefile.WriteAtomic(filepath.Join(d.plan.Daemon.StateDir, FleetCacheFile), b, 0o640)
 	}
 	if err != nil {
 		d.stats.errors.WithLabelValues("state").Inc()

@@ -14,6 +14,7 @@ import (
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/fleet"
 	"github.com/shaperd/shaperd/internal/fleet/etcdlab"
+	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -231,7 +232,7 @@ func TestCheckRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "state", FleetCacheFile), b, 0o640); err != nil {
+	if err := statefile.WriteAtomic(filepath.Join(dir, "state", FleetCacheFile), b, 0o640); err != nil {
 		t.Fatal(err)
 	}
 	errs, note = CheckRouter(p)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -87,7 +88,7 @@ func decodeRuntimeUsersList(us []runtimeUser) ([]runtimeUser, error) {
 // crash while it was written, is dropped with a log line).
 func (d *Daemon) loadRuntimeUsers(dir string) {
 	d.runtime = nil
-	d.journal.close()
+	d.journal.Close()
 	d.journal = usersJournal{}
 	d.readStateFile(dir, UsersFile, "no run-time users were restored (add them again with shaperctl user add; the moved file keeps them)",
 		func(b []byte) error {
@@ -108,8 +109,8 @@ func (d *Daemon) loadRuntimeUsers(dir string) {
 					"file", filepath.Join(dir, UsersJournal), "bytes", len(b)-good)
 			}
 			d.runtime = rt
-			d.journal.size = int64(good)
-			d.journal.records = bytes.Count(b[:good], []byte{'\n'})
+			d.journal.Size = int64(good)
+			d.journal.Records = bytes.Count(b[:good], []byte{'\n'})
 			return nil
 		})
 }
@@ -120,10 +121,10 @@ func (d *Daemon) saveRuntimeUsers(dir string, rt []runtimeUser) error {
 	if rt == nil {
 		rt = []runtimeUser{}
 	}
-	err := saveJSON(dir, UsersFile, runtimeFile{Users: rt})
+	err := statefile.SaveJSON(dir, UsersFile, runtimeFile{Users: rt})
 	if err == nil {
 		d.journal.whole = false
-		if jerr := d.journal.reset(dir); jerr != nil {
+		if jerr := d.journal.Reset(journalPath(dir)); jerr != nil {
 			d.log.Warn("run-time users: users.json was written but the journal could not be emptied (its records replay harmlessly)", "err", jerr)
 		}
 	}
@@ -139,7 +140,7 @@ func (d *Daemon) journalUsers(dir string, rt func() []runtimeUser, recs ...journ
 	err := errors.New("users.json holds users that are not in force")
 	if !d.journal.whole {
 		for _, r := range recs {
-			if err = d.journal.append(dir, r); err != nil {
+			if err = d.journal.Append(journalPath(dir), r); err != nil {
 				break
 			}
 		}
@@ -157,16 +158,16 @@ func (d *Daemon) journalUsers(dir string, rt func() []runtimeUser, recs ...journ
 // closeUsers folds the journal into users.json (at shutdown) and closes
 // it.
 func (d *Daemon) closeUsers() {
-	if d.journal.records > 0 && !d.opts.ReadOnly {
+	if d.journal.Records > 0 && !d.opts.ReadOnly {
 		d.saveRuntimeUsers(d.plan.Daemon.StateDir, d.runtime)
 	}
-	d.journal.close()
+	d.journal.Close()
 }
 
 // compactUsers folds the journal into users.json once it holds
 // journalCompactRecords records (the reconcile tick calls it).
 func (d *Daemon) compactUsers() {
-	if d.journal.records < journalCompactRecords || d.opts.ReadOnly {
+	if d.journal.Records < journalCompactRecords || d.opts.ReadOnly {
 		return
 	}
 	d.saveRuntimeUsers(d.plan.Daemon.StateDir, d.runtime)
@@ -767,7 +768,7 @@ const maxExpiryChanges = 64
 func (d *Daemon) startRuntime(file *config.Plan) *config.Plan {
 	d.loadRuntimeUsers(file.Daemon.StateDir)
 	if len(d.runtime) == 0 {
-		if d.journal.records > 0 && !d.opts.ReadOnly {
+		if d.journal.Records > 0 && !d.opts.ReadOnly {
 			d.saveRuntimeUsers(file.Daemon.StateDir, nil) // the journal removed them all
 		}
 		return file
@@ -781,7 +782,7 @@ func (d *Daemon) startRuntime(file *config.Plan) *config.Plan {
 		return file
 	}
 	d.runtime = kept
-	if (changed || d.journal.records > 0) && !d.opts.ReadOnly {
+	if (changed || d.journal.Records > 0) && !d.opts.ReadOnly {
 		d.saveRuntimeUsers(file.Daemon.StateDir, kept) // also folds the journal in
 	}
 	d.scheduleExpiry()

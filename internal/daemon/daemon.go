@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/check/offline"
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/config"
@@ -342,7 +343,7 @@ func (d *Daemon) setPlan(plan *config.Plan) {
 }
 
 // loadPlan loads path (with the fleet's shared documents sh, when not
-// nil: config.LoadShared) and checks the plan offline (CheckPlan), turning
+// nil: config.LoadShared) and checks the plan offline (offline.Plan), turning
 // the problems into a *ConfigError (at most config.MaxPrinted of them, then
 // a line saying how many more).
 func loadPlan(path string, sh *config.Shared) (*config.Plan, error) {
@@ -354,7 +355,7 @@ func loadPlan(path string, sh *config.Shared) (*config.Plan, error) {
 		plan, err = config.Load(path)
 	}
 	if err == nil {
-		if errs := CheckPlan(plan); len(errs) > 0 {
+		if errs := offline.Plan(plan); len(errs) > 0 {
 			return nil, &ConfigError{Problems: config.FormatErrors(errs, config.MaxPrinted)}
 		}
 		return plan, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/shaperd/shaperd/internal/check/offline"
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/fleet"
 	"github.com/shaperd/shaperd/internal/statefile"
@@ -430,7 +431,7 @@ func CheckRouter(path string) (errs []config.Error, note string) {
 func CheckRouterPlan(path string) (plan *config.Plan, errs []config.Error, note string) {
 	f, err := config.LoadFleet(path)
 	if err != nil || f == nil {
-		plan, errs = checkFile(path)
+		plan, errs = offline.Load(path)
 		return plan, errs, ""
 	}
 	var p *fleet.Plan
@@ -462,7 +463,7 @@ func CheckRouterPlan(path string) (plan *config.Plan, errs []config.Error, note 
 		}
 	}
 	if p == nil {
-		plan, errs = checkFile(path)
+		plan, errs = offline.Load(path)
 		return plan, errs, "no shared plan (" + etcd + ", none cached): checked the file alone, with its own tiers and users"
 	}
 	plan, err = config.LoadShared(path, p.SharedFor())
@@ -473,7 +474,7 @@ func CheckRouterPlan(path string) (plan *config.Plan, errs []config.Error, note 
 		}
 		return nil, []config.Error{{File: path, Msg: err.Error()}}, note
 	}
-	return plan, CheckPlan(plan), note
+	return plan, offline.Plan(plan), note
 }
 
 // UsageReportEvery is how often a router reports its own quota usage to

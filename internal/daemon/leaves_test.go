@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/check/offline"
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/netnslab"
 	"github.com/shaperd/shaperd/pkg/kernel"
@@ -57,7 +58,7 @@ func TestCheckNotesLeaf(t *testing.T) {
 	p := writeConfig(t, dir, strings.Replace(testConfig, `default_tier = "bronze"`, `default_tier = "bronze"
 leaf_qdisc = "sfq"
 queue_latency = "30ms"`, 1), testUsers)
-	plan, errs := checkFile(p)
+	plan, errs := offline.Load(p)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/check/offline"
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/simulate"
 	"github.com/shaperd/shaperd/pkg/config"
@@ -205,7 +206,7 @@ func (d *Daemon) reloadDiffs() ([]PlanDiff, string, error) {
 	}
 	if len(d.runtime) > 0 {
 		plan, _, _ = withRuntime(plan, d.runtime, d.clock.Now())
-		if errs := CheckPlan(plan); len(errs) > 0 {
+		if errs := offline.Plan(plan); len(errs) > 0 {
 			return nil, "", &ConfigError{Problems: append([]string{"with the run-time users (shaperctl user list):"}, errorMessages(errs)...)}
 		}
 	}

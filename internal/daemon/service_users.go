@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/check/offline"
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/config"
@@ -429,7 +430,7 @@ func (d *Daemon) prefixIndex() *config.PrefixIndex {
 
 // applyUserChange puts one checked change of the run-time user name in
 // force (next nil: removed) without touching any other user: the plan
-// with just that user checked as a configuration is (CheckPlan of a plan
+// with just that user checked as a configuration is (offline.Plan of a plan
 // of that user: rates, class ids, the classifier's prefix lengths), the
 // change journaled (synced) in state_dir, the plan's entry replaced in
 // place (the indexes by name and address updated), and only that user's
@@ -452,7 +453,7 @@ func (d *Daemon) applyUserChange(name string, next *runtimeUser, now time.Time, 
 		if limit := policy.MaxUsers(d.plan); len(d.plan.Users)+1 > limit && j < 0 {
 			return control.BadRequest("%d users: an interface holds at most %d user classes", len(d.plan.Users)+1, limit)
 		}
-		if errs := CheckPlan(&p); len(errs) > 0 {
+		if errs := offline.Plan(&p); len(errs) > 0 {
 			return control.BadRequest("%s", strings.Join(errorMessages(errs), "; "))
 		}
 	}
@@ -601,7 +602,7 @@ func (d *Daemon) pruneOverrides() {
 }
 
 // applyRuntime puts the run-time users rt in force: the plan with them is
-// checked as a configuration is (CheckPlan: rates, class ids, the
+// checked as a configuration is (offline.Plan: rates, class ids, the
 // classifier's prefix lengths), saved to the state file and applied; the
 // kernel gets only what changed (model.Diff of each interface's tree:
 // the user's class and filters). Nothing changes when it is refused.
@@ -636,7 +637,7 @@ func (d *Daemon) applyRuntime(rt []runtimeUser, now time.Time, why string, chang
 }
 
 // checkRuntimePlan checks plan after a change of the run-time users
-// named (all of them when none are named) as CheckPlan would, in time
+// named (all of them when none are named) as offline.Plan would, in time
 // that does not grow with the number of users: the rates and classifier
 // of a plan of just those users (policy.Check, the prefix lengths
 // kernel.CheckFilters refuses), and the number of users against the
@@ -645,7 +646,7 @@ func (d *Daemon) applyRuntime(rt []runtimeUser, now time.Time, why string, chang
 // reported in status and the log, as at any apply.
 func checkRuntimePlan(plan *config.Plan, names []string) []config.Error {
 	if len(names) == 0 {
-		return CheckPlan(plan)
+		return offline.Plan(plan)
 	}
 	if limit := policy.MaxUsers(plan); len(plan.Users) > limit {
 		return []config.Error{{Msg: fmt.Sprintf("%d users: an interface holds at most %d user classes", len(plan.Users), limit)}}
@@ -658,7 +659,7 @@ func checkRuntimePlan(plan *config.Plan, names []string) []config.Error {
 			p.Users = append(p.Users, *u)
 		}
 	}
-	return CheckPlan(&p)
+	return offline.Plan(&p)
 }
 
 // setPlanKeeping puts plan in force after a run-time user change: the
@@ -775,7 +776,7 @@ func (d *Daemon) startRuntime(file *config.Plan) *config.Plan {
 	}
 	now := d.clock.Now()
 	plan, kept, changed := d.adoptRuntime(file, now)
-	if errs := CheckPlan(plan); len(errs) > 0 {
+	if errs := offline.Plan(plan); len(errs) > 0 {
 		d.log.Error("run-time users make the plan invalid; starting without them", "problems", describe(errorMessages(errs), 10))
 		d.runtime = nil
 		d.journal.whole = true // the next change drops them from the files
@@ -797,7 +798,7 @@ func (d *Daemon) reloadRuntime(file *config.Plan) (*config.Plan, []runtimeUser, 
 		return file, nil, false, nil
 	}
 	plan, kept, changed := d.adoptRuntime(file, d.clock.Now())
-	if errs := CheckPlan(plan); len(errs) > 0 {
+	if errs := offline.Plan(plan); len(errs) > 0 {
 		return nil, nil, false, &ConfigError{Problems: append([]string{"with the run-time users (shaperctl user list):"}, errorMessages(errs)...)}
 	}
 	return plan, kept, changed, nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/check"
 	"github.com/shaperd/shaperd/internal/check/offline"
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/simulate"
@@ -131,7 +132,7 @@ func parseWhatIf(s string, now time.Time) (policy.Override, error) {
 // remove are counted first, with whether the reload needs
 // --allow-removals.
 func (d *Daemon) PlanDiff(ctx context.Context) (*control.PlanDiffResponse, error) {
-	var diffs []PlanDiff
+	var diffs []check.PlanDiff
 	var note string
 	var err error
 	if cerr := d.call(ctx, func() { diffs, note, err = d.reloadDiffs() }); cerr != nil {
@@ -144,7 +145,7 @@ func (d *Daemon) PlanDiff(ctx context.Context) (*control.PlanDiffResponse, error
 	if note != "" {
 		fmt.Fprintln(&b, note)
 	}
-	WritePlanDiff(&b, diffs, true)
+	check.WritePlanDiff(&b, diffs, true)
 	resp := &control.PlanDiffResponse{Text: b.String()}
 	for _, pd := range diffs {
 		resp.Changes += len(pd.Changes)
@@ -189,7 +190,7 @@ func (d *Daemon) dryReconcilers(plan *config.Plan) []*reconciler {
 // the overrides it evaluates (local and fleet, pruned to the new plan),
 // against what the kernel holds, and a note on the users it would remove
 // ("" when none). A plan the reload would refuse is an error.
-func (d *Daemon) reloadDiffs() ([]PlanDiff, string, error) {
+func (d *Daemon) reloadDiffs() ([]check.PlanDiff, string, error) {
 	shared := d.sharedPlan()
 	if d.fleet != nil && d.fleet.refusedPlan != nil {
 		if _, err := loadPlan(d.opts.ConfigPath, sharedOf(d.fleet.refusedPlan)); err == nil {

@@ -70,10 +70,12 @@
 //   - metrics*.go: the Prometheus collectors, which read copies the loop
 //     publishes (metrics_snapshot.go), never the loop's state;
 //   - memory.go: the one place memory is returned to the OS;
-//   - state*.go: the state files in daemon.state_dir;
+//   - state*.go: the state files in daemon.state_dir (written, journaled
+//     and locked with internal/statefile);
 //   - fleet.go: fleet mode; notify.go: the service manager (sd_notify);
-//   - offline*.go: what runs without a daemon (--check, simulate, plan
-//     diff).
+//   - offline*.go: the dry runs on the daemon's state (simulate, the plan
+//     diff of --check --diff and reload --dry-run); --check itself is
+//     internal/check.
 //
 // Time comes from the injected Clock; the kernel is behind the Kernel
 // interface, so the loop is tested with a fake clock and modeltest.MemKernel.

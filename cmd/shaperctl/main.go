@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/check/offline"
 	"github.com/shaperd/shaperd/internal/control/cli"
-	"github.com/shaperd/shaperd/internal/daemon"
 	"github.com/shaperd/shaperd/internal/fleet/fleetcli"
 )
 
@@ -25,7 +25,7 @@ func main() {
 		os.Exit(0)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	env := cli.Env{Getenv: os.Getenv, Stdin: os.Stdin, After: time.After, CheckPlan: daemon.CheckPlan}
+	env := cli.Env{Getenv: os.Getenv, Stdin: os.Stdin, After: time.After, CheckPlan: offline.Plan}
 	if cli.IsTerminal(os.Stdout.Fd()) {
 		env.Terminal = true
 		env.Rows = func() int { return cli.TerminalRows(os.Stdout.Fd()) }
@@ -35,7 +35,7 @@ func main() {
 	}
 	var code int
 	if fleetcli.IsFleet(os.Args[1:]) { // fleet push|pull|status, set-rate/clear --fleet: etcd, not the socket
-		code = fleetcli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, fleetcli.Env{Check: daemon.Check, Getenv: os.Getenv})
+		code = fleetcli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, fleetcli.Env{Check: offline.File, Getenv: os.Getenv})
 	} else {
 		code = cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, env)
 	}

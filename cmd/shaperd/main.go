@@ -15,10 +15,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/check"
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/daemon"
 	"github.com/shaperd/shaperd/internal/fleet/fleetcli"
@@ -125,35 +127,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return simulate.Main(f.config, f.sim, time.Now(), stdout, stderr)
 	}
 	if f.check {
-		plan, errs, fleetNote := daemon.CheckRouterPlan(f.config) // daemon.Check without [fleet]
-		if plan != nil && len(errs) == 0 {
-			errs = daemon.CheckQueues(plan)
-		}
-		if fleetNote != "" {
-			fmt.Fprintf(stdout, "%s: fleet: %s\n", f.config, fleetNote)
-		}
-		for _, line := range config.FormatErrors(errs, config.MaxPrinted) {
-			fmt.Fprintln(stderr, line)
-		}
-		if len(errs) > 0 {
-			return 1
-		}
-		clsNotes, err := daemon.CheckClassifiers(plan)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		for _, n := range config.FormatNotes(daemon.CheckKeyNotes(plan), config.MaxPrinted) {
-			fmt.Fprintln(stdout, n)
-		}
-		for _, n := range append(daemon.CheckNotes(plan), clsNotes...) {
-			fmt.Fprintf(stdout, "%s: note: %s\n", f.config, n)
-		}
-		fmt.Fprintf(stdout, "%s: ok\n", f.config)
-		if f.diff {
+		code := printCheck(check.Run(f.config, check.Options{}), stdout, stderr)
+		if code == 0 && f.diff {
 			return planDiff(f, stdout, stderr)
 		}
-		return 0
+		return code
 	}
 
 	level := new(slog.LevelVar)
@@ -234,8 +212,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// printCheck prints what --check found (rep): a fleet router's note on
+// its shared plan (stdout), then every error (stderr, exit 1), else the
+// notes and "FILE: ok" (stdout, exit 0).
+func printCheck(rep check.Report, stdout, stderr io.Writer) int {
+	if rep.FleetNote != "" {
+		fmt.Fprintf(stdout, "%s: fleet: %s\n", rep.Path, rep.FleetNote)
+	}
+	for _, line := range config.FormatErrors(rep.Errors, config.MaxPrinted) {
+		fmt.Fprintln(stderr, line)
+	}
+	if len(rep.Errors) > 0 {
+		return 1
+	}
+	if rep.ClassifierErr != nil {
+		fmt.Fprintln(stderr, rep.ClassifierErr)
+		return 1
+	}
+	for _, n := range config.FormatNotes(rep.KeyNotes, config.MaxPrinted) {
+		fmt.Fprintln(stdout, n)
+	}
+	for _, n := range slices.Concat(rep.Notes, rep.ClassifierNotes) {
+		fmt.Fprintf(stdout, "%s: note: %s\n", rep.Path, n)
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", rep.Path)
+	return 0
+}
+
 // planDiff prints what applying the configuration would change (see
-// daemon.PlanDiff); it reads the kernel and state_dir and writes nothing.
+// daemon.Daemon.DiffPlan); it reads the kernel and state_dir and writes
+// nothing.
 func planDiff(f *flags, stdout, stderr io.Writer) int {
 	d, err := daemon.New(daemon.Options{ConfigPath: f.config, NetNS: f.netns, ReadOnly: true})
 	if err != nil {
@@ -243,6 +249,6 @@ func planDiff(f *flags, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer d.Close()
-	daemon.WritePlanDiff(stdout, d.DiffPlan(time.Now()), f.verbose)
+	check.WritePlanDiff(stdout, d.DiffPlan(time.Now()), f.verbose)
 	return 0
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -128,7 +129,7 @@ func BenchmarkUserAddRuntime10kUsers(b *testing.B) {
 		rt[i] = runtimeUser{Name: fmt.Sprintf("user%05d", i), Tier: []string{"gold", "bronze"}[i%2],
 			Addresses: []runtimeAddr{{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(10 + i/250), byte(i%250 + 1)}), 32)}}}
 	}
-	if err := saveJSON(filepath.Join(dir, "state"), UsersFile, runtimeFile{Users: rt}); err != nil {
+	if err := statefile.SaveJSON(filepath.Join(dir, "state"), UsersFile, runtimeFile{Users: rt}); err != nil {
 		b.Fatal(err)
 	}
 	d, _ := newTestDaemon(b, newFakeKernel("lan0"), RealClock{}, dir)

@@ -7,12 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
-	"github.com/shaperd/shaperd/internal/fleet"
-	"github.com/shaperd/shaperd/internal/lab/etcdlab"
-	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -114,36 +110,5 @@ func TestFleetSharedPlanCapped(t *testing.T) {
 	}
 	if got := userRate(t, k, "alice"); got != mbit(30) {
 		t.Errorf("alice download: %v, want 30mbit", got)
-	}
-}
-
-// TestFleetCheckRouterCapped: `shaperd --check` of a router whose upload
-// side is 50mbit, with the fleet's shared plan (gold's ceil 100mbit)
-// pulled from a real etcd, passes with a note at the shared plan's key.
-func TestFleetCheckRouterCapped(t *testing.T) {
-	s := etcdlab.Start(t)
-	c, err := fleet.Dial(&config.Fleet{Endpoints: []string{s.Endpoint}, DialTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sh := sharedPlan(0, "30mbit").Shared
-	sh.Name, sh.UsersName = "shared.toml", "users.toml"
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := fleet.Push(ctx, c, "/caps", &sh, fleet.Meta{PushedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	router := capsConfig + "\n[fleet]\nendpoints = [\"" + s.Endpoint + "\"]\nprefix = \"/caps\"\nrouter = \"r1\"\ndial_timeout = \"2s\"\n"
-	path := writeConfig(t, dir, router, testUsers)
-	plan, errs, note := CheckRouterPlan(path)
-	if len(errs) != 0 || plan == nil || !strings.Contains(note, "checked with the fleet's shared plan") {
-		t.Fatalf("check: errors %v, note %q", errs, note)
-	}
-	notes := config.FormatNotes(CheckKeyNotes(plan), 0)
-	want := "note: tiers.gold.ceil: ceil 100mbit is above the bandwidth 50mbit of interface lan0 (ingress): capped to 50mbit"
-	if !slices.ContainsFunc(notes, func(n string) bool { return strings.HasSuffix(n, "shared.toml:9:1: "+want) }) {
-		t.Errorf("notes %q; want one at shared.toml:9:1: %q", notes, want)
 	}
 }

@@ -10,12 +10,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/check/offline"
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"
 )
+
+// DefaultLockDir holds the interface locks: the unit's RuntimeDirectory.
+const DefaultLockDir = "/run/shaperd"
+
+// ErrLocked is wrapped by New's error when another shaperd process manages
+// one of the configured interfaces (statefile.ErrLocked).
+var ErrLocked = statefile.ErrLocked
 
 // DefaultLinkSettle is how long the daemon waits after a link event for
 // more events before it reconciles the interface.
@@ -86,7 +95,7 @@ type Daemon struct {
 	clock  Clock
 	notify Notifier
 	k      Kernel
-	locks  *ifaceLocks
+	locks  *statefile.Locks
 	// classifiers is the classifier chosen per interface key, for the
 	// log (setClassifier).
 	classifiers map[string]string
@@ -255,7 +264,7 @@ func New(opts Options) (*Daemon, error) {
 		}
 		k, err := kernel.Open(kernel.Options{NetNS: opts.NetNS, Progress: d.applyProgress})
 		if err != nil {
-			d.locks.release()
+			d.locks.Release()
 			return nil, fmt.Errorf("open kernel (netns %q): %w", opts.NetNS, err)
 		}
 		d.k = k
@@ -284,11 +293,11 @@ func New(opts Options) (*Daemon, error) {
 // shaping stays in place.
 func (d *Daemon) Close() error {
 	d.closeFleet()
-	d.locks.release()
+	d.locks.Release()
 	return d.k.Close()
 }
 
-// lock takes the locks of plan's devices (see ifaceLocks); with
+// lock takes the locks of plan's devices (see statefile.Locks); with
 // Options.Force a lock held elsewhere is logged and passed over.
 func (d *Daemon) lock(plan *config.Plan) error {
 	var devs []string
@@ -302,7 +311,7 @@ func (d *Daemon) lock(plan *config.Plan) error {
 	if dir == "" {
 		dir = DefaultLockDir
 	}
-	l, err := lockInterfaces(dir, d.opts.NetNS, devs)
+	l, err := statefile.LockInterfaces(dir, d.opts.NetNS, devs)
 	if err != nil && d.opts.Force && errors.Is(err, ErrLocked) {
 		d.log.Warn("--force: going on although another shaperd manages an interface", "err", err)
 		return nil
@@ -334,7 +343,7 @@ func (d *Daemon) setPlan(plan *config.Plan) {
 }
 
 // loadPlan loads path (with the fleet's shared documents sh, when not
-// nil: config.LoadShared) and checks the plan offline (CheckPlan), turning
+// nil: config.LoadShared) and checks the plan offline (offline.Plan), turning
 // the problems into a *ConfigError (at most config.MaxPrinted of them, then
 // a line saying how many more).
 func loadPlan(path string, sh *config.Shared) (*config.Plan, error) {
@@ -346,7 +355,7 @@ func loadPlan(path string, sh *config.Shared) (*config.Plan, error) {
 		plan, err = config.Load(path)
 	}
 	if err == nil {
-		if errs := CheckPlan(plan); len(errs) > 0 {
+		if errs := offline.Plan(plan); len(errs) > 0 {
 			return nil, &ConfigError{Problems: config.FormatErrors(errs, config.MaxPrinted)}
 		}
 		return plan, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -299,7 +300,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "sub")
 	p := filepath.Join(dir, "f.json")
 	for _, s := range []string{"one", "two"} {
-		if err := writeFileAtomic(p, []byte(s), 0o640); err != nil {
+		if err := statefile.WriteAtomic(p, []byte(s), 0o640); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(p)

@@ -13,19 +13,20 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/BurntSushi/toml"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/fleet"
+	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/policy"
 )
 
 // FleetCacheFile is the last shared plan and fleet overrides applied, in
-// state_dir, so that a restart without etcd shapes as before.
-const FleetCacheFile = "fleet-cache.json"
+// state_dir, so that a restart without etcd shapes as before
+// (fleet.CacheFile, holding a fleet.Cache).
+const FleetCacheFile = fleet.CacheFile
 
 // fleetState is the daemon's part of fleet mode ([fleet] set). Fields
 // other than connected and the atomics are owned by the loop.
@@ -57,38 +58,12 @@ type fleetState struct {
 	refusedA  atomic.Int64
 }
 
-// fleetCache is FleetCacheFile's contents.
-type fleetCache struct {
-	Plan      *fleet.Plan       `json:"plan"`
-	Overrides []policy.Override `json:"overrides"`
-}
-
-// peekLocal reads daemon.state_dir and whether [fleet] is set from the
-// main file, before the plan can be loaded (it may need the cached shared
-// plan).
-func peekLocal(path string) (stateDir string, hasFleet bool) {
-	var raw struct {
-		Daemon struct {
-			StateDir string `toml:"state_dir"`
-		} `toml:"daemon"`
-		Fleet map[string]any `toml:"fleet"`
-	}
-	stateDir = config.DefaultStateDir
-	if _, err := toml.DecodeFile(path, &raw); err != nil {
-		return stateDir, false
-	}
-	if raw.Daemon.StateDir != "" {
-		stateDir = raw.Daemon.StateDir
-	}
-	return stateDir, raw.Fleet != nil
-}
-
 // initialShared finds the shared plan to start with when the main file
 // has [fleet]: the current one in etcd when etcd answers within
 // fleet.dial_timeout, else the cached one, else none (the local file's
 // plan). It returns the plan loaded with it.
 func (d *Daemon) initialShared(path string) (*config.Plan, error) {
-	stateDir, hasFleet := peekLocal(path)
+	stateDir, hasFleet := fleet.PeekLocal(path)
 	if !hasFleet {
 		return loadPlan(path, nil)
 	}
@@ -97,11 +72,11 @@ func (d *Daemon) initialShared(path string) (*config.Plan, error) {
 		return loadPlan(path, nil) // reports [fleet]'s errors with the rest
 	}
 	var cands []*fleet.Plan
-	var cached fleetCache
+	var cached fleet.Cache
 	if b, err := readFileIfExists(filepath.Join(stateDir, FleetCacheFile)); err == nil && b != nil {
 		if err := json.Unmarshal(b, &cached); err != nil {
 			d.log.Warn("fleet: the cached shared plan is unreadable; ignoring it", "file", filepath.Join(stateDir, FleetCacheFile), "err", err)
-			cached = fleetCache{}
+			cached = fleet.Cache{}
 		}
 	}
 	if f != nil {
@@ -306,9 +281,9 @@ func (d *Daemon) saveFleetCache() {
 	if fst.shared == nil {
 		return
 	}
-	b, err := json.Marshal(fleetCache{Plan: fst.shared, Overrides: fst.all})
+	b, err := json.Marshal(fleet.Cache{Plan: fst.shared, Overrides: fst.all})
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(d.plan.Daemon.StateDir, FleetCacheFile), b, 0o640)
+		err = statefile.WriteAtomic(filepath.Join(d.plan.Daemon.StateDir, FleetCacheFile), b, 0o640)
 	}
 	if err != nil {
 		d.stats.errors.WithLabelValues("state").Inc()
@@ -411,68 +386,6 @@ func readFileIfExists(path string) ([]byte, error) {
 		return nil, nil
 	}
 	return b, err
-}
-
-// CheckRouter is `shaperd --check` of a router's file. Without [fleet] it
-// is Check. With [fleet] it checks the file with the shared plan the
-// daemon would start with: the current one in etcd (asked with
-// fleet.dial_timeout), else the cached one in state_dir, else none (the
-// file alone, with its own tiers and users). note says which.
-func CheckRouter(path string) (errs []config.Error, note string) {
-	_, errs, note = CheckRouterPlan(path)
-	return errs, note
-}
-
-// CheckRouterPlan is CheckRouter that also returns the plan it checked
-// (the file with the fleet's shared part, when there is one; nil when it
-// does not load), for what --check tells besides errors (CheckNotes).
-func CheckRouterPlan(path string) (plan *config.Plan, errs []config.Error, note string) {
-	f, err := config.LoadFleet(path)
-	if err != nil || f == nil {
-		plan, errs = checkFile(path)
-		return plan, errs, ""
-	}
-	var p *fleet.Plan
-	// etcd says why there is no shared plan from it: unreachable (with
-	// the error), or reachable with none pushed under the prefix.
-	eps := strings.Join(f.Endpoints, ",")
-	etcd := "etcd " + eps + " unreachable"
-	c, err := fleet.Dial(f)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), f.DialTimeout)
-		p, err = fleet.Pull(ctx, c, f.Prefix)
-		cancel()
-		c.Close()
-	}
-	switch {
-	case err != nil:
-		etcd += " (" + err.Error() + ")"
-	case p != nil:
-		note = fmt.Sprintf("checked with the fleet's shared plan, revision %d (etcd %s)", p.Revision, eps)
-	default:
-		etcd = fmt.Sprintf("etcd %s holds no shared plan under %s (none pushed yet)", eps, f.Prefix)
-	}
-	if p == nil {
-		stateDir, _ := peekLocal(path)
-		var cached fleetCache
-		if b, err := readFileIfExists(filepath.Join(stateDir, FleetCacheFile)); err == nil && b != nil && json.Unmarshal(b, &cached) == nil && cached.Plan != nil {
-			p = cached.Plan
-			note = fmt.Sprintf("%s; checked with the cached shared plan, revision %d", etcd, p.Revision)
-		}
-	}
-	if p == nil {
-		plan, errs = checkFile(path)
-		return plan, errs, "no shared plan (" + etcd + ", none cached): checked the file alone, with its own tiers and users"
-	}
-	plan, err = config.LoadShared(path, p.SharedFor())
-	if err != nil {
-		var ce *config.Errors
-		if errors.As(err, &ce) {
-			return nil, ce.List, note
-		}
-		return nil, []config.Error{{File: path, Msg: err.Error()}}, note
-	}
-	return plan, CheckPlan(plan), note
 }
 
 // UsageReportEvery is how often a router reports its own quota usage to

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/fleet"
-	"github.com/shaperd/shaperd/internal/lab/etcdlab"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -210,54 +208,6 @@ func TestNoFleetNoFleetState(t *testing.T) {
 	}
 	if g := gauges(t, d); len(g) != 0 {
 		t.Errorf("fleet metrics without [fleet]: %v", g)
-	}
-}
-
-// TestCheckRouter: --check of a router whose tiers and users come from
-// the fleet passes with the cached shared plan, and without one checks
-// the file alone.
-func TestCheckRouter(t *testing.T) {
-	dir := t.TempDir()
-	local := fleetTestConfig[:strings.Index(fleetTestConfig, "[tiers.bronze]")] + fleetTestConfig[strings.Index(fleetTestConfig, "[fleet]"):]
-	p := filepath.Join(dir, "shaperd.toml")
-	if err := os.WriteFile(p, []byte(fmt.Sprintf(local, dir)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	errs, note := CheckRouter(p)
-	if len(errs) == 0 || !strings.Contains(note, "checked the file alone") {
-		t.Fatalf("without a shared plan: %v, note %q", errs, note)
-	}
-	b, err := json.Marshal(fleetCache{Plan: sharedPlan(5, "30mbit")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writeFileAtomic(filepath.Join(dir, "state", FleetCacheFile), b, 0o640); err != nil {
-		t.Fatal(err)
-	}
-	errs, note = CheckRouter(p)
-	if len(errs) != 0 || !strings.Contains(note, "cached shared plan, revision 5") {
-		t.Fatalf("with the cached plan: %v, note %q", errs, note)
-	}
-}
-
-// --check of a router says why it has no shared plan from etcd: etcd
-// unreachable (naming the endpoint), or reachable and holding none.
-func TestCheckRouterSaysWhyNoSharedPlan(t *testing.T) {
-	s := etcdlab.Start(t)
-	for _, tt := range []struct {
-		endpoint, want, not string
-	}{
-		{"http://127.0.0.1:1", "etcd http://127.0.0.1:1 unreachable", "holds no shared plan"},
-		{s.Endpoint, "etcd " + s.Endpoint + " holds no shared plan under /shaperd", "unreachable"},
-	} {
-		dir := t.TempDir()
-		cfg := strings.Replace(fleetTestConfig, "http://127.0.0.1:1", tt.endpoint, 1)
-		writeConfig(t, dir, cfg, testUsers)
-		errs, note := CheckRouter(filepath.Join(dir, "shaperd.toml"))
-		if len(errs) != 0 || !strings.Contains(note, tt.want) || strings.Contains(note, tt.not) ||
-			!strings.Contains(note, "checked the file alone") {
-			t.Errorf("etcd %s: %v, note %q; want it to say %q", tt.endpoint, errs, note, tt.want)
-		}
 	}
 }
 

@@ -1,10 +1,8 @@
 package daemon
 
 import (
-	"fmt"
-
+	"github.com/shaperd/shaperd/internal/check"
 	"github.com/shaperd/shaperd/pkg/config"
-	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -19,19 +17,6 @@ type leafProber interface {
 // device's qdisc get (*kernel.Kernel).
 type linkSizer interface {
 	LinkSizes(name string) (frame, aggregate tbf.Size, err error)
-}
-
-// measureLinks gives plan the largest frame and aggregate of each of its
-// interfaces, from sizes; an interface it cannot measure (not there yet)
-// keeps the defaults.
-func measureLinks(plan *config.Plan, sizes func(string) (tbf.Size, tbf.Size, error)) {
-	links := make(map[string]config.LinkSizes, len(plan.Interfaces))
-	for _, in := range plan.Interfaces {
-		if frame, aggregate, err := sizes(in.Name); err == nil {
-			links[in.Name] = config.LinkSizes{Frame: frame, Aggregate: aggregate}
-		}
-	}
-	plan.Links = links
 }
 
 // resolveLeaves gives plan the sizes of its links' largest packets (which
@@ -58,7 +43,7 @@ func (d *Daemon) resolveLeaves(plan *config.Plan) {
 // the probe's error.
 func (d *Daemon) probeLeaves(plan *config.Plan) (bool, error) {
 	if ls, ok := d.k.(linkSizer); ok {
-		measureLinks(plan, ls.LinkSizes)
+		check.MeasureLinks(plan, ls.LinkSizes)
 	}
 	p, ok := d.k.(leafProber)
 	if !ok {
@@ -70,23 +55,4 @@ func (d *Daemon) probeLeaves(plan *config.Plan) (bool, error) {
 	}
 	plan.LeafKinds = kinds
 	return true, err
-}
-
-// leafCheckNotes are --check's notes about leaf qdiscs on this kernel
-// (probed as the daemon does): each configured kind it lacks, and the
-// default, with the bfifo that replaces them, and each bfifo leaf_limit
-// too small for the aggregates of the interface (measured here, where it
-// exists).
-func leafCheckNotes(plan *config.Plan) []string {
-	measureLinks(plan, kernel.LinkSizesHere)
-	kinds, err := kernel.LeafKindsAvailable()
-	var notes []string
-	if err != nil {
-		notes = append(notes, fmt.Sprintf("could not probe the kernel's leaf qdisc kinds (%v): kinds it could not probe count as missing", err))
-	}
-	if kinds == nil {
-		return append(notes, policy.LeafNotes(plan)...)
-	}
-	plan.LeafKinds = kinds
-	return append(notes, policy.LeafNotes(plan)...)
 }

@@ -3,14 +3,11 @@ package daemon
 import (
 	"context"
 	"io"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
-	"github.com/shaperd/shaperd/internal/lab/netnslab"
-	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -43,36 +40,6 @@ func TestDaemonDefaultLeaf(t *testing.T) {
 		if alice.Leaf == nil || *alice.Leaf != tt.want {
 			t.Errorf("kinds %v: alice's leaf %+v, want %+v", tt.kinds, alice.Leaf, tt.want)
 		}
-	}
-}
-
-// --check's notes name the leaf kinds this kernel lacks, as probed.
-func TestCheckNotesLeaf(t *testing.T) {
-	netnslab.Require(t)
-	have, err := kernel.LeafKindsAvailable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	p := writeConfig(t, dir, strings.Replace(testConfig, `default_tier = "bronze"`, `default_tier = "bronze"
-leaf_qdisc = "sfq"
-queue_latency = "30ms"`, 1), testUsers)
-	plan, errs := checkFile(p)
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	notes := CheckNotes(plan)
-	want := p + ":16:1: interface[0].leaf_qdisc: sfq not available in this kernel; using bfifo sized to 30ms (behind a tbf that splits TCP aggregates where it is small)"
-	if got := slices.Contains(notes, want); got == have["sfq"] {
-		t.Errorf("sfq available %v, notes %q", have["sfq"], notes)
-	}
-	wantDefault := "default leaf qdisc: fq_codel not available in this kernel; using bfifo sized to 50ms (behind a tbf that splits TCP aggregates where it is small)"
-	found := false
-	for _, n := range notes {
-		found = found || strings.HasSuffix(n, wantDefault) && strings.Contains(n, "(lan0 ingress)")
-	}
-	if found == have["fq_codel"] {
-		t.Errorf("fq_codel available %v, notes %q", have["fq_codel"], notes)
 	}
 }
 

@@ -6,37 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
-)
 
-func TestInterfaceLocks(t *testing.T) {
-	dir := t.TempDir()
-	a, err := lockInterfaces(dir, "", []string{"lan0", "ifb-lan0", "lan0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A second manager of one of the devices (another open file
-	// description, as another process has) is refused, naming the device
-	// and the holder's pid; it keeps none of the locks it took.
-	_, err = lockInterfaces(dir, "", []string{"wan0", "lan0"})
-	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "lan0") ||
-		!strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) || !strings.Contains(err.Error(), "--force") {
-		t.Fatalf("second lock of lan0: %v, want ErrLocked naming lan0, pid %d and --force", err, os.Getpid())
-	}
-	w, err := lockInterfaces(dir, "", []string{"wan0"})
-	if err != nil {
-		t.Fatalf("wan0 stayed locked after a refused attempt: %v", err)
-	}
-	w.release()
-	a.release()
-	b, err := lockInterfaces(dir, "", []string{"lan0"})
-	if err != nil {
-		t.Fatalf("lan0 after release: %v", err)
-	}
-	b.release()
-}
+	"github.com/shaperd/shaperd/internal/statefile"
+)
 
 // Teardown removes the lock files it held and the lock directory when it
 // made it; a directory that was there before (holding other files) stays.
@@ -53,7 +26,7 @@ func TestTeardownRemovesLockFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		l, err := lockInterfaces(lockDir, "", []string{"lan0", "ifb-lan0"})
+		l, err := statefile.LockInterfaces(lockDir, "", []string{"lan0", "ifb-lan0"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,11 +47,11 @@ func TestTeardownRemovesLockFiles(t *testing.T) {
 			}
 		}
 		// The locks are free: another manager may start.
-		l2, err := lockInterfaces(lockDir, "", []string{"lan0"})
+		l2, err := statefile.LockInterfaces(lockDir, "", []string{"lan0"})
 		if err != nil {
 			t.Fatalf("lan0 after teardown: %v", err)
 		}
-		l2.release()
+		l2.Release()
 		d.Close()
 	}
 }

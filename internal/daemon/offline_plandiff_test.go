@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shaperd/shaperd/internal/check"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -108,7 +109,7 @@ func TestDiffPlanComparesInKernelUnits(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	WritePlanDiff(&out, diffs, false)
+	check.WritePlanDiff(&out, diffs, false)
 	if strings.Contains(out.String(), "alice") {
 		t.Errorf("the diff lists alice, whose class the kernel holds:\n%s", out.String())
 	}
@@ -135,7 +136,7 @@ func TestReloadDryRunPlansWhatReloadDoes(t *testing.T) {
 			n += len(pd.Changes)
 		}
 		text.Reset()
-		WritePlanDiff(&text, diffs, true)
+		check.WritePlanDiff(&text, diffs, true)
 		return n
 	}
 	if n := planned(); n != 0 {

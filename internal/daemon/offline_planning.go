@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/check"
+	"github.com/shaperd/shaperd/internal/check/offline"
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/simulate"
 	"github.com/shaperd/shaperd/pkg/config"
@@ -130,7 +132,7 @@ func parseWhatIf(s string, now time.Time) (policy.Override, error) {
 // remove are counted first, with whether the reload needs
 // --allow-removals.
 func (d *Daemon) PlanDiff(ctx context.Context) (*control.PlanDiffResponse, error) {
-	var diffs []PlanDiff
+	var diffs []check.PlanDiff
 	var note string
 	var err error
 	if cerr := d.call(ctx, func() { diffs, note, err = d.reloadDiffs() }); cerr != nil {
@@ -143,7 +145,7 @@ func (d *Daemon) PlanDiff(ctx context.Context) (*control.PlanDiffResponse, error
 	if note != "" {
 		fmt.Fprintln(&b, note)
 	}
-	WritePlanDiff(&b, diffs, true)
+	check.WritePlanDiff(&b, diffs, true)
 	resp := &control.PlanDiffResponse{Text: b.String()}
 	for _, pd := range diffs {
 		resp.Changes += len(pd.Changes)
@@ -188,7 +190,7 @@ func (d *Daemon) dryReconcilers(plan *config.Plan) []*reconciler {
 // the overrides it evaluates (local and fleet, pruned to the new plan),
 // against what the kernel holds, and a note on the users it would remove
 // ("" when none). A plan the reload would refuse is an error.
-func (d *Daemon) reloadDiffs() ([]PlanDiff, string, error) {
+func (d *Daemon) reloadDiffs() ([]check.PlanDiff, string, error) {
 	shared := d.sharedPlan()
 	if d.fleet != nil && d.fleet.refusedPlan != nil {
 		if _, err := loadPlan(d.opts.ConfigPath, sharedOf(d.fleet.refusedPlan)); err == nil {
@@ -205,7 +207,7 @@ func (d *Daemon) reloadDiffs() ([]PlanDiff, string, error) {
 	}
 	if len(d.runtime) > 0 {
 		plan, _, _ = withRuntime(plan, d.runtime, d.clock.Now())
-		if errs := CheckPlan(plan); len(errs) > 0 {
+		if errs := offline.Plan(plan); len(errs) > 0 {
 			return nil, "", &ConfigError{Problems: append([]string{"with the run-time users (shaperctl user list):"}, errorMessages(errs)...)}
 		}
 	}

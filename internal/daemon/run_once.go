@@ -52,7 +52,7 @@ func (d *Daemon) Teardown(ctx context.Context) error {
 	}
 	if len(errs) == 0 {
 		// Nothing is left to manage: the interface lock files go too.
-		if err := d.locks.remove(); err != nil {
+		if err := d.locks.Remove(); err != nil {
 			d.log.Warn("teardown: lock files", "err", err)
 		}
 	}

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/check/offline"
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -88,7 +90,7 @@ func decodeRuntimeUsersList(us []runtimeUser) ([]runtimeUser, error) {
 // crash while it was written, is dropped with a log line).
 func (d *Daemon) loadRuntimeUsers(dir string) {
 	d.runtime = nil
-	d.journal.close()
+	d.journal.Close()
 	d.journal = usersJournal{}
 	d.readStateFile(dir, UsersFile, "no run-time users were restored (add them again with shaperctl user add; the moved file keeps them)",
 		func(b []byte) error {
@@ -109,8 +111,8 @@ func (d *Daemon) loadRuntimeUsers(dir string) {
 					"file", filepath.Join(dir, UsersJournal), "bytes", len(b)-good)
 			}
 			d.runtime = rt
-			d.journal.size = int64(good)
-			d.journal.records = bytes.Count(b[:good], []byte{'\n'})
+			d.journal.Size = int64(good)
+			d.journal.Records = bytes.Count(b[:good], []byte{'\n'})
 			return nil
 		})
 }
@@ -121,10 +123,10 @@ func (d *Daemon) saveRuntimeUsers(dir string, rt []runtimeUser) error {
 	if rt == nil {
 		rt = []runtimeUser{}
 	}
-	err := saveJSON(dir, UsersFile, runtimeFile{Users: rt})
+	err := statefile.SaveJSON(dir, UsersFile, runtimeFile{Users: rt})
 	if err == nil {
 		d.journal.whole = false
-		if jerr := d.journal.reset(dir); jerr != nil {
+		if jerr := d.journal.Reset(journalPath(dir)); jerr != nil {
 			d.log.Warn("run-time users: users.json was written but the journal could not be emptied (its records replay harmlessly)", "err", jerr)
 		}
 	}
@@ -140,7 +142,7 @@ func (d *Daemon) journalUsers(dir string, rt func() []runtimeUser, recs ...journ
 	err := errors.New("users.json holds users that are not in force")
 	if !d.journal.whole {
 		for _, r := range recs {
-			if err = d.journal.append(dir, r); err != nil {
+			if err = d.journal.Append(journalPath(dir), r); err != nil {
 				break
 			}
 		}
@@ -158,16 +160,16 @@ func (d *Daemon) journalUsers(dir string, rt func() []runtimeUser, recs ...journ
 // closeUsers folds the journal into users.json (at shutdown) and closes
 // it.
 func (d *Daemon) closeUsers() {
-	if d.journal.records > 0 && !d.opts.ReadOnly {
+	if d.journal.Records > 0 && !d.opts.ReadOnly {
 		d.saveRuntimeUsers(d.plan.Daemon.StateDir, d.runtime)
 	}
-	d.journal.close()
+	d.journal.Close()
 }
 
 // compactUsers folds the journal into users.json once it holds
 // journalCompactRecords records (the reconcile tick calls it).
 func (d *Daemon) compactUsers() {
-	if d.journal.records < journalCompactRecords || d.opts.ReadOnly {
+	if d.journal.Records < journalCompactRecords || d.opts.ReadOnly {
 		return
 	}
 	d.saveRuntimeUsers(d.plan.Daemon.StateDir, d.runtime)
@@ -434,7 +436,7 @@ func (d *Daemon) prefixIndex() *config.PrefixIndex {
 
 // applyUserChange puts one checked change of the run-time user name in
 // force (next nil: removed) without touching any other user: the plan
-// with just that user checked as a configuration is (CheckPlan of a plan
+// with just that user checked as a configuration is (offline.Plan of a plan
 // of that user: rates, class ids, the classifier's prefix lengths), the
 // change journaled (synced) in state_dir, the plan's entry replaced in
 // place (the indexes by name and address updated), and only that user's
@@ -457,7 +459,7 @@ func (d *Daemon) applyUserChange(name string, next *runtimeUser, now time.Time, 
 		if limit := policy.MaxUsers(d.plan); len(d.plan.Users)+1 > limit && j < 0 {
 			return control.BadRequest("%d users: an interface holds at most %d user classes", len(d.plan.Users)+1, limit)
 		}
-		if errs := CheckPlan(&p); len(errs) > 0 {
+		if errs := offline.Plan(&p); len(errs) > 0 {
 			return control.BadRequest("%s", strings.Join(errorMessages(errs), "; "))
 		}
 	}
@@ -606,7 +608,7 @@ func (d *Daemon) pruneOverrides() {
 }
 
 // applyRuntime puts the run-time users rt in force: the plan with them is
-// checked as a configuration is (CheckPlan: rates, class ids, the
+// checked as a configuration is (offline.Plan: rates, class ids, the
 // classifier's prefix lengths), saved to the state file and applied; the
 // kernel gets only what changed (model.Diff of each interface's tree:
 // the user's class and filters). Nothing changes when it is refused.
@@ -641,7 +643,7 @@ func (d *Daemon) applyRuntime(rt []runtimeUser, now time.Time, why string, chang
 }
 
 // checkRuntimePlan checks plan after a change of the run-time users
-// named (all of them when none are named) as CheckPlan would, in time
+// named (all of them when none are named) as offline.Plan would, in time
 // that does not grow with the number of users: the rates and classifier
 // of a plan of just those users (policy.Check, the prefix lengths
 // kernel.CheckFilters refuses), and the number of users against the
@@ -650,7 +652,7 @@ func (d *Daemon) applyRuntime(rt []runtimeUser, now time.Time, why string, chang
 // reported in status and the log, as at any apply.
 func checkRuntimePlan(plan *config.Plan, names []string) []config.Error {
 	if len(names) == 0 {
-		return CheckPlan(plan)
+		return offline.Plan(plan)
 	}
 	if limit := policy.MaxUsers(plan); len(plan.Users) > limit {
 		return []config.Error{{Msg: fmt.Sprintf("%d users: an interface holds at most %d user classes", len(plan.Users), limit)}}
@@ -663,7 +665,7 @@ func checkRuntimePlan(plan *config.Plan, names []string) []config.Error {
 			p.Users = append(p.Users, *u)
 		}
 	}
-	return CheckPlan(&p)
+	return offline.Plan(&p)
 }
 
 // setPlanKeeping puts plan in force after a run-time user change: the
@@ -773,21 +775,21 @@ const maxExpiryChanges = 64
 func (d *Daemon) startRuntime(file *config.Plan) *config.Plan {
 	d.loadRuntimeUsers(file.Daemon.StateDir)
 	if len(d.runtime) == 0 {
-		if d.journal.records > 0 && !d.opts.ReadOnly {
+		if d.journal.Records > 0 && !d.opts.ReadOnly {
 			d.saveRuntimeUsers(file.Daemon.StateDir, nil) // the journal removed them all
 		}
 		return file
 	}
 	now := d.clock.Now()
 	plan, kept, changed := d.adoptRuntime(file, now)
-	if errs := CheckPlan(plan); len(errs) > 0 {
+	if errs := offline.Plan(plan); len(errs) > 0 {
 		d.log.Error("run-time users make the plan invalid; starting without them", "problems", describe(errorMessages(errs), 10))
 		d.runtime = nil
 		d.journal.whole = true // the next change drops them from the files
 		return file
 	}
 	d.runtime = kept
-	if (changed || d.journal.records > 0) && !d.opts.ReadOnly {
+	if (changed || d.journal.Records > 0) && !d.opts.ReadOnly {
 		d.saveRuntimeUsers(file.Daemon.StateDir, kept) // also folds the journal in
 	}
 	d.scheduleExpiry()
@@ -802,7 +804,7 @@ func (d *Daemon) reloadRuntime(file *config.Plan) (*config.Plan, []runtimeUser, 
 		return file, nil, false, nil
 	}
 	plan, kept, changed := d.adoptRuntime(file, d.clock.Now())
-	if errs := CheckPlan(plan); len(errs) > 0 {
+	if errs := offline.Plan(plan); len(errs) > 0 {
 		return nil, nil, false, &ConfigError{Problems: append([]string{"with the run-time users (shaperctl user list):"}, errorMessages(errs)...)}
 	}
 	return plan, kept, changed, nil

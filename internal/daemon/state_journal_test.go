@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/config"
 )
 
@@ -134,7 +135,7 @@ func TestUsersJournalTornAndCorruptRecords(t *testing.T) {
 	})
 	t.Run("corrupt", func(t *testing.T) {
 		carol := slices.DeleteFunc(slices.Clone(d.runtime), func(u runtimeUser) bool { return u.Name != "carol" })
-		if err := saveJSON(filepath.Join(dir, "state"), UsersFile, runtimeFile{Users: carol}); err != nil {
+		if err := statefile.SaveJSON(filepath.Join(dir, "state"), UsersFile, runtimeFile{Users: carol}); err != nil {
 			t.Fatal(err)
 		}
 		bad := lines[0][:5] + "x" + lines[0][6:] + lines[1]
@@ -173,7 +174,7 @@ func TestUsersJournalAppendsAfterTornTail(t *testing.T) {
 	f, _ = os.OpenFile(jpath, os.O_WRONLY|os.O_APPEND, 0)
 	f.WriteString(`0badc0de {"put"`)
 	f.Close()
-	d2.journal.close() // as after a failed append: the next one reopens and cuts the tail
+	d2.journal.Close() // as after a failed append: the next one reopens and cuts the tail
 	change(t, d2, userReq(control.UserAdd, "erin", "198.18.1.50"))
 	d3, _ := newTestDaemon(t, k, clk, dir)
 	if got := runtimeNames(d3); !slices.Equal(got, []string{"carol=198.18.1.30/32", "dave=198.18.1.40/32", "erin=198.18.1.50/32"}) {
@@ -204,7 +205,7 @@ func TestUsersJournalCrashBetweenCompactionSteps(t *testing.T) {
 		t.Errorf("crash before compaction: %v, want %v", got, want)
 	}
 	// After users.json was written whole, before the journal was emptied.
-	if err := saveJSON(filepath.Join(dir, "state"), UsersFile, runtimeFile{Users: d.runtime}); err != nil {
+	if err := statefile.SaveJSON(filepath.Join(dir, "state"), UsersFile, runtimeFile{Users: d.runtime}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "state", UsersJournal), journal, 0o640); err != nil {
@@ -226,7 +227,7 @@ func TestUsersJournalCompacts(t *testing.T) {
 	}
 	change(t, d, userReq(control.UserAdd, "dave", "198.18.1.40"))
 	d.retryState(clk.Now())
-	if j := readState(t, dir, UsersJournal); len(j) != 0 || d.journal.records != 0 {
+	if j := readState(t, dir, UsersJournal); len(j) != 0 || d.journal.Records != 0 {
 		t.Errorf("the tick did not compact %d records (%d bytes left)", journalCompactRecords+1, len(j))
 	}
 	if b := readState(t, dir, UsersFile); !strings.Contains(string(b), "dave") {
@@ -234,8 +235,8 @@ func TestUsersJournalCompacts(t *testing.T) {
 	}
 	change(t, d, userReq(control.UserAdd, "erin", "198.18.1.50"))
 	d.retryState(clk.Now())
-	if d.journal.records != 1 {
-		t.Errorf("a tick compacted a journal of %d record(s)", d.journal.records)
+	if d.journal.Records != 1 {
+		t.Errorf("a tick compacted a journal of %d record(s)", d.journal.Records)
 	}
 	d.closeUsers()
 	if b := readState(t, dir, UsersFile); !strings.Contains(string(b), "erin") || len(readState(t, dir, UsersJournal)) != 0 {
@@ -265,7 +266,7 @@ func TestUsersJournalDropsUsersRefusedAtStart(t *testing.T) {
 	// A prefix length the classifier refuses (IPv6 /65../112): the plan
 	// with carol is invalid at the next start.
 	d.runtime[0].Addresses[0].Prefix = netip.MustParsePrefix("2001:db8::/80")
-	if err := d.journal.append(filepath.Join(dir, "state"), journalRecord{Put: &d.runtime[0]}); err != nil {
+	if err := d.journal.Append(journalPath(filepath.Join(dir, "state")), journalRecord{Put: &d.runtime[0]}); err != nil {
 		t.Fatal(err)
 	}
 	d2, _ := newTestDaemon(t, k, clk, dir)
@@ -297,9 +298,9 @@ func newTestDaemonLogs(t *testing.T, k Kernel, clk Clock, dir string, logs *sync
 // that pass the state file's checks or an error with a message; a torn
 // tail never is an error.
 func FuzzUsersJournal(f *testing.F) {
-	good, _ := encodeJournalRecord(journalRecord{Put: &runtimeUser{Name: "carol", Tier: "gold",
+	good, _ := statefile.EncodeRecord(journalRecord{Put: &runtimeUser{Name: "carol", Tier: "gold",
 		Addresses: []runtimeAddr{{Prefix: netip.MustParsePrefix("198.18.1.30/32")}}}})
-	del, _ := encodeJournalRecord(journalRecord{Del: "carol"})
+	del, _ := statefile.EncodeRecord(journalRecord{Del: "carol"})
 	for _, s := range []string{"", string(good), string(good) + string(del), string(good) + string(good[:20]),
 		string(del) + "garbage\n" + string(good), "00000000 {}\n", string(good[:len(good)-1])} {
 		f.Add([]byte(s))
@@ -401,7 +402,7 @@ func TestLeaseEndIsOneUserChange(t *testing.T) {
 	lease := userReq(control.UserAddAddress, "carol", "198.18.1.31")
 	lease.For = control.DurationPtr(time.Hour)
 	change(t, d, lease)
-	records, evals := d.journal.records, d.work.evaluations
+	records, evals := d.journal.Records, d.work.evaluations
 	seen := recordChanges(k)
 	if err := d.policyTick(clk.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -413,8 +414,8 @@ func TestLeaseEndIsOneUserChange(t *testing.T) {
 		t.Errorf("%d full evaluations for one lease end", d.work.evaluations-evals)
 	}
 	onlyUser(t, "lease end", *seen, "carol")
-	if d.journal.records != records+1 {
-		t.Errorf("the lease end wrote %d journal records, want 1", d.journal.records-records)
+	if d.journal.Records != records+1 {
+		t.Errorf("the lease end wrote %d journal records, want 1", d.journal.Records-records)
 	}
 	if b := readState(t, dir, UsersFile); len(b) != 0 {
 		t.Errorf("users.json was written whole: %s", b)

@@ -6,14 +6,26 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"
+)
+
+// Files in daemon.state_dir.
+const (
+	// OverridesFile holds the operator's overrides (policy.Overrides JSON).
+	OverridesFile = "overrides.json"
+	// UsageFile holds the quota counts (policy.Usage JSON).
+	UsageFile = "usage.json"
+	// AssignmentsFile maps "NAME/DIRECTION" of each interface to its
+	// model.Assignment (user and tier class minors).
+	AssignmentsFile = "assignments.json"
 )
 
 // saveOverrides writes ov to the state directory. A failure is recorded
 // (stateWritten), returned, and retried on later reconcile ticks.
 func (d *Daemon) saveOverrides(ov policy.Overrides) error {
-	err := saveJSON(d.plan.Daemon.StateDir, OverridesFile, &ov)
+	err := statefile.SaveJSON(d.plan.Daemon.StateDir, OverridesFile, &ov)
 	d.stateWritten(OverridesFile, err)
 	d.overridesUnsaved = err != nil
 	return err
@@ -26,7 +38,7 @@ func (d *Daemon) saveOverrides(ov policy.Overrides) error {
 // quota period has ended are forgotten first (policy.Usage.PruneEnded).
 func (d *Daemon) saveUsage(now time.Time) {
 	d.usage.PruneEnded(now)
-	err := saveJSON(d.plan.Daemon.StateDir, UsageFile, d.usage)
+	err := statefile.SaveJSON(d.plan.Daemon.StateDir, UsageFile, d.usage)
 	d.stateWritten(UsageFile, err)
 	if err == nil {
 		d.usage.Flushed(now)
@@ -47,7 +59,7 @@ func (d *Daemon) saveAssignments() {
 		return
 	}
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(d.plan.Daemon.StateDir, AssignmentsFile), append(b, '\n'), 0o640)
+		err = statefile.WriteAtomic(filepath.Join(d.plan.Daemon.StateDir, AssignmentsFile), append(b, '\n'), 0o640)
 	}
 	d.stateWritten(AssignmentsFile, err)
 	if err == nil {

@@ -38,7 +38,7 @@ func LoadFS(fsys fs.FS, name string) (*Plan, error) {
 // Check validates the configuration at path like Load and returns every
 // problem (nil when it is valid), sorted by file, line and column; each
 // formats as FILE:LINE:COL: KEY: MSG. `shaperd --check` prints these and
-// then the offline build checks of daemon.CheckPlan.
+// then the offline build checks of offline.Plan (internal/check/offline).
 func Check(path string) []Error {
 	_, err := Load(path)
 	var errs *Errors

@@ -22,7 +22,7 @@ func ParseAddress(s string) (netip.Prefix, error) { return parseAddress(s) }
 // that user is written). plan's entry named u.Name, if any, is the one u
 // replaces and is not compared. The problems are joined, one a line.
 // Checks that need the whole plan (rates above the bandwidth, prefix
-// lengths the classifier refuses) are the daemon's (daemon.CheckPlan).
+// lengths the classifier refuses) are offline.Plan's (internal/check/offline).
 //
 // The other users' addresses are looked up in idx (which must index
 // plan's users) instead of scanned: its time does not grow with the

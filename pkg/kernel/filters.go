@@ -9,6 +9,7 @@ import (
 	vnl "github.com/vishvananda/netlink"
 
 	"github.com/shaperd/shaperd/pkg/kernel/bpfcls"
+	"github.com/shaperd/shaperd/pkg/kernel/filtercheck"
 	"github.com/shaperd/shaperd/pkg/kernel/u32"
 	"github.com/shaperd/shaperd/pkg/model"
 )
@@ -33,8 +34,8 @@ type classifier interface {
 
 // Classifier kinds (SetClassifier).
 const (
-	ClassifierU32 = "u32"
-	ClassifierBPF = "bpf"
+	ClassifierU32 = filtercheck.ClassifierU32
+	ClassifierBPF = filtercheck.ClassifierBPF
 )
 
 // SetClassifier chooses the classifier of device's HTB root, or of each

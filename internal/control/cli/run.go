@@ -39,7 +39,7 @@ type Env struct {
 	// After is top's refresh timer; nil: time.After.
 	After func(time.Duration) <-chan time.Time
 	// CheckPlan is the check `shaperd --check` runs on a plan once it
-	// loads (daemon.CheckPlan), for import to refuse what --check would;
+	// loads (offline.Plan), for import to refuse what --check would;
 	// nil: policy.Check, its policy part.
 	CheckPlan func(*config.Plan) []config.Error
 }

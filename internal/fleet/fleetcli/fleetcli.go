@@ -42,7 +42,7 @@ const (
 // Env is what the commands need from the process.
 type Env struct {
 	// Check validates a configuration file like `shaperd --check`
-	// (daemon.Check); nil: config.Check only.
+	// (offline.File); nil: config.Check only.
 	Check func(path string) []config.Error
 	// Getenv reads SHAPERD_CONFIG; nil: none.
 	Getenv func(string) string

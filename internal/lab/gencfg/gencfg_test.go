@@ -6,7 +6,7 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/shaperd/shaperd/internal/daemon"
+	"github.com/shaperd/shaperd/internal/check/offline"
 	"github.com/shaperd/shaperd/internal/lab/gencfg"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/kernel"
@@ -23,7 +23,7 @@ func checked(c gencfg.Config) *config.Plan {
 	if err != nil {
 		return nil
 	}
-	if errs := daemon.CheckPlan(plan); len(errs) > 0 {
+	if errs := offline.Plan(plan); len(errs) > 0 {
 		return nil
 	}
 	return plan
@@ -89,7 +89,7 @@ func buildsEverywhere(t *testing.T, c gencfg.Config, plan *config.Plan, rng *ran
 
 // TestCheckedConfigsBuild is the offline half of "--check accepts exactly
 // what the kernel accepts": 2,000 generated configurations; every one that
-// passes config.Load and daemon.CheckPlan builds at every policy outcome,
+// passes config.Load and offline.Plan builds at every policy outcome,
 // its filters fit the classifier, and accepted overrides build.
 func TestCheckedConfigsBuild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(16, 2026))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/shaperd/shaperd/pkg/kernel/filtercheck"
 	"github.com/shaperd/shaperd/pkg/model"
 )
 
@@ -68,21 +69,13 @@ const bpfFNoPrealloc = 1
 
 // key encodes filter f's prefix and match field as a map key: the IPv4
 // map's for an IPv4 prefix, the IPv6 map's otherwise. Rejected: invalid,
-// non-canonical (host bits set), IPv4-mapped IPv6 and zoned prefixes.
+// non-canonical (host bits set), IPv4-mapped IPv6 and zoned prefixes
+// (filtercheck.BPFPrefix, which configuration checks use).
 func key(p netip.Prefix, m model.MatchField) (b []byte, v6 bool, err error) {
-	if !p.IsValid() {
-		return nil, false, fmt.Errorf("invalid prefix %v", p)
+	if err := filtercheck.BPFPrefix(p); err != nil {
+		return nil, false, err
 	}
 	a := p.Addr()
-	if a.Zone() != "" {
-		return nil, false, fmt.Errorf("prefix %v has a zone", p)
-	}
-	if a.Is4In6() {
-		return nil, false, fmt.Errorf("prefix %v is IPv4-mapped IPv6: write it as IPv4", p)
-	}
-	if p.Masked() != p {
-		return nil, false, fmt.Errorf("prefix %v has host bits set (did you mean %v?)", p, p.Masked())
-	}
 	if m != model.MatchDst && m != model.MatchSrc {
 		return nil, false, fmt.Errorf("match field %q is neither dst nor src", m)
 	}
@@ -92,13 +85,6 @@ func key(p netip.Prefix, m model.MatchField) (b []byte, v6 bool, err error) {
 	b[4] = matchByte(m)
 	copy(b[keyHeader:], raw)
 	return b, a.Is6(), nil
-}
-
-// CheckPrefix reports whether the maps can hold prefix p (any length;
-// not invalid, zoned, IPv4-mapped or with host bits set).
-func CheckPrefix(p netip.Prefix) error {
-	_, _, err := key(p, model.MatchDst)
-	return err
 }
 
 // parseKey decodes a map key (of either map) back to prefix and match

@@ -1,4 +1,4 @@
-package daemon
+package check
 
 import (
 	"errors"
@@ -29,7 +29,7 @@ func TestChooseClassifier(t *testing.T) {
 		{config.ClassifierBPF, refused, "", "", []string{"shaperd.toml:3:1", "lan0", `classifier = "bpf"`, "operation not permitted"}},
 	} {
 		in.Classifier = c.cfg
-		kind, why, err := chooseClassifier(in, c.avail)
+		kind, why, err := ChooseClassifier(in, c.avail)
 		if kind != c.want || !strings.Contains(why, c.whyHas) {
 			t.Errorf("%q, %v: %q (%s), want %q (%s)", c.cfg, c.avail, kind, why, c.want, c.whyHas)
 		}

@@ -1,4 +1,4 @@
-package daemon
+package statefile
 
 import (
 	"errors"
@@ -9,34 +9,31 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
-// DefaultLockDir holds the interface locks: the unit's RuntimeDirectory.
-const DefaultLockDir = "/run/shaperd"
-
-// ErrLocked is wrapped by New's error when another shaperd process manages
-// one of the configured interfaces.
+// ErrLocked is wrapped by LockInterfaces's error when another process
+// manages one of the interfaces.
 var ErrLocked = errors.New("managed by another shaperd")
 
-// ifaceLocks are the flock(2)s that make one shaperd process the only
-// manager of an interface in a network namespace: one file per device,
-// named by the namespace's inode, so that two daemons (or a daemon and
-// `shaperd --once` / `--teardown`) never repair each other's changes. The
-// kernel drops the locks when the process ends, also on kill -9.
-type ifaceLocks struct {
+// Locks are the flock(2)s that make one process the only manager of an
+// interface in a network namespace: one file per device, named by the
+// namespace's inode, so that two daemons (or a daemon and `shaperd --once`
+// / `--teardown`) never repair each other's changes. The kernel drops the
+// locks when the process ends, also on kill -9. A nil *Locks holds none.
+type Locks struct {
 	files []*os.File
-	// dir holds the files; madeDir: lockInterfaces created it.
+	// dir holds the files; madeDir: LockInterfaces created it.
 	dir     string
 	madeDir bool
 }
 
-// lockInterfaces takes the lock of every device in devices, in the network
-// namespace netns names ("" = this process's). A device locked by another
-// process is an error wrapping ErrLocked that names it and that process's
-// pid. Nothing stays locked on error.
-func lockInterfaces(dir, netns string, devices []string) (*ifaceLocks, error) {
+// LockInterfaces takes the lock of every device in devices, in the network
+// namespace netns names ("" = this process's), with lock files in dir
+// (created 0755 when missing). A device locked by another process is an
+// error wrapping ErrLocked that names it and that process's pid. Nothing
+// stays locked on error.
+func LockInterfaces(dir, netns string, devices []string) (*Locks, error) {
 	ino, err := netnsInode(netns)
 	if err != nil {
 		return nil, err
@@ -47,7 +44,7 @@ func lockInterfaces(dir, netns string, devices []string) (*ifaceLocks, error) {
 	}
 	devices = append([]string(nil), devices...)
 	sort.Strings(devices) // one order for every process: no lock-order races
-	l := &ifaceLocks{dir: dir, madeDir: errors.Is(statErr, fs.ErrNotExist)}
+	l := &Locks{dir: dir, madeDir: errors.Is(statErr, fs.ErrNotExist)}
 	for i, dev := range devices {
 		if i > 0 && dev == devices[i-1] {
 			continue
@@ -55,13 +52,13 @@ func lockInterfaces(dir, netns string, devices []string) (*ifaceLocks, error) {
 		path := filepath.Join(dir, fmt.Sprintf("netns-%d-%s.lock", ino, dev))
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
-			l.release()
+			l.Release()
 			return nil, fmt.Errorf("interface %s: lock %s: %w", dev, path, err)
 		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			f.Close()
-			l.release()
-			if errors.Is(err, unix.EWOULDBLOCK) {
+			l.Release()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
 				return nil, fmt.Errorf("interface %s is %w (pid %s, lock %s): stop it first, or pass --force to take over anyway",
 					dev, ErrLocked, lockHolder(path), path)
 			}
@@ -90,18 +87,18 @@ func netnsInode(name string) (uint64, error) {
 	if name != "" {
 		path = filepath.Join("/run/netns", name)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
 		return 0, fmt.Errorf("network namespace %s: %w", path, err)
 	}
 	return st.Ino, nil
 }
 
-// remove deletes the lock files (while still holding them, so that no
+// Remove deletes the lock files (while still holding them, so that no
 // other process can take a lock on a file about to go) and then drops the
-// locks, and removes the directory when lockInterfaces created it and it
+// locks, and removes the directory when LockInterfaces created it and it
 // is empty: `shaperd --teardown` leaves nothing of shaperd's behind.
-func (l *ifaceLocks) remove() error {
+func (l *Locks) Remove() error {
 	if l == nil {
 		return nil
 	}
@@ -111,7 +108,7 @@ func (l *ifaceLocks) remove() error {
 			errs = append(errs, fmt.Errorf("remove lock file: %w", err))
 		}
 	}
-	l.release()
+	l.Release()
 	if l.madeDir {
 		// Not empty (the control socket of a daemon, another lock): it stays.
 		_ = os.Remove(l.dir)
@@ -119,13 +116,13 @@ func (l *ifaceLocks) remove() error {
 	return errors.Join(errs...)
 }
 
-// release drops every lock (the files stay, empty of meaning).
-func (l *ifaceLocks) release() {
+// Release drops every lock (the files stay, empty of meaning).
+func (l *Locks) Release() {
 	if l == nil {
 		return
 	}
 	for _, f := range l.files {
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	}
 	l.files = nil

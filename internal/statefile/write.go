@@ -1,4 +1,9 @@
-package daemon
+// Package statefile keeps files crash-safe: whole files replaced
+// atomically (WriteAtomic, SaveJSON), an append-only journal of
+// checksummed records synced one by one (Journal, Replay), and the
+// flock(2)s that make one process the only manager of a network interface
+// (LockInterfaces). It uses the standard library only.
+package statefile
 
 import (
 	"encoding/json"
@@ -9,24 +14,13 @@ import (
 	"path/filepath"
 )
 
-// Files in daemon.state_dir.
-const (
-	// OverridesFile holds the operator's overrides (policy.Overrides JSON).
-	OverridesFile = "overrides.json"
-	// UsageFile holds the quota counts (policy.Usage JSON).
-	UsageFile = "usage.json"
-	// AssignmentsFile maps "NAME/DIRECTION" of each interface to its
-	// model.Assignment (user and tier class minors).
-	AssignmentsFile = "assignments.json"
-)
-
-// writeFileAtomic replaces path with data crash-safely: the data goes to a
+// WriteAtomic replaces path with data crash-safely: the data goes to a
 // temporary file in the same directory, which is synced, renamed over path,
 // and then the directory is synced, so that after a crash path holds either
 // the old or the new contents, never a mix. The directory is created (0750)
 // when missing. Errors name path and the step, not the temporary file's
 // random name, so that retries of one fault give the same message.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
+func WriteAtomic(path string, data []byte, perm fs.FileMode) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("state dir %s: %w", dir, err)
@@ -59,6 +53,22 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("write %s: rename the temporary file over it: %w", path, bare(err))
 	}
 	ok = true
+	return SyncDir(dir)
+}
+
+// SaveJSON writes v as JSON, with a trailing newline, to name in dir with
+// WriteAtomic (mode 0640).
+func SaveJSON(dir, name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", name, err)
+	}
+	return WriteAtomic(filepath.Join(dir, name), append(b, '\n'), 0o640)
+}
+
+// SyncDir fsyncs directory dir, so that a new or renamed file's entry in
+// it survives a crash.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("sync dir %s: %w", dir, err)
@@ -82,13 +92,4 @@ func bare(err error) error {
 		return le.Err
 	}
 	return err
-}
-
-// saveJSON writes v as JSON to name in dir with writeFileAtomic.
-func saveJSON(dir, name string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", name, err)
-	}
-	return writeFileAtomic(filepath.Join(dir, name), append(b, '\n'), 0o640)
 }

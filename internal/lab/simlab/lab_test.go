@@ -269,6 +269,11 @@ func compareHTB(t *testing.T, scenario string, res *sim.Result, got rates) {
 	var rows []errRow
 	var total float64
 	for _, c := range res.Classes {
+		if c.Labels.Kind == "node" {
+			// A node's class is what its subtree sent together.
+			rows = append(rows, newErrRow("node "+c.Labels.Node, c.Rate, got.classes[c.Handle], string(c.LimitedBy), classFrac, classAbs))
+			continue
+		}
 		if !c.Leaf || c.Labels.Kind != "user" {
 			continue
 		}

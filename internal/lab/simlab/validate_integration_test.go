@@ -264,3 +264,35 @@ func TestValidateAggregatesOversubscribed(t *testing.T) {
 	got := l.run(t, tree.Device, saturate(u, netnslab.Download)...)
 	compareHTB(t, "aggregates oversubscribed", res, got)
 }
+
+// A three-level network (a 60mbit site, a 40mbit building under it, two
+// access points of 25 and 12mbit ceil under the building) with six
+// saturated users: every level's class is predicted, nodes included.
+// Guarantees fit everywhere; both access points stop at their ceils
+// (37mbit, under the building's 40), and their users share them by
+// guarantee (measured: nodes within 0.5 %, users within 1-2 % but the
+// smallest, whose share follows packet sizes).
+func TestValidateNodes(t *testing.T) {
+	l := newLab(t, 6)
+	u := l.Users4
+	onNode := func(ut model.UserTarget, node string) model.UserTarget { ut.Node = node; return ut }
+	tg := withBurst(model.Targets{
+		Interface: model.InterfaceSpec{Name: netnslab.RouterLANDev, Bandwidth: 100 * tbf.Mbit},
+		Nodes: []model.NodeTarget{
+			{Name: "site", Rate: 60 * tbf.Mbit, Ceil: 60 * tbf.Mbit, Burst: gsoBurst},
+			{Name: "building", Parent: "site", Rate: 40 * tbf.Mbit, Ceil: 40 * tbf.Mbit, Burst: gsoBurst},
+			{Name: "ap-1", Parent: "building", Rate: 20 * tbf.Mbit, Ceil: 25 * tbf.Mbit, Burst: gsoBurst},
+			{Name: "ap-2", Parent: "building", Rate: 10 * tbf.Mbit, Ceil: 12 * tbf.Mbit, Burst: gsoBurst},
+		},
+		Users: []model.UserTarget{
+			onNode(user("a1", "gold", 0, u[0], 12, 30), "ap-1"), onNode(user("a2", "silver", 0, u[1], 6, 30), "ap-1"),
+			onNode(user("a3", "bronze", 0, u[2], 2, 30), "ap-1"),
+			onNode(user("b1", "gold", 0, u[3], 6, 30), "ap-2"), onNode(user("b2", "silver", 0, u[4], 3, 30), "ap-2"),
+			onNode(user("b3", "bronze", 0, u[5], 1, 30), "ap-2"),
+		},
+	}, gsoBurst)
+	tree := l.apply(t, tg)
+	res := predict(t, &tree, allMax(tg), gsoPacket)
+	got := l.run(t, tree.Device, saturate(u, netnslab.Download)...)
+	compareHTB(t, "three levels of nodes", res, got)
+}

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +176,31 @@ func TestRuntimeUserMovesBetweenNodes(t *testing.T) {
 	}
 	if c := userClass(t, d2, k, "lan0/egress", "lan0", "dave"); c.Parent != nodeClass(t, d2, k, "lan0/egress", "lan0", "ap-2").Handle {
 		t.Errorf("after a restart dave is under %s", c.Parent)
+	}
+}
+
+// TestNodesAdoptedWithoutState: a restart that lost its state directory
+// recovers the node classes from the kernel and writes nothing.
+func TestNodesAdoptedWithoutState(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, nodesConfig, nodesUsers)
+	k := newFakeKernel("lan0", "ifb-lan0")
+	clk := newFakeClock()
+	d, _ := newTestDaemon(t, k, clk, dir)
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if err := os.RemoveAll(filepath.Join(dir, "state")); err != nil {
+		t.Fatal(err)
+	}
+	writes := k.writeCount()
+	d2, _ := newTestDaemon(t, k, clk, dir)
+	defer d2.Close()
+	if err := d2.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.writeCount() - writes; got != 0 {
+		t.Errorf("a restart without state wrote %d objects", got)
 	}
 }

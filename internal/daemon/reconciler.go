@@ -265,14 +265,23 @@ func (d *Daemon) recoverAssignment(plan *config.Plan, st *reconciler) (ids *mode
 	}
 	users := make(map[string][]netip.Prefix, len(plan.Users))
 	tiers := make(map[string]string, len(plan.Users))
+	nodes := make(map[string]string, len(plan.Users))
 	for _, u := range plan.Users {
 		users[u.Name] = u.Prefixes
 		tiers[u.Name] = u.Tier
+		if u.Node != "" {
+			nodes[u.Name] = u.Node
+		}
+	}
+	parents := make(map[string]string, len(plan.Nodes))
+	for _, n := range plan.Nodes {
+		parents[n.Name] = n.Parent
 	}
 	ids = model.AssignmentFromTree(actual, users)
 	ids.RecoverTiers(actual, tiers)
+	ids.RecoverNodes(actual, nodes, parents)
 	d.log.Info("recovered class assignment from the kernel", "interface", st.key,
-		"users", len(ids.Users()), "tiers", len(ids.Tiers()))
+		"users", len(ids.Users()), "tiers", len(ids.Tiers()), "nodes", len(ids.Nodes()))
 	return ids
 }
 

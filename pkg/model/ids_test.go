@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 func TestAssignFreshFollowsSortedNames(t *testing.T) {
@@ -219,5 +220,44 @@ func TestAssignmentZeroValue(t *testing.T) {
 	}
 	if m, ok := a.User("alice"); !ok || m != model.FirstUserMinor {
 		t.Errorf("alice got %x, %v", m, ok)
+	}
+}
+
+// TestRecoverNodes: a restart without a state file finds every node's
+// class from the users' classes and the nodes' own, so that the tree
+// built again equals the kernel's (no writes).
+func TestRecoverNodes(t *testing.T) {
+	tg := model.Targets{Interface: egressSpec(),
+		Nodes: []model.NodeTarget{
+			{Name: "site", Rate: 500 * tbf.Mbit, Ceil: 500 * tbf.Mbit},
+			{Name: "bldg", Parent: "site", Rate: 300 * tbf.Mbit, Ceil: 300 * tbf.Mbit},
+			{Name: "ap-1", Parent: "bldg", Rate: 100 * tbf.Mbit, Ceil: 100 * tbf.Mbit},
+			{Name: "ap-2", Parent: "bldg", Rate: 100 * tbf.Mbit, Ceil: 100 * tbf.Mbit},
+		},
+		Users: manyUsers(40),
+	}
+	userNodes := map[string]string{}
+	users := map[string][]netip.Prefix{}
+	for i := range tg.Users {
+		tg.Users[i].Node = []string{"ap-1", "ap-2"}[i%2]
+		userNodes[tg.Users[i].Name] = tg.Users[i].Node
+		users[tg.Users[i].Name] = tg.Users[i].Prefixes
+	}
+	ids := model.NewAssignment()
+	if err := ids.Assign([]string{"someone-gone"}); err != nil { // shift the minors
+		t.Fatal(err)
+	}
+	actual := mustBuild(t, tg, ids)
+	parents := map[string]string{"site": "", "bldg": "site", "ap-1": "bldg", "ap-2": "bldg"}
+	got := model.AssignmentFromTree(actual, users)
+	got.RecoverNodes(actual, userNodes, parents)
+	for n, m := range ids.Nodes() {
+		if g, ok := got.Node(n); !ok || g != m {
+			t.Errorf("node %s: recovered %x (%v), want %x", n, g, ok, m)
+		}
+	}
+	again := mustBuild(t, tg, got)
+	if cs := model.Diff(actual, again); len(cs) != 0 {
+		t.Errorf("the tree built with the recovered ids differs:\n%s", changesText(cs))
 	}
 }

@@ -159,3 +159,80 @@ func classMap(cs []Class) map[Handle]*Class {
 	}
 	return m
 }
+
+// RecoverNodes recovers node -> class minor from actual, given the users
+// already in a and each user's node (userNodes: user name -> node name)
+// and each node's parent (nodeParents: node -> parent node, "" for a
+// top-level node). A node's class is the parent most of its users' classes
+// (then most of its child nodes' classes) hang under in actual, a class of
+// the users' range that is no user's; claims are settled as in
+// AssignmentFromTree, bottom up, one level at a time. Nodes already in a
+// keep their minor.
+func (a *Assignment) RecoverNodes(actual Tree, userNodes, nodeParents map[string]string) {
+	classes := classMap(actual.Classes)
+	p := a.u()
+	// parentVote adds a vote for node to the parent of the class with
+	// minor m, when that parent is a free class of the users' range.
+	parentVote := func(votes map[string]map[uint16]int, node string, m uint16) {
+		c, ok := classes[MakeHandle(RootQdisc.Major(), m)]
+		if !ok || c.Parent.Major() != RootQdisc.Major() {
+			return
+		}
+		pm := c.Parent.Minor()
+		if pm < FirstUserMinor || pm > LastUserMinor {
+			return
+		}
+		if _, ok := classes[c.Parent]; !ok {
+			return
+		}
+		if owner, taken := p.owner[pm]; taken && owner != nodeKey(node) {
+			return
+		}
+		if votes[node] == nil {
+			votes[node] = map[uint16]int{}
+		}
+		votes[node][pm]++
+	}
+	settle := func(votes map[string]map[uint16]int) int {
+		var cands []claim
+		for _, node := range sortedKeys(votes) {
+			if c, ok := bestClaim(nodeKey(node), votes[node]); ok {
+				cands = append(cands, c)
+			}
+		}
+		before := len(p.byName)
+		p.settle(cands)
+		return len(p.byName) - before
+	}
+	votes := map[string]map[uint16]int{}
+	for _, user := range sortedKeys(userNodes) {
+		node := userNodes[user]
+		if _, ok := p.byName[nodeKey(node)]; ok || node == "" {
+			continue
+		}
+		if m, ok := p.byName[user]; ok {
+			parentVote(votes, node, m)
+		}
+	}
+	settle(votes)
+	// Up the hierarchy: a node's recovered class votes for its parent.
+	for range MaxNodeDepth {
+		votes = map[string]map[uint16]int{}
+		for _, node := range sortedKeys(nodeParents) {
+			parent := nodeParents[node]
+			if parent == "" {
+				continue
+			}
+			if _, ok := p.byName[nodeKey(parent)]; ok {
+				continue
+			}
+			if m, ok := p.byName[nodeKey(node)]; ok {
+				parentVote(votes, parent, m)
+			}
+		}
+		if settle(votes) == 0 {
+			break
+		}
+	}
+	p.skipPast(actual.Classes)
+}

@@ -25,17 +25,33 @@ type Circuit struct {
 	// DownMin/DownMax and UpMin/UpMax are the download and upload minimum
 	// (guaranteed) and maximum rates.
 	DownMin, UpMin, DownMax, UpMax tbf.Rate
+	// ParentNode is the Parent Node of its first row: the network.json
+	// node it is behind; "" for none (an empty cell or "none").
+	ParentNode string
 	// Line is the line of its first row.
 	Line int
+
+	// parentConflict is the first row of the circuit naming another
+	// Parent Node than the first, if any (an error only where the
+	// hierarchy is imported: see AssignNodes).
+	parentConflict *parentRow
+}
+
+// parentRow is a row's Parent Node.
+type parentRow struct {
+	name string
+	line int
 }
 
 // The columns of ShapedDevices.csv that shaperd reads (LibreQoS's header
-// names; others, such as Parent Node, MAC, Comment and sqm, are ignored).
+// names; others, such as MAC, Comment and sqm, are ignored). Parent Node
+// may be missing: every circuit then has none.
 const (
 	colCircuitID   = "circuit id"
 	colCircuitName = "circuit name"
 	colDeviceID    = "device id"
 	colDeviceName  = "device name"
+	colParentNode  = "parent node"
 	colIPv4        = "ipv4"
 	colIPv6        = "ipv6"
 	colDownMin     = "download min mbps"
@@ -110,14 +126,17 @@ func ReadLibreQoS(r io.Reader, file string) ([]Circuit, []error) {
 			continue
 		}
 		field := func(c string) string {
-			if i := col[c]; i < len(rec) {
+			if i, ok := col[c]; ok && i < len(rec) {
 				return strings.TrimSpace(rec[i])
 			}
 			return ""
 		}
 		var rowErrs []string
 		bad := func(format string, args ...any) { rowErrs = append(rowErrs, fmt.Sprintf(format, args...)) }
-		c := Circuit{ID: field(colCircuitID), Name: field(colCircuitName), Line: line}
+		c := Circuit{ID: field(colCircuitID), Name: field(colCircuitName), ParentNode: field(colParentNode), Line: line}
+		if strings.EqualFold(c.ParentNode, "none") {
+			c.ParentNode = ""
+		}
 		dev := field(colDeviceID)
 		if dev == "" {
 			bad("Device ID is empty")
@@ -172,6 +191,9 @@ func ReadLibreQoS(r io.Reader, file string) ([]Circuit, []error) {
 			} else {
 				first.Devices = append(first.Devices, dev)
 				first.Addresses = append(first.Addresses, c.Addresses...)
+				if c.ParentNode != first.ParentNode && first.parentConflict == nil {
+					first.parentConflict = &parentRow{name: c.ParentNode, line: line}
+				}
 			}
 		} else if len(rowErrs) == 0 {
 			byID[c.ID] = len(circuits)

@@ -11,6 +11,8 @@ import (
 // User is one [[user]] of users.toml.
 type User struct {
 	Name, Tier string
+	// Node is the [nodes.NAME] the user is behind; "" for none.
+	Node string
 	// Addresses are prefixes as users.toml takes them ("198.18.1.10/32").
 	Addresses []string
 	// Rate, Ceil, UploadRate and UploadCeil override the tier's; 0: unset.

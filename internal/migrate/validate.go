@@ -39,6 +39,27 @@ func Validate(mainName string, main []byte, usersText string, src string, users 
 // loading's are.
 func ValidateChecked(mainName string, main []byte, usersText string, src string, users []User, tiers []Tier,
 	check func(*config.Plan) []config.Error) (*config.Plan, []error) {
+	return ValidateImport(mainName, main, usersText, Sources{Src: src, Users: users, Tiers: tiers}, check)
+}
+
+// Sources are what an import generated, for pointing configuration errors
+// at the lines they come from.
+type Sources struct {
+	// Src names the file the users and tiers come from: Users[i].Line is
+	// user i's line in it, Tiers[i].Line the line of the tier's first user.
+	Src   string
+	Users []User
+	Tiers []Tier
+	// Network holds the generated nodes (nil: none), each pointed at its
+	// line in network.json.
+	Network *Network
+}
+
+// ValidateImport is ValidateChecked with everything the import generated
+// in s: problems of a generated user, tier or node are reported at the
+// source line it comes from.
+func ValidateImport(mainName string, main []byte, usersText string, s Sources,
+	check func(*config.Plan) []config.Error) (*config.Plan, []error) {
 	var d struct {
 		Daemon struct {
 			UsersFile string `toml:"users_file"`
@@ -74,7 +95,7 @@ func ValidateChecked(mainName string, main []byte, usersText string, src string,
 	}
 	var out []error
 	for _, e := range list {
-		out = append(out, sourceError(e, mainName, usersPath, src, users, tiers))
+		out = append(out, sourceError(e, mainName, usersPath, s))
 	}
 	return nil, out
 }
@@ -82,10 +103,12 @@ func ValidateChecked(mainName string, main []byte, usersText string, src string,
 var (
 	userKey = regexp.MustCompile(`^user\[(\d+)\]`)
 	tierKey = regexp.MustCompile(`^tiers\.([a-z0-9_-]+)`)
+	nodeKey = regexp.MustCompile(`^nodes\.([a-z0-9_-]+)`)
 )
 
 // sourceError points a configuration error at the source line it comes from.
-func sourceError(e config.Error, mainName, usersPath, src string, users []User, tiers []Tier) error {
+func sourceError(e config.Error, mainName, usersPath string, s Sources) error {
+	src, users, tiers := s.Src, s.Users, s.Tiers
 	if e.File == usersPath {
 		if m := userKey.FindStringSubmatch(e.Key); m != nil {
 			if i, _ := strconv.Atoi(m[1]); i < len(users) {
@@ -99,6 +122,13 @@ func sourceError(e config.Error, mainName, usersPath, src string, users []User, 
 		for _, t := range tiers {
 			if t.Name == m[1] {
 				return lineErr(src, t.Line, "generated tier %s: %s: %s", t.Name, e.Key, e.Msg)
+			}
+		}
+	}
+	if m := nodeKey.FindStringSubmatch(e.Key); m != nil && s.Network != nil {
+		for _, n := range s.Network.Nodes {
+			if n.Name == m[1] {
+				return lineErr(s.Network.File, n.Line, "generated node %s (%q): %s: %s", n.Name, n.Path, e.Key, e.Msg)
 			}
 		}
 	}

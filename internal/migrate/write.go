@@ -16,7 +16,11 @@ func UsersTOML(header string, users []User) string {
 	for _, u := range users {
 		b.WriteString("\n")
 		writeComment(&b, u.Comment)
-		fmt.Fprintf(&b, "[[user]]\nname = %s\ntier = %s\naddresses = [", tomlString(u.Name), tomlString(u.Tier))
+		fmt.Fprintf(&b, "[[user]]\nname = %s\ntier = %s\n", tomlString(u.Name), tomlString(u.Tier))
+		if u.Node != "" {
+			fmt.Fprintf(&b, "node = %s\n", tomlString(u.Node))
+		}
+		b.WriteString("addresses = [")
 		for i, a := range u.Addresses {
 			if i > 0 {
 				b.WriteString(", ")
@@ -36,6 +40,41 @@ func TiersTOML(header string, tiers []Tier) string {
 	for _, t := range tiers {
 		fmt.Fprintf(&b, "\n[tiers.%s]\n", t.Name)
 		writeRates(&b, []string{"rate", "ceil", "upload_rate", "upload_ceil"}, t.Rate, t.Ceil, t.UploadRate, t.UploadCeil)
+	}
+	return b.String()
+}
+
+// NetworkBlock is the text of the block an import with network.json
+// writes into shaperd.toml (see SetBlock): header and a word on
+// re-imports as comments, then tiers and nodes.
+func NetworkBlock(header string, tiers []Tier, nodes []NetworkNode) string {
+	var b strings.Builder
+	writeComment(&b, header+"\nThe next import replaces everything down to the <<< line: change network.json and\n"+
+		"ShapedDevices.csv and import again (or move a table out of here and out of network.json).")
+	if len(tiers) > 0 {
+		b.WriteString(TiersTOML("", tiers))
+	}
+	b.WriteString(NodesTOML("", nodes))
+	return b.String()
+}
+
+// NodesTOML writes nodes as [nodes.NAME] tables for shaperd.toml, in
+// their order (parents first): parent, rate, ceil, upload_rate and
+// upload_ceil, all four written out. A node whose name is not its
+// network.json name says the original in a comment on its table's line.
+func NodesTOML(header string, nodes []NetworkNode) string {
+	var b strings.Builder
+	writeComment(&b, header)
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "\n[nodes.%s]", n.Name)
+		if n.Renamed() {
+			fmt.Fprintf(&b, " # network.json: %s", tomlString(n.Original))
+		}
+		b.WriteString("\n")
+		if n.Parent != "" {
+			fmt.Fprintf(&b, "parent = %s\n", tomlString(n.Parent))
+		}
+		writeRates(&b, []string{"rate", "ceil", "upload_rate", "upload_ceil"}, n.Rate, n.Ceil, n.UploadRate, n.UploadCeil)
 	}
 	return b.String()
 }

@@ -176,6 +176,10 @@ func complete(words []string, cur string, status func(socket string) *control.St
 			return []string{"csv", "libreqos"}, false
 		}
 		return nil, n == 1
+	case "export":
+		if n == 0 {
+			return []string{"libreqos"}, false
+		}
 	case "status", "clear", "set-rate":
 		if n == 0 {
 			return targets(status(socket)), false
@@ -201,7 +205,7 @@ func complete(words []string, cur string, status func(socket string) *control.St
 // flagValues completes the value of flag.
 func flagValues(flag string) ([]string, bool) {
 	switch flag {
-	case "--socket", "--o", "--output", "--config":
+	case "--socket", "--o", "--output", "--config", "--network":
 		return nil, true
 	case "--tiers":
 		return []string{"auto"}, true

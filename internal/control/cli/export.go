@@ -3,12 +3,15 @@ package cli
 import (
 	"context"
 	"encoding/csv"
+	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/migrate"
+	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -18,6 +21,7 @@ func init() {
 }
 
 const exportHelp = `Usage: shaperctl export [--format FORMAT] [-o FILE] [--json]
+       shaperctl export libreqos [--config FILE] [-o FILE] [--network FILE]
 
 Write the plan in force, read from the daemon's status: every user with
 its tier, addresses and own rates (where they differ from the tier's).
@@ -27,10 +31,25 @@ its tier, addresses and own rates (where they differ from the tier's).
          upload_rate,upload_ceil and the effective_* rates and reason in
          force now; 'shaperctl import csv' reads it back
 
+export libreqos writes the configuration (--config, read from the files;
+needs no daemon) in LibreQoS's terms: ShapedDevices.csv with one circuit
+of one device per user (named after the user, its node as Parent Node,
+rate/ceil as Download Min/Max Mbps, upload_rate/upload_ceil as Upload
+Min/Max Mbps), and network.json with the nodes nested by parent, each
+node's ceil and upload_ceil as its downloadBandwidthMbps and
+uploadBandwidthMbps (LibreQoS's capacity) and its rate and upload_rate,
+where below, as downloadBandwidthMbpsMin and uploadBandwidthMbpsMin.
+Schedules, quotas and node interfaces have no place there and are left
+out. 'shaperctl import libreqos FILE --network FILE' reads both back.
+
 Flags:
   --format FORMAT   toml or csv (default toml)
   -o FILE           write to FILE instead of standard output
   --json            print the users as JSON instead
+  --config FILE     libreqos: the shaperd.toml to export (default
+                    /etc/shaperd/shaperd.toml)
+  --network FILE    libreqos: where network.json goes (needed when the
+                    configuration has nodes)
 `
 
 // exportUser is one user of an export: the plan (user's own rates where
@@ -64,12 +83,25 @@ func runExport(ctx context.Context, c *control.Client, args []string, out io.Wri
 	format := fs.String("format", "toml", "")
 	output := fs.String("o", "-", "")
 	asJSON := fs.Bool("json", false, "")
+	configPath := fs.String("config", "", "")
+	network := fs.String("network", "", "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagError(cmd, err)
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if len(pos) == 1 && pos[0] == "libreqos" {
+		if set["format"] || set["json"] {
+			return usagef(cmd, "--format and --json are for export without libreqos")
+		}
+		return exportLibreQoS(*configPath, *output, *network, out)
+	}
 	if len(pos) > 0 {
-		return usagef(cmd, "unexpected argument %q", pos[0])
+		return usagef(cmd, "unexpected argument %q (the one format argument is libreqos)", pos[0])
+	}
+	if set["config"] || set["network"] {
+		return usagef(cmd, "--config and --network are for export libreqos")
 	}
 	if *format != "toml" && *format != "csv" {
 		return usagef(cmd, "--format %q: toml or csv", *format)
@@ -112,6 +144,45 @@ func runExport(ctx context.Context, c *control.Client, args []string, out io.Wri
 		return err
 	}
 	return writeFileAtomic(*output, text)
+}
+
+// exportLibreQoS writes the configuration at configPath (default
+// /etc/shaperd/shaperd.toml) as LibreQoS's ShapedDevices.csv (to output,
+// "-" standard output) and network.json (to network).
+func exportLibreQoS(configPath, output, network string, out io.Writer) error {
+	const cmd = "export"
+	if configPath == "" {
+		configPath = "/etc/shaperd/shaperd.toml"
+	}
+	plan, err := config.Load(configPath)
+	if err != nil {
+		return fmt.Errorf("%w\n(shaperd --config %s --check says the same; nothing written)", err, configPath)
+	}
+	if len(plan.Nodes) > 0 && network == "" {
+		return usagef(cmd, "%s has %s: --network FILE names where network.json goes", configPath, plural(len(plan.Nodes), "node"))
+	}
+	if network != "" && network == output {
+		return usagef(cmd, "-o and --network name the same file %s", network)
+	}
+	devices, err := migrate.ShapedDevices("Written by shaperctl export libreqos from "+filepath.Base(configPath)+".", plan)
+	if err != nil {
+		return err
+	}
+	if network != "" {
+		if network == "-" {
+			_, err = io.WriteString(out, migrate.NetworkJSON(plan))
+		} else {
+			err = writeFileAtomic(network, migrate.NetworkJSON(plan))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if output == "-" {
+		_, err := io.WriteString(out, devices)
+		return err
+	}
+	return writeFileAtomic(output, devices)
 }
 
 func rateOrDash(r tbf.Rate) string {

@@ -21,8 +21,8 @@ Commands:
   quota      quota reset USER: start the user's quota period count again
   user       add, change, remove and list users at run time (DHCP, portals, RADIUS)
   simulate   predict what every user gets (live plan, what-if changes), change nothing
-  export     write the plan in force as users.toml or CSV
-  import     write users.toml from LibreQoS's ShapedDevices.csv or a CSV
+  export     write the plan in force as users.toml or CSV, or LibreQoS's files
+  import     write users.toml (and nodes) from LibreQoS's files or a CSV
   completion print the bash, zsh or fish completion script
   fleet      push, pull and watch a fleet's shared plan in etcd (not the socket)
   help       show help for a command: shaperctl help set-rate

@@ -21,7 +21,7 @@ func init() {
 	commandHelp["import"] = importHelp
 }
 
-const importHelp = `Usage: shaperctl import libreqos FILE [--tiers MODE] [--config FILE] [-o FILE] [--tiers-out FILE] [--force] [--json]
+const importHelp = `Usage: shaperctl import libreqos FILE [--network FILE] [--tiers MODE] [--config FILE] [-o FILE] [--tiers-out FILE] [--force] [--json]
        shaperctl import csv FILE [--config FILE] [-o FILE] [--force] [--json]
 
 Write users.toml from another tool's list of users. Every bad row is
@@ -36,12 +36,30 @@ Upload Min Mbps, Download Max Mbps, Upload Max Mbps, Comment. Each circuit
 Circuit Name, with the IPv4 and IPv6 addresses of all its devices. The
 minimums become rate and upload_rate, the maximums ceil and upload_ceil.
 
+With --network, LibreQoS's network.json (its sites and access points)
+becomes [nodes.NAME] tables and each user gets node = its circuit's Parent
+Node (none when empty or "none"; {} is a flat network). A node's
+downloadBandwidthMbps becomes its ceil and its rate (the
+downloadBandwidthMbpsMin where given), uploadBandwidthMbps upload_ceil and
+upload_rate. Names that are not shaperd names ("Site 1", "AP_A") are
+lower-cased with other characters as '-' (site-1, ap_a), a taken name gets
+-2, -3...; the output lists them and each table says the original. The
+nodes (and the auto tiers) go into the shaperd.toml --config names (or
+--tiers FILE), between "# >>> shaperctl import libreqos >>>" and
+"# <<< shaperctl import libreqos <<<" lines that the next import replaces,
+and the users into its users file (daemon.users_file), replaced without
+--force when an earlier import wrote it: shaperd can reload at once.
+Errors: a node more than 6 levels deep (with its path), a Parent Node that
+is not in network.json (with its row and a near name).
+
 csv reads name,tier,addresses[,rate,ceil,upload_rate,upload_ceil], one
 user a row, addresses separated by spaces or semicolons; a header row
 naming the columns may reorder them ('shaperctl export --format csv'
 writes one).
 
 Flags:
+  --network FILE     libreqos: LibreQoS's network.json, written as nodes
+                     into --config (see above)
   --tiers MODE       libreqos: auto (default) makes a tier per distinct set
                      of min/max rates, named lqos-DOWN-UP after the maximums,
                      and writes them to --tiers-out for shaperd.toml; a file
@@ -50,16 +68,19 @@ Flags:
                      its own minimums)
   --config FILE      the shaperd.toml to check the result against (csv:
                      default /etc/shaperd/shaperd.toml; libreqos auto: the
-                     generated tiers are added to it; default a minimal one)
-  -o FILE            the users file to write (default users.toml; - prints it)
+                     generated tiers are added to it; default a minimal one);
+                     with --network, the one to update
+  -o FILE            the users file to write (default users.toml; - prints it;
+                     with --network, default the users file of --config)
   --tiers-out FILE   libreqos auto: where the tiers go (default tiers.toml
-                     next to -o; - prints them)
+                     next to -o; - prints them); not with --network
   --force            replace files that exist
   --json             print what was written as JSON
 
 Examples:
   shaperctl import libreqos ShapedDevices.csv -o /etc/shaperd/users.toml
   shaperctl import libreqos ShapedDevices.csv --tiers /etc/shaperd/shaperd.toml
+  shaperctl import libreqos ShapedDevices.csv --network network.json --config /etc/shaperd/shaperd.toml
   shaperctl import csv users.csv --config /etc/shaperd/shaperd.toml -o users.toml
 `
 
@@ -67,7 +88,21 @@ Examples:
 type importResult struct {
 	Users int      `json:"users"`
 	Tiers []string `json:"tiers,omitempty"`
-	Files []string `json:"files"`
+	// Nodes are the nodes written (--network), parents first; Renamed
+	// those whose name is not network.json's; Virtual network.json's
+	// virtual nodes, not shaped.
+	Nodes   []string      `json:"nodes,omitempty"`
+	Renamed []renamedNode `json:"renamed_nodes,omitempty"`
+	Virtual []string      `json:"virtual_nodes,omitempty"`
+	Files   []string      `json:"files"`
+	// Unchanged are files that already held what the import would write.
+	Unchanged []string `json:"unchanged,omitempty"`
+}
+
+// renamedNode is a node of network.json with another name in shaperd.
+type renamedNode struct {
+	NetworkJSON string `json:"network_json"`
+	Name        string `json:"name"`
 }
 
 func runImport(_ context.Context, _ *control.Client, args []string, out io.Writer, env Env) error {
@@ -79,6 +114,7 @@ func runImport(_ context.Context, _ *control.Client, args []string, out io.Write
 	tiersOut := fs.String("tiers-out", "", "")
 	force := fs.Bool("force", false, "")
 	asJSON := fs.Bool("json", false, "")
+	network := fs.String("network", "", "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagError(cmd, err)
@@ -95,11 +131,35 @@ func runImport(_ context.Context, _ *control.Client, args []string, out io.Write
 	if kind == "libreqos" && *tiersMode != "auto" && (set["tiers-out"] || set["config"]) {
 		return usagef(cmd, "--tiers FILE checks against FILE: --config and --tiers-out are for --tiers auto")
 	}
+	if set["network"] {
+		switch {
+		case kind != "libreqos":
+			return usagef(cmd, "--network is for import libreqos")
+		case set["tiers-out"]:
+			return usagef(cmd, "--network writes the generated tiers into --config with the nodes: --tiers-out is for imports without it")
+		case *output == "-":
+			return usagef(cmd, "--network updates files in place: -o - is for imports without it")
+		case *tiersMode == "auto" && *configPath == "":
+			return usagef(cmd, "--network needs the shaperd.toml to write the nodes into: --config FILE (or --tiers FILE)")
+		}
+	}
 	data, err := os.ReadFile(src)
 	if err != nil {
 		return err
 	}
 	name := filepath.Base(src)
+	if set["network"] {
+		target := *configPath
+		if *tiersMode != "auto" {
+			target = *tiersMode
+		}
+		usersOut := ""
+		if set["o"] {
+			usersOut = *output
+		}
+		return importNetwork(networkImport{csv: data, csvName: name, network: *network, config: target,
+			autoTiers: *tiersMode == "auto", usersOut: usersOut, force: *force, asJSON: *asJSON}, out, env)
+	}
 	header := fmt.Sprintf("Written by shaperctl import %s from %s.", kind, name)
 
 	var users []migrate.User

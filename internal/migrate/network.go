@@ -450,7 +450,7 @@ func nodeNames(origs []string) []string {
 	names := make([]string, len(origs))
 	taken := map[string]bool{}
 	for i, o := range origs {
-		if validName(o) && !taken[o] {
+		if config.ValidName(o) && !taken[o] {
 			names[i] = o
 			taken[o] = true
 		}

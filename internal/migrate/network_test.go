@@ -160,7 +160,7 @@ func TestNodeNames(t *testing.T) {
 		t.Errorf("nodeNames:\n%q\nwant:\n%q", got, want)
 	}
 	for _, n := range got {
-		if !validName(n) {
+		if !config.ValidName(n) {
 			t.Errorf("%q does not follow the name rule", n)
 		}
 	}

@@ -204,3 +204,56 @@ func TestNodesAdoptedWithoutState(t *testing.T) {
 		t.Errorf("a restart without state wrote %d objects", got)
 	}
 }
+
+// TestNodesOnPerQueueTrees: with queues = 4 a top-level node's whole
+// subtree (its nodes and users) is in one queue's tree, and a policy tick
+// that rebalances the queues keeps it there.
+func TestNodesOnPerQueueTrees(t *testing.T) {
+	dir := t.TempDir()
+	cfg := strings.Replace(nodesConfig, "[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"", "[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"\nqueues = 4", 1) + `
+[nodes.south]
+rate = "300mbit"
+`
+	users := nodesUsers + `
+[[user]]
+name = "dave"
+tier = "gold"
+node = "south"
+addresses = ["198.18.1.40"]
+`
+	writeConfig(t, dir, cfg, users)
+	k := &queueFake{fakeKernel: newFakeKernel("lan0", "ifb-lan0"), tx: 4, bytes: make([]uint64, 4)}
+	clk := newFakeClock()
+	d, _ := newTestDaemon(t, k, clk, dir)
+	defer d.Close()
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	queueOf := func(label func(model.Class) bool) int {
+		for _, c := range k.tree("lan0").Classes {
+			if label(c) {
+				return model.QueueOf(c.Handle)
+			}
+		}
+		t.Fatal("no such class")
+		return -1
+	}
+	node := func(n string) func(model.Class) bool {
+		return func(c model.Class) bool { return c.Labels.Kind == "node" && c.Labels.Node == n }
+	}
+	user := func(n string) func(model.Class) bool { return func(c model.Class) bool { return c.Labels.User == n } }
+	north := queueOf(node("north"))
+	for _, x := range []int{queueOf(node("ap-1")), queueOf(node("ap-2")), queueOf(user("alice")), queueOf(user("bob"))} {
+		if x != north {
+			t.Errorf("north's subtree spread over queues %d and %d", north, x)
+		}
+	}
+	if s := queueOf(node("south")); s == north || queueOf(user("dave")) != s {
+		t.Errorf("south (queue %d) shares north's queue %d, or dave is not with it", s, north)
+	}
+	for _, st := range d.ifaces {
+		if m := model.Mismatches(k.tree(st.device), *st.tree()); len(m) != 0 {
+			t.Errorf("%s: the kernel differs from the plan: %v", st.key, m)
+		}
+	}
+}

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -97,5 +100,41 @@ addresses = ["198.18.0.3"]
 	}
 	if nodes["alice"] != "ap-3" || nodes["bob"] != "south" || nodes["carol"] != "" {
 		t.Errorf("users' nodes: %v", nodes)
+	}
+}
+
+// TestNodesInTheSharedPlan: a fleet's shared plan carries the hierarchy;
+// a node behind another router's interface is no error here, and stays
+// off this router's interfaces (with its users).
+func TestNodesInTheSharedPlan(t *testing.T) {
+	dir := t.TempDir()
+	local := filepath.Join(dir, "shaperd.toml")
+	if err := os.WriteFile(local, []byte(fleetIfaces+"[fleet]\nendpoints = [\"http://127.0.0.1:2379\"]\nrouter = \"r1\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh := &Shared{Name: "fleet:shared.toml", UsersName: "fleet:users.toml",
+		Main: []byte(`[tiers.basic]
+rate = "1mbit"
+[nodes.here]
+rate = "100mbit"
+[nodes.there]
+rate = "100mbit"
+interfaces = ["wan9"]
+`),
+		Users: []byte("[[user]]\nname = \"alice\"\ntier = \"basic\"\nnode = \"there\"\naddresses = [\"198.18.0.10\"]\n")}
+	plan, err := LoadShared(local, sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	there, ok := plan.Node("there")
+	if !ok || len(plan.Nodes) != 2 || there.On(plan.Interfaces[0].Name) {
+		t.Errorf("nodes %+v", plan.Nodes)
+	}
+	if e := plan.Errorf("nodes.there.rate", "x"); e.File != "fleet:shared.toml" || e.Line != 6 {
+		t.Errorf("Errorf(nodes.there.rate) = %v", e)
+	}
+	if _, err := LoadFS(mapFS(fleetIfaces+"[tiers.basic]\nrate = \"1mbit\"\n[nodes.there]\nrate = \"1mbit\"\ninterfaces = [\"wan9\"]\n", ""), "etc/shaperd.toml"); err == nil ||
+		!strings.Contains(err.Error(), `node "there" is on interface "wan9", which no [[interface]]`) {
+		t.Errorf("a local node on no interface: %v", err)
 	}
 }

@@ -14,14 +14,15 @@ type keyPos struct {
 }
 
 // fileOf returns the file and position map of a key path: paths starting
-// with "user[" are in the users file, "tiers" and "policy" paths in the
-// fleet's shared document when there is one, all others in the main file.
+// with "user[" are in the users file, "tiers", "nodes" and "policy" paths
+// in the fleet's shared document when there is one, all others in the main
+// file.
 func (p *Plan) fileOf(path string) (string, map[string]pos) {
 	if strings.HasPrefix(path, "user[") {
 		return p.UsersPath, p.keys.users
 	}
-	if p.SharedPath != "" && (path == "tiers" || path == "policy" ||
-		strings.HasPrefix(path, "tiers.") || strings.HasPrefix(path, "policy.")) {
+	if p.SharedPath != "" && (path == "tiers" || path == "policy" || path == "nodes" ||
+		strings.HasPrefix(path, "tiers.") || strings.HasPrefix(path, "policy.") || strings.HasPrefix(path, "nodes.")) {
 		return p.SharedPath, p.keys.shared
 	}
 	return p.Path, p.keys.main

@@ -217,13 +217,14 @@ func (d *Daemon) applyFleetOverrides(o []policy.Override, problems []string) {
 	var ov policy.Overrides
 	now := d.clock.Now()
 	for _, x := range o {
-		// As a local set-rate is checked: the target exists here, every
-		// tree still builds with it, its rates are within the bandwidth.
-		ceil := max(x.Ceil, x.Rate)
+		// As a local set-rate is checked: the target exists here and
+		// every tree still builds with it. Routers of one fleet have links
+		// of different sizes: an interface override above this router's
+		// bandwidth is capped to it by the policy (a local set-rate above
+		// it is refused),
+		// and a user's, tier's or node's ceil above it is capped by the
+		// policy as a configured one is.
 		err := policy.CheckOverrideBuild(d.plan, d.evalOverridesWith(ov), x, now)
-		if err == nil {
-			err = d.checkBounds(control.SetRateRequest{Target: x.Target.String(), Rate: x.Rate, Ceil: &ceil}, x.Target, x.Direction)
-		}
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("fleet override %s: %v", x.Key(), err))
 			continue

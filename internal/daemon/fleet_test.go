@@ -13,6 +13,7 @@ import (
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/fleet"
 	"github.com/shaperd/shaperd/pkg/config"
+	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/policy"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
@@ -124,7 +125,9 @@ func TestFleetSharedPlan(t *testing.T) {
 }
 
 // TestFleetOverrides: fleet overrides apply; a local override of the same
-// target wins on this router; one the plan cannot apply is reported.
+// target wins on this router; one the plan cannot apply is reported; one
+// above this router's bandwidth (routers of a fleet have links of
+// different sizes) is capped to it.
 func TestFleetOverrides(t *testing.T) {
 	k := newFakeKernel("lan0", "ifb-lan0")
 	clk := newFakeClock()
@@ -140,15 +143,33 @@ func TestFleetOverrides(t *testing.T) {
 	d.applyFleetOverrides([]policy.Override{
 		{Target: alice, Rate: mbit(7), Ceil: mbit(7), Set: clk.Now()},
 		{Target: ghost, Rate: mbit(1), Set: clk.Now()},
-		{Target: policy.Target{Kind: policy.TargetIface, Name: "eth9"}, Rate: mbit(10), Set: clk.Now()}, // not on this router
-		{Target: policy.Target{Kind: policy.TargetUser, Name: "bob"}, Rate: mbit(5000), Set: clk.Now()}, // above the bandwidth
+		{Target: policy.Target{Kind: policy.TargetIface, Name: "eth9"}, Rate: mbit(10), Set: clk.Now()},                // not on this router
+		{Target: policy.Target{Kind: policy.TargetUser, Name: "bob"}, Rate: mbit(5), Ceil: mbit(5000), Set: clk.Now()}, // a ceil above the bandwidth
+		{Target: policy.Target{Kind: policy.TargetIface, Name: "lan0"}, Rate: mbit(5000), Set: clk.Now()},              // above both sides'
 	}, nil)
 	if got := userRate(t, k, "alice"); got != mbit(7) {
 		t.Fatalf("alice with a fleet override: %v, want 7mbit", got)
 	}
-	if st := d.status().Fleet; st.Overrides != 1 || len(st.Errors) != 3 || !strings.Contains(st.Errors[0], "ghost") ||
-		!strings.Contains(st.Errors[1], "eth9") || !strings.Contains(st.Errors[2], "bob") {
+	if st := d.status().Fleet; st.Overrides != 3 || len(st.Errors) != 2 || !strings.Contains(st.Errors[0], "ghost") ||
+		!strings.Contains(st.Errors[1], "eth9") {
 		t.Errorf("status.fleet: %+v", st)
+	}
+	for _, c := range []struct {
+		device string
+		bw     tbf.Rate
+	}{{"lan0", mbit(1000)}, {"ifb-lan0", mbit(100)}} {
+		var root, bob model.Class
+		for _, cl := range k.tree(c.device).Classes {
+			switch {
+			case cl.Handle == model.RootClass:
+				root = cl
+			case cl.Labels.User == "bob":
+				bob = cl
+			}
+		}
+		if root.Ceil != c.bw || bob.Ceil != c.bw {
+			t.Errorf("%s: root ceil %v, bob's %v; want both capped to the bandwidth %v", c.device, root.Ceil, bob.Ceil, c.bw)
+		}
 	}
 	if _, err := d.setRate(control.SetRateRequest{Target: "alice", Rate: mbit(3)}, nil); err != nil {
 		t.Fatal(err)
@@ -173,8 +194,8 @@ func TestFleetOverrides(t *testing.T) {
 	if got := userRate(t, k, "alice"); got != mbit(7) {
 		t.Fatalf("alice after the local override is cleared: %v, want the fleet's 7mbit", got)
 	}
-	if ovs := d.overrideList(clk.Now()); len(ovs) != 1 || ovs[0].Target != "alice" || ovs[0].Source != control.SourceFleet || ovs[0].Shadowed {
-		t.Errorf("overrides with the fleet's alone: %+v, want alice's fleet override", ovs)
+	if ovs := d.overrideList(clk.Now()); len(ovs) != 3 || ovs[1].Target != "alice" || ovs[1].Source != control.SourceFleet || ovs[1].Shadowed {
+		t.Errorf("overrides with the fleet's alone: %+v, want the fleet's, alice's in force", ovs)
 	}
 	d.applyFleetOverrides(nil, nil)
 	if got := userRate(t, k, "alice"); got != mbit(50) {

@@ -138,9 +138,15 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 	link := Explanation{Interface: in.Name, Direction: dir, Source: SourceConfig, Reason: "bandwidth",
 		ConfiguredRate: in.Bandwidth, ConfiguredCeil: in.Bandwidth}
 	if o, ok := e.ifaceOverride(in); ok {
-		spec.Bandwidth = o.Rate
+		// At most the configured bandwidth: the link has no more (a local
+		// set-rate above it is refused; a fleet's, for routers with links
+		// of different sizes, is capped here).
+		spec.Bandwidth = min(o.Rate, in.Bandwidth)
 		link.Source, link.OverrideUntil, link.Ramp = SourceIfaceOverride, o.Until, o.Ramp
 		link.Reason = overrideReason("override", o, e.now, e.loc)
+		if o.Rate > in.Bandwidth {
+			link.Reason += fmt.Sprintf("; %s capped to the bandwidth %s", o.Rate, in.Bandwidth)
+		}
 	}
 	link.Rate, link.Ceil = spec.Bandwidth, spec.Bandwidth
 	link.Burst = in.Burst

@@ -71,6 +71,7 @@ func load(mainPath string, sh *Shared, read func(string) ([]byte, error), resolv
 	plan.Policy = decodePolicy(rt)
 	plan.Tiers = decodeTiers(rt)
 	plan.Interfaces = decodeInterfaces(rt, plan.Tiers)
+	checkTierInterfaces(mf, plan.Tiers, plan.Interfaces, false)
 	plan.Nodes = decodeNodes(rt, plan.Interfaces, false)
 	plan.indexNodes()
 	plan.Fleet = decodeFleet(rt)
@@ -86,7 +87,7 @@ func load(mainPath string, sh *Shared, read func(string) ([]byte, error), resolv
 		} else if users, uf, ok := parseFile(plan.UsersPath, data, c); ok {
 			plan.keys.users = uf.pos
 			ut := uf.table("", users)
-			plan.Users = decodeUsers(ut, plan.Tiers, plan.Nodes)
+			plan.Users = decodeUsers(ut, plan.Tiers, plan.Nodes, plan.Interfaces)
 			ut.finish()
 		}
 	}

@@ -309,3 +309,35 @@ func nodeList(nodes []Node) string {
 	}
 	return "nodes: " + strings.Join(names, ", ")
 }
+
+// htbInterface reports whether an [[interface]] with shaper = "htb" is
+// called name.
+func htbInterface(ifaces []Interface, name string) bool {
+	return slices.ContainsFunc(ifaces, func(in Interface) bool { return in.Name == name && in.Shaper != ShaperTBF })
+}
+
+// checkTierInterfaces checks the tiers' interfaces: each one an HTB
+// [[interface]] (from a fleet's shared plan, an unknown one is another
+// router's).
+func checkTierInterfaces(f *file, tiers []Tier, ifaces []Interface, shared bool) {
+	for _, t := range tiers {
+		for i, name := range t.Interfaces {
+			if !shared && !htbInterface(ifaces, name) {
+				f.errf(t.ifaceKeys[i], "tier %q is on interface %q, which no [[interface]] with shaper = \"htb\" configures", t.Name, name)
+			}
+		}
+	}
+}
+
+// UserOn reports whether user u is shaped on the interface named iface:
+// its own interfaces, else its tier's, else every interface. (A user
+// behind a node is also only where the node is: see Node.On.)
+func (p *Plan) UserOn(u *User, iface string) bool {
+	if len(u.Interfaces) > 0 {
+		return slices.Contains(u.Interfaces, iface)
+	}
+	if t, ok := p.Tier(u.Tier); ok && len(t.Interfaces) > 0 {
+		return slices.Contains(t.Interfaces, iface)
+	}
+	return true
+}

@@ -265,6 +265,12 @@ type Tier struct {
 	// interface's); QueueLatency (0: the interface's) sizes its bfifo.
 	Leaf         Leaf
 	QueueLatency time.Duration
+	// Interfaces names the interfaces ([[interface]] name) the tier's
+	// users are shaped on; empty: every HTB interface. A user's own
+	// interfaces replace it.
+	Interfaces []string
+	// ifaceKeys are the key paths of Interfaces' entries (for errors).
+	ifaceKeys []string
 }
 
 // Period is a quota period; periods start at midnight in Policy.Location,
@@ -289,6 +295,9 @@ type User struct {
 	// Node is the name of the node ([nodes.NAME]) the user is behind; ""
 	// for none. The users file may write it as the node's path.
 	Node string
+	// Interfaces names the interfaces the user is shaped on; empty: its
+	// tier's (see Plan.UserOn).
+	Interfaces []string
 	// Prefixes are the user's addresses, masked; a bare address is a /32
 	// or /128. No prefix overlaps another user's (or another of the same
 	// user's).

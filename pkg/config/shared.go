@@ -56,6 +56,7 @@ func loadShared(mainPath string, sh *Shared, read func(string) ([]byte, error), 
 	rt := mf.table("", root)
 	plan.Daemon = decodeDaemon(rt)
 	plan.Interfaces = decodeInterfaces(rt, plan.Tiers)
+	checkTierInterfaces(sf, plan.Tiers, plan.Interfaces, true)
 	plan.Nodes = decodeNodes(st, plan.Interfaces, true)
 	plan.indexNodes()
 	st.finish()
@@ -65,7 +66,7 @@ func loadShared(mainPath string, sh *Shared, read func(string) ([]byte, error), 
 	if users, uf, ok := parseFile(sh.UsersName, sh.Users, c); ok {
 		plan.keys.users = uf.pos
 		ut := uf.table("", users)
-		plan.Users = decodeUsers(ut, plan.Tiers, plan.Nodes)
+		plan.Users = decodeUsers(ut, plan.Tiers, plan.Nodes, plan.Interfaces)
 		ut.finish()
 	}
 	if errs := c.result(); errs != nil {

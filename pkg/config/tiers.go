@@ -94,6 +94,15 @@ func decodeTier(t *table, name string) Tier {
 	}
 	decodeQuota(t, &tier)
 	tier.Leaf, tier.QueueLatency = decodeLeaf(t)
+	if list, ok := t.strs("interfaces"); ok {
+		if len(list) == 0 {
+			t.errf("interfaces", "no interfaces given (leave the key out for every interface)")
+		}
+		for _, e := range list {
+			tier.Interfaces = append(tier.Interfaces, e.s)
+			tier.ifaceKeys = append(tier.ifaceKeys, index(t.key("interfaces"), e.i))
+		}
+	}
 	t.finish()
 	return tier
 }

@@ -10,7 +10,7 @@ import (
 
 // decodeUsers reads every [[user]] of the users file and checks names,
 // tiers and that no two addresses overlap.
-func decodeUsers(ut *table, tiers []Tier, nodes []Node) []User {
+func decodeUsers(ut *table, tiers []Tier, nodes []Node, ifaces []Interface) []User {
 	entries, ok := ut.tables("user")
 	if !ok {
 		return nil
@@ -24,7 +24,7 @@ func decodeUsers(ut *table, tiers []Tier, nodes []Node) []User {
 	var addrs []addrEntry
 	first := map[string]string{} // name -> path of its first entry
 	for i, t := range entries {
-		u, at := decodeUser(t, tiers, byNode)
+		u, at := decodeUser(t, tiers, byNode, ifaces)
 		if u.Name != "" {
 			if p, dup := first[u.Name]; dup {
 				f.errf(t.key("name"), "duplicate user %q (first defined by %s at %s)", u.Name, p, f.where(p+".name"))
@@ -43,7 +43,7 @@ func decodeUsers(ut *table, tiers []Tier, nodes []Node) []User {
 
 // decodeUser reads one [[user]]; at holds the index in addresses of each
 // of the user's Prefixes.
-func decodeUser(t *table, tiers []Tier, nodes map[string]*Node) (u User, at []int) {
+func decodeUser(t *table, tiers []Tier, nodes map[string]*Node, ifaces []Interface) (u User, at []int) {
 	u = User{Source: t.f.where(t.path)}
 	t.require("name", "tier", "addresses")
 	if s, ok := t.str("name"); ok {
@@ -85,6 +85,18 @@ func decodeUser(t *table, tiers []Tier, nodes map[string]*Node) (u User, at []in
 	decodeUserTierSettings(t, &u, tiers)
 	u.Leaf, u.QueueLatency = decodeLeaf(t)
 	nodeOfUser(t, &u, nodes)
+	if list, ok := t.strs("interfaces"); ok {
+		if len(list) == 0 {
+			t.errf("interfaces", "no interfaces given (leave the key out for the tier's)")
+		}
+		for _, e := range list {
+			if !htbInterface(ifaces, e.s) {
+				t.f.errf(index(t.key("interfaces"), e.i), "user %q is on interface %q, which no [[interface]] with shaper = \"htb\" configures", u.Name, e.s)
+				continue
+			}
+			u.Interfaces = append(u.Interfaces, e.s)
+		}
+	}
 	t.finish()
 	return u, at
 }

@@ -69,8 +69,9 @@ func (r *Result) User(name string) []Explanation {
 // overrides are ignored. Times are read in plan.Policy.Location (nil:
 // time.Local).
 //
-// Every user is shaped on every HTB interface (config has no per-user
-// interface list); on egress interfaces with the download rates (rate/ceil),
+// Every user is shaped on every HTB interface it is on (its own
+// interfaces, else its tier's, else all; a user behind a node where the
+// node is); on egress interfaces with the download rates (rate/ceil),
 // on ingress interfaces with the upload rates (upload_rate/upload_ceil). The
 // rules and their precedence are in the package documentation.
 func Evaluate(plan *config.Plan, ov Overrides, usage *Usage, now time.Time) *Result {
@@ -168,8 +169,8 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 	used := map[string]bool{}
 	for i := range e.plan.Users {
 		u := &e.plan.Users[i]
-		if !nodeOn(u, out.Targets.Nodes) {
-			continue // behind a node of another interface
+		if !nodeOn(u, out.Targets.Nodes) || !e.plan.UserOn(u, in.Name) {
+			continue // behind a node of another interface, or not on this one
 		}
 		x := e.user(u, in)
 		if u.Node == "" {

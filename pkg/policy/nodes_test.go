@@ -150,3 +150,59 @@ func TestNodeDepthFitsTheModel(t *testing.T) {
 		t.Errorf("config allows %d node levels, the model builds %d", config.MaxNodeDepth, model.MaxNodeDepth)
 	}
 }
+
+// TestUsersOnTheirInterfaces: a tier's users are shaped only on its
+// interfaces, a user's own list replaces the tier's, so that a 100mbit
+// tier does not block a 50mbit port none of its users is on.
+func TestUsersOnTheirInterfaces(t *testing.T) {
+	plan := loadPlan(t, `
+[[interface]]
+name = "lan0"
+bandwidth = "1gbit"
+
+[[interface]]
+name = "lan1"
+bandwidth = "50mbit"
+
+[tiers.staff]
+rate = "100mbit"
+interfaces = ["lan0"]
+
+[tiers.student]
+rate = "10mbit"
+`, `
+[[user]]
+name = "alice"
+tier = "staff"
+addresses = ["198.18.0.1"]
+
+[[user]]
+name = "bob"
+tier = "staff"
+interfaces = ["lan1"]
+addresses = ["198.18.0.2"]
+
+[[user]]
+name = "carol"
+tier = "student"
+addresses = ["198.18.0.3"]
+`)
+	res := Evaluate(plan, Overrides{}, nil, time.Now())
+	names := func(i int) []string {
+		var out []string
+		for _, u := range res.Interfaces[i].Targets.Users {
+			out = append(out, u.Name)
+		}
+		return out
+	}
+	if got := strings.Join(names(0), ","); got != "alice,carol" {
+		t.Errorf("lan0 users: %s, want alice,carol", got)
+	}
+	if got := strings.Join(names(1), ","); got != "bob,carol" {
+		t.Errorf("lan1 users: %s, want bob,carol", got)
+	}
+	if len(res.Interfaces[1].Oversubscriptions) != 1 {
+		// bob's 100mbit on a 50mbit port is still scaled: his own choice.
+		t.Errorf("lan1: %v", res.Interfaces[1].Oversubscriptions)
+	}
+}

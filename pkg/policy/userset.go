@@ -39,7 +39,7 @@ func (r *Result) AddUser(plan *config.Plan, ov Overrides, usage *Usage, now time
 	}
 	for i := range r.Interfaces {
 		ir, in := &r.Interfaces[i], &plan.Interfaces[i]
-		if in.Shaper == config.ShaperTBF || !nodeOn(u, ir.Targets.Nodes) {
+		if in.Shaper == config.ShaperTBF || !nodeOn(u, ir.Targets.Nodes) || !plan.UserOn(u, in.Name) {
 			continue
 		}
 		if rate, _ := tier.AggregateRates(in.Direction); rate != 0 && u.Node == "" &&
@@ -156,7 +156,7 @@ func (r *Result) MoveUser(plan *config.Plan, ov Overrides, usage *Usage, now tim
 			continue
 		}
 		j := slices.IndexFunc(ir.Targets.Users, func(t model.UserTarget) bool { return t.Name == user })
-		if (j >= 0) != nodeOn(u, ir.Targets.Nodes) || len(ir.Oversubscriptions) > 0 {
+		if (j >= 0) != (nodeOn(u, ir.Targets.Nodes) && plan.UserOn(u, in.Name)) || len(ir.Oversubscriptions) > 0 {
 			undo()
 			return false
 		}

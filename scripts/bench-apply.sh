@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# bench-apply.sh: shaperd's kernel apply path vs tc -batch, ratios measured
-# in the same run, in throwaway network namespaces on the real kernel.
+# bench-apply.sh: shaperd's daemon applying its plan vs tc -batch, ratios
+# measured in the same run, in throwaway network namespaces on the real
+# kernel. The shaperd side is the daemon itself (internal/daemon in the
+# bench process through internal/lab/daemonlab, its kernel writes recorded):
+# a cold apply is daemonlab.Start + Daemon.Once, a change is the control API
+# call shaperctl makes (Daemon.SetRate, Daemon.ChangeUser), run by the
+# daemon's loop.
 #
-# usage: sudo scripts/bench-apply.sh [-r ROUNDS] [-n USERS] [-c CHANGES] [-H] [-T] [-U] [-P] [-k]
-#                                    [-Q QUEUES [-B BIGUSERS] [-G RUNS] [-C KIND] [-q]]
+# usage: sudo scripts/bench-apply.sh [-r ROUNDS] [-n USERS] [-c CHANGES] [-C KIND] [-H] [-T] [-U] [-P] [-k]
+#                                    [-Q QUEUES [-B BIGUSERS] [-G RUNS] [-q]]
+#        sudo scripts/bench-apply.sh hierarchy [-r ROUNDS] [-n USERS] [-c CHANGES] [-C KIND] [-k]
 #   -r  rounds of (shaperd, tc flat, tc hashed), interleaved   (default 3)
-#   -n  users in the big tree                                   (default 10000)
-#   -c  Build+Diff+Apply rate changes per tree for (b)          (default 200;
-#       the kernel write path alone is sampled 1000 times per tree)
+#   -n  users in the big tree (hierarchy: users behind the APs) (default 10000)
+#   -c  one-user rate changes (Daemon.SetRate) per tree for (b) (default 1000;
+#       hierarchy: user moves and node changes of each kind, default 200)
+#   -C  the daemon's classifier: bpf or u32; default: the daemon's own
+#       default (bpf where the kernel allows it)
 #   -H  skip the tc -batch peer building shaperd's hashed u32 layout
 #   -T  skip (d), the iperf3 measurement
 #   -U  also run pkg/kernel/u32's throughput test (go test -run Throughput)
@@ -15,32 +23,40 @@
 #   -P  also run pkg/kernel's BenchmarkApplyPipelined (2 iterations at USERS):
 #       class writes through Apply (one request per sendmsg, ack awaited)
 #       vs 64 requests per sendmsg with the acks read after (~1 min more)
-#   -k  keep the work directory (batch files, raw logs)
+#   -k  keep the work directory (batch files, the daemons' logs, raw logs)
 #   -Q  per-queue trees (queues = N, one HTB per transmit queue) on a QUEUES-queue veth: (e), and (f)/(g)
 #       when asked for; -q runs only these
 #   -B  (f): BIGUSERS users (e.g. 100000) on one QUEUES-queue interface
 #   -G  (g): iperf3 runs of 2 saturating users, one tree vs QUEUES trees
-#   -C  classifier of shaperd's trees in (e)-(g): bpf (default, one cls_bpf
-#       classifier per queue's HTB, as the daemon's default) or u32
 #
-# Targets (what shaperd's apply path must do against tc -batch):
-#   (a) applying the plan (shaperd: Dump, Build, Diff, Apply on an empty
-#       device) / tc -batch creating the same classes and a flat u32 list:
+# Targets (what the daemon must do against tc -batch):
+#   (a) cold apply of the plan (daemonlab.Start + Daemon.Once on an empty
+#       device: configuration, policy, desired tree, Dump, Diff, Apply,
+#       Verify) / tc -batch creating the same classes and a flat u32 list:
 #       <= 1.0, goal 0.5
-#   (b) one user's rate change in the big tree: kernel Apply median <= 1 ms,
-#       and its ratio to the same change in a 10-user tree <= 1.2
-#   (c) reconciling the unchanged big tree (Dump, Diff, Apply): 0 writes, < 1 s
-#   (d) iperf3 throughput to the user whose filter shaperd added last of
+#   (b) one user's rate change in the big tree (Daemon.SetRate, ramp 0): the
+#       kernel Apply inside it median <= 1 ms, and its ratio to the same
+#       change in a 10-user tree <= 1.2 (end to end p50/p99 printed too)
+#   (c) re-applying the unchanged big tree (Daemon.Once again): 0 writes, < 1 s
+#   (d) iperf3 throughput to the user whose filter the daemon added last of
 #       USERS / throughput with that user alone: >= 0.95 (median of 5 runs of
-#       3 s each, interleaved; both trees applied by shaperd)
-#   (e) with -Q: cold apply of USERS users as QUEUES per-queue trees under mq
-#       / tc -batch building the single tree (flat u32): goal <= 0.5
+#       3 s each, interleaved; both trees applied by the daemon)
+#   (e) with -Q: the daemon's cold apply of USERS users as QUEUES per-queue
+#       trees under mq / tc -batch building the single tree (flat u32):
+#       goal <= 0.5
 #   (f) with -B: BIGUSERS users on one interface (beyond one qdisc's 65,535
-#       class ids): cold apply, peak RSS, one user's change p99 < 5 ms,
-#       re-apply of the unchanged tree 0 writes; also one user's address
-#       added/removed (kernel Apply p50/p99: map updates with bpf)
+#       class ids): cold apply, peak RSS, one user's change (Daemon.SetRate)
+#       kernel Apply p99 < 5 ms, re-apply of the unchanged tree 0 writes;
+#       also one run-time user's address added/removed (Daemon.ChangeUser:
+#       p50/p99, map updates with bpf)
 #   (g) with -G: 2 concurrent saturating users on different queues / in one
 #       tree (total iperf3 throughput; > 1 means shaping is not one lock)
+#   (h) hierarchy: USERS users behind 500 access points in 50 buildings at 5
+#       sites (nodes): cold apply / tc -batch building the same node and user
+#       classes with a flat u32 list <= 1.0; re-apply 0 writes, < 1 s; and,
+#       without targets, one run-time user's move to another AP
+#       (Daemon.ChangeUser move) and one AP's capacity change (Daemon.SetRate
+#       node:ap-17) p50/p99, the simulator on the whole plan (Daemon.Simulate)
 #
 # Each measurement runs in its own namespace, which is deleted (root qdiscs
 # first, synchronously) before the next one: every HTB class is a tc block on
@@ -51,9 +67,14 @@
 # a kernel refusal).
 set -uo pipefail
 
+MODE=flat
+if [[ ${1:-} == hierarchy ]]; then
+	MODE=hierarchy
+	shift
+fi
 ROUNDS=3
 USERS=10000
-CHANGES=200
+CHANGES=""
 HASHED=true
 THROUGHPUT=1
 U32TEST=0
@@ -63,7 +84,7 @@ QUEUES=0
 BIG=0
 QTP=0
 QONLY=false
-QCLS=bpf
+CLS=""
 while getopts "r:n:c:HTUPkQ:B:G:C:qh" opt; do
 	case $opt in
 	r) ROUNDS=$OPTARG ;;
@@ -77,12 +98,16 @@ while getopts "r:n:c:HTUPkQ:B:G:C:qh" opt; do
 	Q) QUEUES=$OPTARG ;;
 	B) BIG=$OPTARG ;;
 	G) QTP=$OPTARG ;;
-	C) QCLS=$OPTARG ;;
+	C) CLS=$OPTARG ;;
 	q) QONLY=true ;;
-	h) sed -n '2,51p' "$0"; exit 0 ;;
+	h) sed -n '2,67p' "$0"; exit 0 ;;
 	*) exit 2 ;;
 	esac
 done
+if [[ -z $CHANGES ]]; then
+	CHANGES=1000
+	[[ $MODE == hierarchy ]] && CHANGES=200
+fi
 [[ $(id -u) == 0 ]] || { echo "bench-apply: must run as root (network namespaces)" >&2; exit 1; }
 cd "$(dirname "$0")/.." || exit 1
 
@@ -131,8 +156,13 @@ if ! go build -o "$WORK/benchapply" ./internal/lab/benchapply; then
 	exit 1
 fi
 D_BIN=""
+P_BIN=""
 TP_RUNS=5
-if [[ $THROUGHPUT == 0 ]]; then
+if [[ $MODE == hierarchy ]]; then
+	TP_RUNS=0
+	U32TEST=0
+	PIPELINE=0
+elif [[ $THROUGHPUT == 0 ]]; then
 	TP_RUNS=0
 elif ! command -v iperf3 >/dev/null; then
 	echo "(d) not measured: iperf3 is missing (apt-get install -y iperf3)"
@@ -147,7 +177,6 @@ if [[ $U32TEST == 1 ]]; then
 	fi
 fi
 
-P_BIN=""
 if [[ $PIPELINE == 1 ]]; then
 	if go test -c -o "$WORK/kernel.test" ./pkg/kernel/ 2>"$WORK/kernel.build"; then
 		P_BIN="$WORK/kernel.test"
@@ -157,9 +186,13 @@ if [[ $PIPELINE == 1 ]]; then
 fi
 
 START=$(date +%s)
-"$WORK/benchapply" -users "$USERS" -r "$ROUNDS" -changes "$CHANGES" -reconciles 3 -throughput-runs "$TP_RUNS" \
-	-hashed="$HASHED" -prefix "$PREFIX" -dir "$WORK" \
-	-queues "$QUEUES" -queue-big "$BIG" -queue-tp-runs "$QTP" -queues-only="$QONLY" -queue-classifier "$QCLS" > >(tee "$WORK/apply.txt") &
+if [[ $MODE == hierarchy ]]; then
+	ARGS=(-hierarchy -hier-users "$USERS" -hier-changes "$CHANGES")
+else
+	ARGS=(-users "$USERS" -changes "$CHANGES" -throughput-runs "$TP_RUNS" -hashed="$HASHED"
+		-queues "$QUEUES" -queue-big "$BIG" -queue-tp-runs "$QTP" -queues-only="$QONLY")
+fi
+"$WORK/benchapply" -r "$ROUNDS" -classifier "$CLS" -prefix "$PREFIX" -dir "$WORK" "${ARGS[@]}" > >(tee "$WORK/apply.txt") &
 PID=$! # benchapply itself: the traps stop it and remove its namespaces
 wait "$PID"
 RC=$?
@@ -202,8 +235,9 @@ if [[ -n $P_BIN ]]; then
 fi
 
 echo
-echo "== targets ($ROUNDS rounds, $USERS users; $(($(date +%s) - START)) s) =="
+echo "== targets ($MODE, $ROUNDS rounds, $USERS users; $(($(date +%s) - START)) s) =="
 grep '^TARGET' "$WORK/apply.txt"
+[[ $MODE == hierarchy ]] && grep '^(h) ' "$WORK/apply.txt"
 [[ -n $D_LINE ]] && echo "$D_LINE"
 echo "# uptime:$(uptime)"
 other_netns

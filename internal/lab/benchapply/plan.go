@@ -1,55 +1,63 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
-	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/shaperd/shaperd/pkg/model"
-	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
-// userAddr is user i's address: 198.18.0.0 + i (the benchmarking range).
-func userAddr(i int) netip.Addr {
-	return netip.AddrFrom4([4]byte{198, 18 + byte(i>>16), byte(i >> 8), byte(i)})
-}
-
-// plan is an HTB plan for device dev with n users, each with one /32 dst
-// filter, 1 mbit guaranteed and 10 mbit ceiling on a 10 gbit interface
-// (the same plan as pkg/kernel's BenchmarkApply).
-func plan(dev string, n int) model.Targets {
-	tg := model.Targets{Interface: model.InterfaceSpec{Name: dev, Bandwidth: 10 * tbf.Gbit}}
-	tg.Users = make([]model.UserTarget, n)
-	for i := range tg.Users {
-		tg.Users[i] = model.UserTarget{
-			Name:     fmt.Sprintf("u%05d", i),
-			Rate:     tbf.Mbit,
-			Ceil:     10 * tbf.Mbit,
-			Prefixes: []netip.Prefix{netip.PrefixFrom(userAddr(i), 32)},
-		}
-	}
-	return tg
-}
-
 // classLines writes tc commands creating t's root qdisc and classes with
-// the same rate, ceil, burst, cburst, quantum and prio as shaperd's.
-func classLines(sb *strings.Builder, t model.Tree) {
+// the same rate, ceil, burst, cburst, quantum and prio as shaperd's,
+// parents before their children (node classes, then the classes below
+// them). It refuses a tree tc's lines would not reproduce: per-queue
+// trees, explicit leaf qdiscs, link overhead.
+func classLines(sb *strings.Builder, t model.Tree) error {
+	if t.Root == nil || t.Root.Kind != model.ShaperHTB || len(t.Queues) > 0 || t.Root.SizeOverhead != 0 {
+		return fmt.Errorf("the tc peer builds one HTB tree without a size table")
+	}
 	fmt.Fprintf(sb, "qdisc add dev %s root handle 1: htb default %x r2q 10\n", t.Device, t.Root.DefaultMinor)
+	parent := make(map[model.Handle]model.Handle, len(t.Classes))
 	for _, c := range t.Classes {
+		parent[c.Handle] = c.Parent
+	}
+	depth := func(h model.Handle) int {
+		n := 0
+		for p, ok := parent[h]; ok && n <= len(parent); p, ok = parent[p] {
+			n++
+		}
+		return n
+	}
+	classes := slices.Clone(t.Classes)
+	slices.SortStableFunc(classes, func(a, b model.Class) int { return cmp.Compare(depth(a.Handle), depth(b.Handle)) })
+	for _, c := range classes {
+		if c.Leaf != nil || c.Framing != (psched.Framing{}) {
+			return fmt.Errorf("class %s has a leaf qdisc or link framing the tc peer does not write", c.Handle)
+		}
 		fmt.Fprintf(sb, "class add dev %s parent %s classid %s htb rate %dbit ceil %dbit burst %d cburst %d quantum %d prio %d\n",
 			t.Device, c.Parent, c.Handle, uint64(c.Rate), uint64(c.Ceil), uint64(c.Burst), uint64(c.CBurst), c.Quantum, c.Prio)
 	}
+	return nil
 }
 
 // flatBatch is the peer a shell-script shaper writes: t's classes, then one
 // linear u32 filter per user (`match ip dst X/32 flowid C`, one priority).
-func flatBatch(t model.Tree) string {
+// It refuses a filter that is not an IPv4 destination.
+func flatBatch(t model.Tree) (string, error) {
 	var sb strings.Builder
-	classLines(&sb, t)
+	if err := classLines(&sb, t); err != nil {
+		return "", err
+	}
 	for _, f := range t.Filters {
+		if !f.Prefix.Addr().Is4() || f.Match != model.MatchDst {
+			return "", fmt.Errorf("filter %s: the flat tc peer writes IPv4 destination filters only", f.Prefix)
+		}
 		fmt.Fprintf(&sb, "filter add dev %s parent 1: protocol ip prio 1 u32 match ip dst %s flowid %s\n", t.Device, f.Prefix, f.ClassID)
 	}
-	return sb.String()
+	return sb.String(), nil
 }
 
 // hashedBatch creates t's classes and the same u32 objects as shaperd's
@@ -59,10 +67,12 @@ func flatBatch(t model.Tree) string {
 // 3rd octet) and that table's link from level-1 bucket NN (node 1) when
 // first needed, and the filter as node 10 of level-2 bucket = 4th octet.
 // The caller checks with a Dump that shaperd reads it as its own tree.
-// It returns "" when t has a filter it does not cover.
-func hashedBatch(t model.Tree) string {
+// It refuses a tree with a filter it does not cover.
+func hashedBatch(t model.Tree) (string, error) {
 	var sb strings.Builder
-	classLines(&sb, t)
+	if err := classLines(&sb, t); err != nil {
+		return "", err
+	}
 	d := t.Device
 	prios := []struct {
 		prio  int
@@ -91,11 +101,11 @@ func hashedBatch(t model.Tree) string {
 	used := map[[2]byte]bool{}
 	for _, f := range t.Filters {
 		if !f.Prefix.Addr().Is4() || f.Prefix.Bits() != 32 || f.Match != model.MatchDst {
-			return ""
+			return "", fmt.Errorf("filter %s: the hashed tc peer covers IPv4 /32 destination filters only", f.Prefix)
 		}
 		a := f.Prefix.Addr().As4()
 		if used[[2]byte{a[2], a[3]}] {
-			return "" // a second node in the bucket would take id 11
+			return "", fmt.Errorf("filter %s: a second node in its bucket (the hashed tc peer writes one)", f.Prefix)
 		}
 		used[[2]byte{a[2], a[3]}] = true
 		l2 := 0x100 + int(a[2])
@@ -108,5 +118,5 @@ func hashedBatch(t model.Tree) string {
 		fmt.Fprintf(&sb, "filter add dev %s parent 1: protocol ip prio 100 handle %x:%x:10 u32 ht %x:%x: match ip dst %s flowid %s\n",
 			d, l2, a[3], l2, a[3], f.Prefix, f.ClassID)
 	}
-	return sb.String()
+	return sb.String(), nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -12,27 +13,30 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/lab/netnslab"
 	"github.com/shaperd/shaperd/pkg/kernel"
-	"github.com/shaperd/shaperd/pkg/model"
-	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // Per-queue trees under mq (one HTB tree per transmit queue, to shape on
-// more than one core and hold more than 65,535 users), with -queues N:
+// more than one core and hold more than 65,535 users), with -queues N,
+// the daemon's configuration key queues = N:
 //
-//	(e) cold apply of USERS users on an N-queue veth (shaperd: Dump, Build,
-//	    Diff, Apply) vs tc -batch building the single tree (flat u32),
+//	(e) cold apply of USERS users on an N-queue veth by the daemon (Start +
+//	    Once) vs tc -batch building the single tree (flat u32),
 //	    interleaved: goal <= 0.5;
-//	(f) with -queue-big M: M users on one N-queue interface: cold apply,
-//	    peak RSS, one user's rate change (kernel Apply p99, goal < 5 ms;
-//	    Build+Diff+Apply p50), one user's address added and removed (kernel
-//	    Apply p50/p99), re-apply of the unchanged tree (0 writes);
+//	(f) with -queue-big M: M users on one N-queue interface: the daemon's
+//	    cold apply, peak RSS, one user's rate change (Daemon.SetRate: end
+//	    to end, and its kernel Apply p99, goal < 5 ms), one address added
+//	    to and removed from a run-time user (Daemon.ChangeUser
+//	    add-address/remove-address: end to end and kernel Apply p50/p99),
+//	    re-apply of the unchanged tree (Once again: 0 writes);
 //	(g) with -queue-tp-runs R: two saturating users on different queues vs
-//	    the same two users in one tree (total throughput ratio).
+//	    the same two users in one tree (total throughput ratio), both
+//	    applied by the daemon.
 //
-// shaperd's trees classify with -queue-classifier (default bpf: a cls_bpf
-// classifier with its own maps per queue's HTB, as the daemon's default).
+// The daemon's trees classify with -classifier (default: the daemon's,
+// bpf, one cls_bpf classifier with its own maps per queue's HTB).
 
 // newQueueLab is newLab with an N-queue veth pair.
 func newQueueLab(name string, queues int, dev string) (*lab, error) {
@@ -52,30 +56,6 @@ func newQueueLab(name string, queues int, dev string) (*lab, error) {
 		}
 	}
 	return l, nil
-}
-
-// openQueueKernel opens a Kernel in network namespace netns whose device
-// dev classifies with kind (kernel.ClassifierBPF: one cls_bpf classifier
-// per queue's HTB, pinned under /sys/fs/bpf/shaperd; kernel.ClassifierU32).
-// done tears dev down (which removes the pins) and closes the Kernel.
-func openQueueKernel(netns, dev, kind string) (k *kernel.Kernel, done func(), err error) {
-	if k, err = kernel.Open(kernel.Options{NetNS: netns}); err != nil {
-		return nil, nil, err
-	}
-	k.SetClassifier(dev, kind)
-	return k, func() {
-		if err := k.Teardown(dev, ""); err != nil {
-			fmt.Fprintf(os.Stderr, "teardown %s in %s: %v\n", dev, netns, err)
-		}
-		_ = k.Close()
-	}, nil
-}
-
-// queuePlan is plan with per-queue trees.
-func queuePlan(dev string, users, queues int) model.Targets {
-	tg := plan(dev, users)
-	tg.Interface.Queues = queues
-	return tg
 }
 
 // peakRSS returns the process's peak and current resident set (VmHWM,
@@ -102,15 +82,15 @@ func runQueues(o options) error {
 	if o.queues < 2 {
 		return nil
 	}
-	single, err := model.Build(plan(bigDev, o.users), nil)
+	single, err := planTree(o, flatPlan(bigDev, o.users, 0, o.classifier))
+	if err != nil {
+		return fmt.Errorf("the daemon's single-tree plan: %w", err)
+	}
+	flatFile, _, remove, err := peerFiles(o, "e", single, false)
 	if err != nil {
 		return err
 	}
-	flatFile, err := writeBatch(o.dir, o.prefix+"-qflat.batch", flatBatch(single))
-	if err != nil {
-		return err
-	}
-	defer os.Remove(flatFile)
+	defer remove()
 	var mq, flat, ratios []float64
 	for round := 1; round <= o.rounds; round++ {
 		steps := []func() error{
@@ -120,23 +100,20 @@ func runQueues(o options) error {
 					return err
 				}
 				defer l.close()
-				k, done, err := openQueueKernel(l.name, bigDev, o.queueClassifier)
-				if err != nil {
-					return err
-				}
-				defer done()
 				ctx := situation(o.prefix)
-				b, _, err := applyPlan(k, queuePlan(bigDev, o.users, o.queues), nil)
+				s, c, err := startShaperd(o, l.name, "mq", flatPlan(bigDev, o.users, o.queues, o.classifier))
 				if err != nil {
 					return fmt.Errorf("(e) round %d: %w", round, err)
 				}
-				mq = append(mq, secs(b.total.wall))
-				fmt.Printf("round %d  (e) shaperd %d queues (%s) %6.2f s  (%d writes; apply %.2f s, cpu user %.2f sys %.2f)  [%s]\n",
-					round, o.queues, o.queueClassifier, secs(b.total.wall), b.writes, secs(b.apply.wall), secs(b.total.user), secs(b.total.sys), ctx)
+				s.close()
+				mq = append(mq, secs(c.total.wall))
+				fmt.Printf("round %d  (e) shaperd %d queues (%s) %6.2f s  (start %.3f, Once %.2f: kernel Apply %.2f s; %d writes; cpu user %.2f sys %.2f)  [%s]\n",
+					round, o.queues, classifierName(o.classifier), secs(c.total.wall), secs(c.start.wall), secs(c.once.wall), secs(c.rec.kernel),
+					c.rec.writes, secs(c.total.user), secs(c.total.sys), ctx)
 				return nil
 			},
 			func() error {
-				c, err := peerRound(o, round, "qflat", flatFile, single, false)
+				c, err := peerRound(o, round, "e", "qflat", flatFile, single, false)
 				flat = append(flat, secs(c.wall))
 				return err
 			},
@@ -150,7 +127,7 @@ func runQueues(o options) error {
 	}
 	ratio := median(ratios)
 	fmt.Printf("TARGET (e) cold apply of %d users on %d queues (classifier %s) / tc -batch single tree: median %.2f s / %.2f s = %.2f <= 0.5: %s\n",
-		o.users, o.queues, o.queueClassifier, median(mq), median(flat), ratio, verdict(ratio <= 0.5))
+		o.users, o.queues, classifierName(o.classifier), median(mq), median(flat), ratio, verdict(ratio <= 0.5))
 	if o.queueBig > 0 {
 		if err := queueBig(o); err != nil {
 			return err
@@ -164,6 +141,41 @@ func runQueues(o options) error {
 	return nil
 }
 
+// Addresses of (f)'s run-time user: its own, and the one it gains and
+// loses.
+const (
+	rtAddr    = "198.19.255.253"
+	rtAddrTwo = "198.19.255.254"
+)
+
+// addressChanges adds a run-time user "rt" to the running daemon s and
+// then gives it rtAddrTwo and takes it away again, n times in all, as
+// `shaperctl user add-address/remove-address` do (Daemon.ChangeUser). It
+// returns each change's time and its kernel Apply's in seconds. Each must
+// write, with mapUpdate exactly once (the bpf classifier's map update).
+func addressChanges(s *shaperd, n int, mapUpdate bool) (calls, kernels []float64, err error) {
+	add := control.UserRequest{Op: control.UserAdd, Name: "rt", Tier: "bench", Addresses: []string{rtAddr}}
+	if _, _, err := s.call(func(ctx context.Context) error { _, err := s.Daemon.ChangeUser(ctx, add); return err }); err != nil {
+		return nil, nil, fmt.Errorf("user add rt: %w", err)
+	}
+	for j := range n + n%2 {
+		req := control.UserRequest{Op: control.UserAddAddress, Name: "rt", Addresses: []string{rtAddrTwo}}
+		if j%2 == 1 {
+			req.Op = control.UserRemoveAddress
+		}
+		d, rec, err := s.call(func(ctx context.Context) error { _, err := s.Daemon.ChangeUser(ctx, req); return err })
+		if err == nil && (rec.writes == 0 || mapUpdate && rec.writes != 1) {
+			err = fmt.Errorf("it wrote %d objects, want 1", rec.writes)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("user %s rt %s: %w", req.Op, rtAddrTwo, err)
+		}
+		calls = append(calls, secs(d))
+		kernels = append(kernels, secs(rec.kernel))
+	}
+	return calls, kernels, nil
+}
+
 // queueBig is (f).
 func queueBig(o options) error {
 	l, err := newQueueLab(o.prefix+"-big", o.queues, bigDev)
@@ -171,57 +183,41 @@ func queueBig(o options) error {
 		return err
 	}
 	defer l.close()
-	k, done, err := openQueueKernel(l.name, bigDev, o.queueClassifier)
-	if err != nil {
-		return err
-	}
-	defer done()
-	tg := queuePlan(bigDev, o.queueBig, o.queues)
 	runtime.GC()
 	_, base := peakRSS()
-	start := time.Now()
-	rc, err := newRateChanger(k, tg)
+	s, c, err := startShaperd(o, l.name, "big", flatPlan(bigDev, o.queueBig, o.queues, o.classifier))
 	if err != nil {
 		return fmt.Errorf("(f) %d users: %w", o.queueBig, err)
 	}
-	cold := time.Since(start)
+	defer s.close()
 	peak, _ := peakRSS()
 	runtime.GC()
 	_, after := peakRSS()
-	fmt.Printf("(f) %d users on %d queues (%s): cold apply %.2f s; RSS before %.0f MiB, peak %.0f MiB, after GC %.0f MiB  [%s]\n",
-		o.queueBig, o.queues, o.queueClassifier, cold.Seconds(), base, peak, after, situation(o.prefix))
-	var applies, fulls []float64
-	for i := 0; i < 400; i++ {
-		d, err := rc.applyOnly(i%2 == 0)
-		if err != nil {
-			return fmt.Errorf("(f) rate change: %w", err)
-		}
-		applies = append(applies, ms(secs(d)))
-	}
-	for i := 0; i < 10; i++ {
-		c, err := rc.step()
-		if err != nil {
-			return fmt.Errorf("(f) Build+Diff+Apply: %w", err)
-		}
-		fulls = append(fulls, ms(secs(c.full)))
-	}
-	p99 := quantile(applies, 0.99)
-	fmt.Printf("(f) one user's rate change: kernel Apply p50 %.3f ms p99 %.3f ms (400); Build+Diff+Apply p50 %.0f ms (10)\n",
-		median(applies), p99, median(fulls))
-	addr, err := addressChanges(k, rc.tg, rc.ids, rc.actual, rc.user, 400, o.queueClassifier == kernel.ClassifierBPF)
-	if err != nil {
-		return fmt.Errorf("(f) address change: %w", err)
-	}
-	fmt.Printf("(f) one user's address added/removed (%s: %s): kernel Apply p50 %.3f ms p99 %.3f ms (400)\n",
-		o.queueClassifier, map[bool]string{true: "map updates", false: "u32 filter writes"}[o.queueClassifier == kernel.ClassifierBPF],
-		median(addr), quantile(addr, 0.99))
-	tg.Users[rc.user].Rate = rc.tg.Users[rc.user].Rate // the tree as the kernel holds it now
-	u, err := reapplyWith(k, tg, rc.ids)
+	fmt.Printf("(f) %d users on %d queues (%s): cold apply %.2f s (start %.2f, Once %.2f: kernel Apply %.2f s, %d writes); RSS before %.0f MiB, peak %.0f MiB, after GC %.0f MiB  [%s]\n",
+		o.queueBig, o.queues, classifierName(o.classifier), secs(c.total.wall), secs(c.start.wall), secs(c.once.wall), secs(c.rec.kernel), c.rec.writes,
+		base, peak, after, situation(o.prefix))
+	re, rec, err := s.reapply()
 	if err != nil {
 		return fmt.Errorf("(f) re-apply: %w", err)
 	}
-	fmt.Printf("TARGET (f) %d users, %d queues: cold %.2f s, peak RSS %.0f MiB; change p99 %.3f ms < 5 ms: %s; unchanged re-apply %d writes (%d changes, Dump+Diff+Apply %.2f s): %s\n",
-		o.queueBig, o.queues, cold.Seconds(), peak, p99, verdict(p99 < 5), u.writes, u.changes, u.total().Seconds(), verdict(u.writes == 0))
+	s.Run()
+	var calls, kernels []float64
+	if err := rateChanges(400, []*shaperd{s}, []*[]float64{&calls}, []*[]float64{&kernels}); err != nil {
+		return fmt.Errorf("(f) %w", err)
+	}
+	p99 := ms(quantile(kernels, 0.99))
+	fmt.Printf("(f) one user's rate change (Daemon.SetRate): p50 %.3f ms p99 %.3f ms; its kernel Apply p50 %.3f ms p99 %.3f ms (%d)\n",
+		ms(median(calls)), ms(quantile(calls, 0.99)), ms(median(kernels)), p99, len(calls))
+	bpf := o.classifier == kernel.ClassifierBPF || o.classifier == "" && kernel.BPFClassifierAvailable() == nil
+	acalls, akernels, err := addressChanges(s, 400, bpf)
+	if err != nil {
+		return fmt.Errorf("(f) %w", err)
+	}
+	fmt.Printf("(f) one run-time user's address added/removed (Daemon.ChangeUser; %s): p50 %.3f ms p99 %.3f ms; its kernel Apply p50 %.3f ms p99 %.3f ms (%d)\n",
+		map[bool]string{true: "map updates", false: "u32 filter writes"}[bpf],
+		ms(median(acalls)), ms(quantile(acalls, 0.99)), ms(median(akernels)), ms(quantile(akernels, 0.99)), len(acalls))
+	fmt.Printf("TARGET (f) %d users, %d queues: cold %.2f s, peak RSS %.0f MiB; change p99 (kernel Apply) %.3f ms < 5 ms: %s; unchanged re-apply %d writes (%d changes, Once %.2f s): %s\n",
+		o.queueBig, o.queues, secs(c.total.wall), peak, p99, verdict(p99 < 5), rec.writes, rec.changes, secs(re), verdict(rec.writes == 0))
 	return nil
 }
 
@@ -229,14 +225,30 @@ func queueBig(o options) error {
 var qtpUsers = []netip.Addr{netip.MustParseAddr("198.18.0.10"), netip.MustParseAddr("198.18.0.11")}
 
 // queueTPLab is a shaper namespace whose N-queue veth carries two users'
-// traffic to a peer namespace, shaped with queues trees (1: one tree).
+// traffic to a peer namespace, shaped by the daemon with trees trees (1:
+// one tree).
 type queueTPLab struct {
 	shaper, peer *lab
-	k            *kernel.Kernel
-	done         func()
+	d            *shaperd
 }
 
-func newQueueTPLab(name string, queues, trees int, kind string) (*queueTPLab, error) {
+// queueTPPlan is (g)'s plan: the two users of qtpUsers with 10 gbit
+// guaranteed on a device of queues x 40 gbit (the even split leaves every
+// queue, and the one tree, more than veth can carry, so neither side is
+// capped by its share and the difference is the qdisc lock alone), with
+// trees per-queue trees.
+func queueTPPlan(queues, trees int, classifier string) daemonPlan {
+	var m, u strings.Builder
+	bw := fmt.Sprintf("%dgbit", queues*40)
+	iface{dev: bigDev, bandwidth: bw, defaultRate: "1mbit", classifier: classifier, queues: trees}.header(&m)
+	tier(&m, "tp", "10gbit", bw)
+	for i, a := range qtpUsers {
+		user(&u, fmt.Sprintf("t%d", i), "tp", "", a)
+	}
+	return daemonPlan{dev: bigDev, users: len(qtpUsers), main: m.String(), files: u.String()}
+}
+
+func newQueueTPLab(o options, name string, trees int) (*queueTPLab, error) {
 	s, err := newLab(name + "-s")
 	if err != nil {
 		return nil, err
@@ -248,7 +260,7 @@ func newQueueTPLab(name string, queues, trees int, kind string) (*queueTPLab, er
 	}
 	l := &queueTPLab{shaper: s, peer: p}
 	fail := func(err error) (*queueTPLab, error) { l.close(); return nil, err }
-	n := strconv.Itoa(queues)
+	n := strconv.Itoa(o.queues)
 	cmds := [][]string{
 		{"ip", "-n", s.name, "link", "add", bigDev, "numtxqueues", n, "numrxqueues", n, "type", "veth", "peer", "name", "pe0",
 			"numtxqueues", n, "numrxqueues", n, "netns", p.name},
@@ -267,34 +279,27 @@ func newQueueTPLab(name string, queues, trees int, kind string) (*queueTPLab, er
 		}
 	}
 	s.devs = []string{bigDev}
-	if l.k, l.done, err = openQueueKernel(s.name, bigDev, kind); err != nil {
+	d, c, err := startShaperd(o, s.name, fmt.Sprintf("g%d", trees), queueTPPlan(o.queues, trees, o.classifier))
+	if err != nil {
 		return fail(err)
 	}
-	// 40 gbit per queue: the even split leaves every queue (and the one
-	// tree) more than veth can carry, so neither side is capped by its
-	// share and the difference is the qdisc lock alone.
-	tg := model.Targets{Interface: model.InterfaceSpec{Name: bigDev, Bandwidth: tbf.Rate(queues) * 40 * tbf.Gbit, Queues: trees}}
-	for i, a := range qtpUsers {
-		tg.Users = append(tg.Users, model.UserTarget{Name: fmt.Sprintf("t%d", i), Rate: 10 * tbf.Gbit, Ceil: tg.Interface.Bandwidth,
-			Prefixes: []netip.Prefix{netip.PrefixFrom(a, 32)}})
-	}
-	ids := model.NewAssignment()
-	if _, _, err := applyPlan(l.k, tg, ids); err != nil {
-		return fail(err)
-	}
+	l.d = d
 	if trees > 1 {
-		q0, _ := ids.Queue("t0")
-		q1, _ := ids.Queue("t1")
-		if q0 == q1 {
-			return fail(fmt.Errorf("both users on queue %d", q0))
+		h0, ok0 := userClass(c.tree, "t0")
+		h1, ok1 := userClass(c.tree, "t1")
+		if !ok0 || !ok1 {
+			return fail(fmt.Errorf("the daemon made no class for t0 or t1"))
+		}
+		if h0.Major() == h1.Major() {
+			return fail(fmt.Errorf("both users in the tree of qdisc %x:", h0.Major()))
 		}
 	}
 	return l, nil
 }
 
 func (l *queueTPLab) close() {
-	if l.done != nil {
-		l.done()
+	if l.d != nil {
+		l.d.close()
 	}
 	_ = l.shaper.close()
 	_ = l.peer.close()
@@ -351,12 +356,12 @@ func (l *queueTPLab) iperf(seconds, port int) (float64, error) {
 
 // queueThroughput is (g).
 func queueThroughput(o options) error {
-	one, err := newQueueTPLab(o.prefix+"-g1", o.queues, 1, o.queueClassifier)
+	one, err := newQueueTPLab(o, o.prefix+"-g1", 1)
 	if err != nil {
 		return err
 	}
 	defer one.close()
-	mq, err := newQueueTPLab(o.prefix+"-gq", o.queues, o.queues, o.queueClassifier)
+	mq, err := newQueueTPLab(o, o.prefix+"-gq", o.queues)
 	if err != nil {
 		return err
 	}
@@ -386,41 +391,4 @@ func queueThroughput(o options) error {
 	fmt.Printf("TARGET (g) 2 saturating users on different queues / in one tree: median %.2f / %.2f Gbit/s = %.2f (goal: > 1, shaping no longer one lock)\n",
 		median(mqs)/1e9, median(ones)/1e9, r)
 	return nil
-}
-
-// addressChanges gives user i of tg (applied as tree) an extra /32 and
-// takes it away again, n times in all, and returns each kernel Apply's
-// time in ms. Each must write (u32 filter nodes), with mapUpdate exactly
-// once (the bpf classifier's map update; the steering map update is not
-// counted).
-func addressChanges(k *kernel.Kernel, tg model.Targets, ids *model.Assignment, tree model.Tree, i, n int, mapUpdate bool) ([]float64, error) {
-	tg.Users = append([]model.UserTarget(nil), tg.Users...)
-	u := tg.Users[i]
-	u.Prefixes = append(append([]netip.Prefix(nil), u.Prefixes...), netip.MustParsePrefix("198.19.255.254/32"))
-	tg.Users[i] = u
-	more, err := model.Build(tg, ids)
-	if err != nil {
-		return nil, err
-	}
-	add, del := model.Diff(tree, more), model.Diff(more, tree)
-	if len(add) != 1 || add[0].Filter == nil || len(del) != 1 || del[0].Filter == nil {
-		return nil, fmt.Errorf("an extra address of user %d gave %d and %d changes, want one filter each", i, len(add), len(del))
-	}
-	out := make([]float64, 0, n)
-	for j := range n {
-		cs := add
-		if j%2 == 1 {
-			cs = del
-		}
-		start := time.Now()
-		res, err := k.Apply(cs)
-		out = append(out, ms(secs(time.Since(start))))
-		if err == nil && (res.Writes == 0 || mapUpdate && res.Writes != 1) {
-			err = fmt.Errorf("an address change took %d writes, want 1", res.Writes)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/lab/netnslab"
-	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
-	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // Addresses of a throughput lab: the shaper's side of the link, its peer,
@@ -22,49 +20,36 @@ const (
 	tpPeerAddr   = "198.19.255.2"
 )
 
-// tpLab is a shaper namespace (device sd0, shaped by shaperd) linked to a
-// peer namespace that holds the target user's address.
+// tpLab is a shaper namespace (device sd0, shaped by the daemon) linked to
+// a peer namespace that holds the target user's address.
 type tpLab struct {
 	shaper, peer *lab
-	k            *kernel.Kernel
+	d            *shaperd
 	target       netip.Addr
 	class        model.Handle // the target user's class
 }
 
-// throughputPlan is users users on a 20 gbit interface; the target (the
-// last user) gets 10 gbit guaranteed and may use all 20, the others have
-// plan's 1/10 mbit. The target's address is that of user n-1 of an n-user
-// plan, the highest, so in the n-user plan its filter sorts last and is
-// added last; a 1-user plan uses the same address.
-func throughputPlan(users, n int) model.Targets {
-	tg := plan(bigDev, users)
-	tg.Interface.Bandwidth = 20 * tbf.Gbit
-	t := &tg.Users[users-1]
-	t.Name, t.Rate, t.Ceil = "target", 10*tbf.Gbit, 20*tbf.Gbit
-	t.Prefixes = []netip.Prefix{netip.PrefixFrom(userAddr(n-1), 32)}
-	return tg
-}
-
-// newTPLab builds the two namespaces and applies tg through shaperd.
-func newTPLab(name string, tg model.Targets) (*tpLab, time.Duration, error) {
+// newTPLab builds the two namespaces and has the daemon apply p (Start +
+// Once); the daemon's loop does not run (nothing changes).
+func newTPLab(o options, name string, p daemonPlan, target netip.Addr) (*tpLab, time.Duration, error) {
 	s, err := newLab(name + "-s")
 	if err != nil {
 		return nil, 0, err
 	}
-	p, err := newLab(name + "-p")
+	pe, err := newLab(name + "-p")
 	if err != nil {
 		_ = s.close()
 		return nil, 0, err
 	}
-	l := &tpLab{shaper: s, peer: p, target: tg.Users[len(tg.Users)-1].Prefixes[0].Addr()}
+	l := &tpLab{shaper: s, peer: pe, target: target}
 	fail := func(err error) (*tpLab, time.Duration, error) { l.close(); return nil, 0, err }
 	for _, argv := range [][]string{
-		{"ip", "-n", s.name, "link", "add", bigDev, "type", "veth", "peer", "name", "pe0", "netns", p.name},
+		{"ip", "-n", s.name, "link", "add", bigDev, "type", "veth", "peer", "name", "pe0", "netns", pe.name},
 		{"ip", "-n", s.name, "addr", "add", tpShaperAddr + "/30", "dev", bigDev},
 		{"ip", "-n", s.name, "link", "set", bigDev, "up"},
-		{"ip", "-n", p.name, "addr", "add", tpPeerAddr + "/30", "dev", "pe0"},
-		{"ip", "-n", p.name, "addr", "add", l.target.String() + "/32", "dev", "pe0"},
-		{"ip", "-n", p.name, "link", "set", "pe0", "up"},
+		{"ip", "-n", pe.name, "addr", "add", tpPeerAddr + "/30", "dev", "pe0"},
+		{"ip", "-n", pe.name, "addr", "add", l.target.String() + "/32", "dev", "pe0"},
+		{"ip", "-n", pe.name, "link", "set", "pe0", "up"},
 		{"ip", "-n", s.name, "route", "add", "198.18.0.0/15", "via", tpPeerAddr},
 	} {
 		if _, err := command(argv...); err != nil {
@@ -72,25 +57,32 @@ func newTPLab(name string, tg model.Targets) (*tpLab, time.Duration, error) {
 		}
 	}
 	s.devs = []string{bigDev}
-	if l.k, err = kernel.Open(kernel.Options{NetNS: s.name}); err != nil {
-		return fail(err)
-	}
-	ids := model.NewAssignment()
-	b, _, err := applyPlan(l.k, tg, ids)
+	d, c, err := startShaperd(o, s.name, "tp", p)
 	if err != nil {
-		return fail(fmt.Errorf("apply %d users in %s: %w", len(tg.Users), s.name, err))
+		return fail(fmt.Errorf("apply %d users in %s: %w", p.users, s.name, err))
 	}
-	m, ok := ids.User("target")
+	l.d = d
+	h, ok := userClass(c.tree, "target")
 	if !ok {
-		return fail(fmt.Errorf("no class for the target user"))
+		return fail(fmt.Errorf("the daemon made no class for the target user"))
 	}
-	l.class = model.MakeHandle(model.RootQdisc.Major(), m)
-	return l, b.total.wall, nil
+	l.class = h
+	return l, c.total.wall, nil
+}
+
+// userClass is the handle of user's class in t.
+func userClass(t model.Tree, user string) (model.Handle, bool) {
+	for _, c := range t.Classes {
+		if c.Labels.Kind == "user" && c.Labels.User == user {
+			return c.Handle, true
+		}
+	}
+	return 0, false
 }
 
 func (l *tpLab) close() {
-	if l.k != nil {
-		_ = l.k.Close()
+	if l.d != nil {
+		l.d.close()
 	}
 	_ = l.shaper.close()
 	_ = l.peer.close()
@@ -98,7 +90,7 @@ func (l *tpLab) close() {
 
 // packets returns the target class's packet counter.
 func (l *tpLab) packets() (uint64, error) {
-	t, err := l.k.Dump(bigDev)
+	t, err := l.d.Kernel.Dump(bigDev)
 	if err != nil {
 		return 0, err
 	}
@@ -164,18 +156,19 @@ type throughputResult struct {
 // alternating which goes first, and removes the labs again.
 func measureThroughput(o options) (throughputResult, error) {
 	var r throughputResult
-	one, _, err := newTPLab(o.prefix+"-tp1", throughputPlan(1, o.users))
+	target := userAddr(o.users - 1)
+	one, _, err := newTPLab(o, o.prefix+"-tp1", throughputPlan(bigDev, 1, o.users, o.classifier), target)
 	if err != nil {
 		return r, err
 	}
 	defer one.close()
-	many, d, err := newTPLab(o.prefix+"-tpn", throughputPlan(o.users, o.users))
+	many, d, err := newTPLab(o, o.prefix+"-tpn", throughputPlan(bigDev, o.users, o.users, o.classifier), target)
 	if err != nil {
 		return r, err
 	}
 	defer many.close()
-	fmt.Printf("(d) labs: 1 user, and %d users applied by shaperd in %.2f s; target %s (filter added last), iperf3 -t %d, %d runs each\n",
-		o.users, d.Seconds(), many.target, o.tpSeconds, o.tpRuns)
+	fmt.Printf("(d) labs: 1 user, and %d users applied by the daemon in %.2f s (classifier %s); target %s (filter added last), iperf3 -t %d, %d runs each\n",
+		o.users, d.Seconds(), classifierName(o.classifier), many.target, o.tpSeconds, o.tpRuns)
 	port := 5201 + int(time.Now().UnixNano()%1000)
 	for i := 0; i < o.tpRuns; i++ {
 		order := []struct {

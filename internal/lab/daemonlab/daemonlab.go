@@ -165,6 +165,22 @@ func (l *Lab) Run() {
 	go func() { l.done <- l.Daemon.Run(ctx) }()
 }
 
+// Stop stops the loop started by Run and waits for it (nothing when none
+// runs); the daemon stays open, so that Once, Daemon.Teardown or Close may
+// follow on this goroutine.
+func (l *Lab) Stop() error {
+	if l.cancel == nil {
+		return nil
+	}
+	l.cancel()
+	err := <-l.done
+	l.cancel = nil
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
 // Close stops the loop (when running) and the daemon, which closes the
 // kernel; the kernel's shaping stays, as when shaperd stops.
 func (l *Lab) Close() error {

@@ -48,6 +48,16 @@ func (d *Daemon) overrideChanged(t policy.Target, now time.Time) error {
 			return d.policyStep(now)
 		}
 	}
+	if t.Kind == policy.TargetNode && d.lastRes != nil && d.lastRes.UpdateNode(d.plan, d.evalOverrides(d.overrides), now, t.Name) {
+		// The node's class alone (policy.Result.UpdateNode): no full
+		// evaluation, the same as for one user.
+		d.work.userSteps++
+		ev := d.evalOverrides(d.overrides)
+		d.nextPolicy = policy.NextChange(d.plan, &ev, now)
+		err := d.patchNodeSteps(d.ramper.StepNode(d.lastRes, t.Name, now), "set-rate")
+		d.publish()
+		return err
+	}
 	if t.Kind != policy.TargetUser || d.lastRes == nil || !d.lastRes.UpdateUser(d.plan, d.evalOverrides(d.overrides), d.usage, now, t.Name) {
 		return d.policyStep(now)
 	}

@@ -130,3 +130,23 @@ func (d *Daemon) patchNodes(st *reconciler, ss []policy.Stepped, why string) err
 	}
 	return errors.Join(errs...)
 }
+
+// patchNodeSteps patches the node classes of stepped (node keys only)
+// into their interfaces' desired trees and the kernel.
+func (d *Daemon) patchNodeSteps(stepped []policy.Stepped, why string) error {
+	byIface := map[*reconciler][]policy.Stepped{}
+	for _, s := range stepped {
+		if st := d.ifaceOf(s.Key.Interface, s.Key.Direction); st != nil && s.Key.Kind == policy.ClassNode {
+			byIface[st] = append(byIface[st], s)
+		}
+	}
+	var errs []error
+	for _, st := range d.ifaces {
+		if ss := byIface[st]; len(ss) > 0 {
+			if err := d.patchNodes(st, ss, why); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

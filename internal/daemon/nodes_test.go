@@ -97,9 +97,15 @@ func TestDaemonShapesNodes(t *testing.T) {
 		t.Errorf("north's upload class rate %v, want 50mbit", up.Rate)
 	}
 
-	writes := k.writeCount()
+	writes, evals := k.writeCount(), d.work.evaluations
 	if _, err := d.setRate(control.SetRateRequest{Target: "node:ap-2", Rate: 30 * tbf.Mbit, Ramp: control.DurationPtr(0), Direction: "download"}, nil); err != nil {
 		t.Fatal(err)
+	}
+	if d.work.evaluations != evals {
+		t.Errorf("set-rate of a node evaluated the whole plan %d times", d.work.evaluations-evals)
+	}
+	if c := nodeClass(t, d, k, "lan0/egress", "lan0", "ap-2"); c.Rate != 30*tbf.Mbit {
+		t.Errorf("ap-2 right after set-rate node:ap-2 30mbit: %v", c.Rate)
 	}
 	clk.Advance(t, time.Second)
 	if err := d.Once(context.Background()); err != nil {

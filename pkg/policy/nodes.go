@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
@@ -158,4 +160,154 @@ func (ir *InterfaceResult) NodeOf(node string) (Explanation, bool) {
 		}
 	}
 	return Explanation{}, false
+}
+
+// UpdateNode re-evaluates node in r at now, in place, on every interface
+// it is on: the same values Evaluate(plan, ov, usage, now) gives its class.
+// r must come from Evaluate of the same plan. It reports false, changing
+// nothing, when the change reaches other classes: the node's ceil capped
+// by its parent's (or a child's by the node's), guarantees oversubscribed
+// under its parent or under the node (before or after), or the node's
+// rate below its children's. Then evaluate everything. It serves
+// `set-rate node:NAME` without evaluating every user.
+func (r *Result) UpdateNode(plan *config.Plan, ov Overrides, now time.Time, node string) bool {
+	n, ok := plan.Node(node)
+	if !ok || len(r.Interfaces) != len(plan.Interfaces) {
+		return false
+	}
+	e := evaluator{plan: plan, ov: &ov, now: now, loc: plan.Policy.Location}
+	if e.loc == nil {
+		e.loc = time.Local
+	}
+	type change struct {
+		ir *InterfaceResult
+		j  int
+		x  Explanation
+	}
+	var changes []change
+	for i := range r.Interfaces {
+		ir, in := &r.Interfaces[i], &plan.Interfaces[i]
+		j := slices.IndexFunc(ir.Targets.Nodes, func(t model.NodeTarget) bool { return t.Name == n.Name })
+		if j < 0 {
+			continue
+		}
+		if j >= len(ir.Nodes) {
+			return false
+		}
+		x := e.node(n, in)
+		if old := &ir.Nodes[j]; x.Rate == old.Unscaled() && x.Ceil == old.Uncapped() {
+			continue // not this direction's override: the class stays
+		}
+		if !nodeAlone(ir, j, n.Parent) {
+			return false
+		}
+		limit := in.Bandwidth
+		if n.Parent != "" {
+			limit = nodeCeil(ir, n.Parent)
+		}
+		if x.Ceil > limit || childrenAbove(ir, n.Name, x.Rate, x.Ceil) || !parentFits(ir, j, x.Rate) {
+			return false
+		}
+		changes = append(changes, change{ir, j, x})
+	}
+	for _, c := range changes {
+		t := &c.ir.Targets.Nodes[c.j]
+		t.Rate, t.Ceil = c.x.Rate, c.x.Ceil
+		c.ir.Nodes[c.j] = c.x
+	}
+	return len(changes) > 0
+}
+
+// nodeAlone reports whether node j of ir changes alone when its rates do:
+// no oversubscription under its parent (or the root) or under the node,
+// and neither its ceil nor a child's was capped.
+func nodeAlone(ir *InterfaceResult, j int, parent string) bool {
+	name := ir.Targets.Nodes[j].Name
+	for _, o := range ir.Oversubscriptions {
+		if o.Node == name || o.Node == parent && o.Tier == "" {
+			return false
+		}
+	}
+	if ir.Nodes[j].CeilCapped {
+		return false
+	}
+	for k, x := range ir.Users {
+		if ir.Targets.Users[k].Node == name && x.CeilCapped {
+			return false
+		}
+	}
+	for k, c := range ir.Targets.Nodes {
+		if c.Parent == name && k < len(ir.Nodes) && ir.Nodes[k].CeilCapped {
+			return false
+		}
+	}
+	return true
+}
+
+// childrenAbove reports whether node's children would not fit its new
+// rate (guarantees: they would need scaling) or ceil (they would need
+// capping).
+func childrenAbove(ir *InterfaceResult, node string, rate, ceil tbf.Rate) bool {
+	var sum tbf.Rate
+	for _, c := range ir.Targets.Nodes {
+		if c.Parent == node {
+			sum += c.Rate
+			if c.Ceil > ceil {
+				return true
+			}
+		}
+	}
+	for _, u := range ir.Targets.Users {
+		if u.Node == node {
+			sum += u.Rate
+			if u.Ceil > ceil {
+				return true
+			}
+		}
+	}
+	return sum > rate
+}
+
+// parentFits reports whether the guarantees under node j's parent (the
+// root for a top-level node) still fit it with node j at rate.
+func parentFits(ir *InterfaceResult, j int, rate tbf.Rate) bool {
+	tg := &ir.Targets
+	parent := tg.Nodes[j].Parent
+	var sum uint64
+	capacity := uint64(tg.Interface.Bandwidth)
+	if parent == "" {
+		sum = uint64(tg.Interface.DefaultRate)
+		for _, t := range tg.Tiers {
+			sum += uint64(t.Rate)
+		}
+		aggregate := map[string]int{}
+		for i, t := range tg.Tiers {
+			aggregate[t.Name] = i
+		}
+		for k := range tg.Users {
+			if kind, _ := parentOf(&tg.Users[k], aggregate); kind == "" {
+				sum += uint64(tg.Users[k].Rate)
+			}
+		}
+	} else {
+		for _, p := range tg.Nodes {
+			if p.Name == parent {
+				capacity = uint64(p.Rate)
+			}
+		}
+		for k := range tg.Users {
+			if tg.Users[k].Node == parent {
+				sum += uint64(tg.Users[k].Rate)
+			}
+		}
+	}
+	for k, c := range tg.Nodes {
+		switch {
+		case k == j:
+			sum += uint64(rate)
+		case c.Parent == parent:
+			sum += uint64(c.Rate)
+		}
+	}
+	return sum <= capacity
 }

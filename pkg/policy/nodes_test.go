@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +205,37 @@ addresses = ["198.18.0.3"]
 	if len(res.Interfaces[1].Oversubscriptions) != 1 {
 		// bob's 100mbit on a 50mbit port is still scaled: his own choice.
 		t.Errorf("lan1: %v", res.Interfaces[1].Oversubscriptions)
+	}
+}
+
+// TestUpdateNodeIsEvaluate: one node's override updated in place gives
+// what Evaluate gives, and is refused where it would reach other classes
+// (the node's children's guarantees above its new rate).
+func TestUpdateNodeIsEvaluate(t *testing.T) {
+	plan := loadPlan(t, nodesMain, nodesUsers)
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	res := Evaluate(plan, Overrides{}, nil, now)
+	var ov Overrides
+	// Downloads only: on uploads north's guarantees are oversubscribed
+	// (its two access points' 150mbit under its 200), which a change of
+	// either would move.
+	if err := ov.Set(Override{Target: Target{TargetNode, "ap-2"}, Direction: DirDownload, Rate: mbit(120), Ceil: mbit(140)}); err != nil {
+		t.Fatal(err)
+	}
+	if !res.UpdateNode(plan, ov, now, "ap-2") {
+		t.Fatal("ap-2 (no users, room under north) not updated alone")
+	}
+	want := Evaluate(plan, ov, nil, now)
+	for i := range want.Interfaces {
+		if !slices.Equal(res.Interfaces[i].Targets.Nodes, want.Interfaces[i].Targets.Nodes) {
+			t.Errorf("interface %d: %+v, Evaluate gives %+v", i, res.Interfaces[i].Targets.Nodes, want.Interfaces[i].Targets.Nodes)
+		}
+	}
+	// ap-1's users are oversubscribed under it already: every child changes.
+	if err := ov.Set(Override{Target: Target{TargetNode, "ap-1"}, Direction: DirDownload, Rate: mbit(100)}); err != nil {
+		t.Fatal(err)
+	}
+	if res.UpdateNode(plan, ov, now, "ap-1") {
+		t.Error("ap-1, whose users' guarantees are scaled, updated alone")
 	}
 }

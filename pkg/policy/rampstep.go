@@ -69,3 +69,34 @@ func (r *Ramper) StepUser(desired *Result, user string, now time.Time) []Stepped
 	}
 	return out
 }
+
+// StepNode is StepUser for node's classes: they move toward desired's
+// targets (a set-rate of the node) and what changed is returned, nothing
+// else is stepped.
+func (r *Ramper) StepNode(desired *Result, node string, now time.Time) []Stepped {
+	var out []Stepped
+	for i := range desired.Interfaces {
+		ir := &desired.Interfaces[i]
+		in := &ir.Targets.Interface
+		for j := range ir.Targets.Nodes {
+			n := &ir.Targets.Nodes[j]
+			if n.Name != node {
+				continue
+			}
+			var ramp *time.Duration
+			if j < len(ir.Nodes) && ir.Nodes[j].Node == n.Name {
+				ramp = ir.Nodes[j].Ramp
+			}
+			k := RampKey{in.Name, direction(*in), ClassNode, n.Name}
+			var before Applied
+			if st := r.classes[k]; st != nil {
+				before = st.applied
+			}
+			a := r.advance(k, false, Rates{n.Rate, max(n.Ceil, n.Rate)}, 0, 0, ramp, now)
+			if a != before {
+				out = append(out, Stepped{Key: k, Applied: a})
+			}
+		}
+	}
+	return out
+}

@@ -22,9 +22,9 @@ type tierCounts struct {
 
 var (
 	tierLabels      = []string{"interface", "direction", "tier"}
-	descTierBytes   = prometheus.NewDesc("shaperd_tier_bytes_total", "Bytes sent by the tier's user classes on the interface, counted by shaperd from the kernel's class counters since it started (kept whatever daemon.metrics_per_user says).", tierLabels, nil)
-	descTierPackets = prometheus.NewDesc("shaperd_tier_packets_total", "Packets sent by the tier's user classes on the interface, counted since shaperd started.", tierLabels, nil)
-	descTierDrops   = prometheus.NewDesc("shaperd_tier_drops_total", "Packets the tier's user classes dropped on the interface, counted since shaperd started.", tierLabels, nil)
+	descTierBytes   = prometheus.NewDesc("shaperd_tier_bytes_total", "Bytes sent by the tier's user classes on the interface: the kernel's class counters (so they carry on across restarts of shaperd), a removed or recreated class's bytes kept (kept whatever daemon.metrics_per_user says).", tierLabels, nil)
+	descTierPackets = prometheus.NewDesc("shaperd_tier_packets_total", "Packets sent by the tier's user classes on the interface, from the kernel's class counters.", tierLabels, nil)
+	descTierDrops   = prometheus.NewDesc("shaperd_tier_drops_total", "Packets the tier's user classes dropped on the interface, from the kernel's class counters.", tierLabels, nil)
 	descTierUsers   = prometheus.NewDesc("shaperd_tier_users", "Users of the tier with a class on the interface.", tierLabels, nil)
 	// A tier's ceil above an interface's bandwidth is capped to it: the
 	// two differ on such an interface.

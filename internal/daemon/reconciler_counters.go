@@ -42,6 +42,8 @@ func (d *Daemon) sample(st *reconciler, actual model.Tree, now time.Time) {
 		}
 		if j < len(prev) && prev[j].handle == c.Handle {
 			st.addTierCounts(c.Handle, *c.Stats, &prev[j].stats)
+		} else {
+			st.addTierCounts(c.Handle, *c.Stats, nil)
 		}
 		if d.quotas && c.Handle.Minor() >= model.FirstUserMinor &&
 			(j >= len(prev) || prev[j].handle != c.Handle || prev[j].stats.Bytes != c.Stats.Bytes) {
@@ -77,12 +79,16 @@ func counterKey(st *reconciler, h model.Handle) string {
 
 // addTierCounts adds user class h's counter change since the previous
 // dump (before; nil when h was not in it) to its tier's sums. A class seen
-// for the first time adds nothing: at a start, its counters are history
-// that earlier processes counted already. A counter that went back (the
-// class was recreated) counts from 0.
+// for the first time adds its whole counter: the tier's totals are the
+// kernel's, so that they carry on across a restart of the daemon (as the
+// classes' own counters do) instead of starting again at 0. A counter
+// that went back (the class was recreated) counts from 0.
 func (st *reconciler) addTierCounts(h model.Handle, now model.Stats, before *model.Stats) {
-	if st.want == nil || before == nil {
+	if st.want == nil {
 		return
+	}
+	if before == nil {
+		before = &model.Stats{}
 	}
 	i, ok := st.want.Index(h)
 	if !ok {

@@ -42,6 +42,7 @@ func (d *Daemon) sample(st *reconciler, actual model.Tree, now time.Time) {
 		}
 		if j < len(prev) && prev[j].handle == c.Handle {
 			st.addTierCounts(c.Handle, *c.Stats, &prev[j].stats)
+			st.addNodeDrops(c.Handle, *c.Stats, &prev[j].stats)
 		}
 		if d.quotas && c.Handle.Minor() >= model.FirstUserMinor &&
 			(j >= len(prev) || prev[j].handle != c.Handle || prev[j].stats.Bytes != c.Stats.Bytes) {

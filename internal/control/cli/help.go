@@ -118,6 +118,14 @@ was at its ceiling: it would take more).
 --set TARGET=RATE[:CEIL] tries a change without making it ("what if"):
 "--set tier:gold=30mbit:40mbit --set alice=5mbit". Repeatable.
 --json prints the prediction with rates in bits per second.
+
+With nodes ([nodes.NAME]) each node has a row, "node ap-1 (RATE/CEIL)"
+with its class's rates in force, above its branch: its child nodes, then its
+users, indented; RATE is what passes through the node (its users' summed),
+LIMITED_BY "ceil" when the node holds them back. In JSON "nodes" lists them
+(node, parent, path, interface, direction, users, demand_bits_per_second,
+bits_per_second, rate_bits_per_second, ceil_bits_per_second, limited_by,
+detail) and each user has "node".
 `,
 	"set-rate": `Usage: shaperctl set-rate TARGET RATE [--ceil RATE] [--direction download|upload] [--ramp DUR] [--for DUR] [--json] [--fleet]
 

@@ -17,7 +17,7 @@ Commands:
   clear      remove run-time changes; the target returns to its plan
   overrides  list the run-time changes in force: who set them, when, until when
   reload     reread the configuration (refused, old one kept, when invalid)
-  top        live per-user throughput, heaviest first
+  top        live per-user (--nodes: per-node) throughput, heaviest first
   quota      quota reset USER: start the user's quota period count again
   user       add, change, remove and list users at run time (DHCP, portals, RADIUS)
   simulate   predict what every user gets (live plan, what-if changes), change nothing

@@ -174,3 +174,32 @@ func TestStatusWithoutNodes(t *testing.T) {
 		t.Error("no users in the status")
 	}
 }
+
+// TestTopShowsFreshNodeCounters: top's status (counters read for the
+// request) gives each node its class's throughput since the last read.
+func TestTopShowsFreshNodeCounters(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, nodesConfig, nodesUsers)
+	fk := newFakeKernel("lan0", "ifb-lan0")
+	k := &countingKernel{fakeKernel: fk}
+	clk := newFakeClock()
+	d, _ := newTestDaemon(t, k, clk, dir)
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	top := func() map[string]control.NodeStatus {
+		d.refreshCounters(clk.Now(), MinCounterAge)
+		return statusNodes(t, d.status(), "lan0", "egress")
+	}
+	clk.now = clk.now.Add(time.Second)
+	k.bytes = 125000
+	top()
+	clk.now = clk.now.Add(time.Second)
+	k.bytes += 250000 // 2 Mbit in a second through every class
+	nodes := top()
+	for _, name := range []string{"north", "ap-1", "ap-2"} {
+		if n := nodes[name]; n.Throughput != 2*tbf.Mbit || n.Bytes != 375000 {
+			t.Errorf("%s: throughput %v, bytes %d; want 2mbit, 375000", name, n.Throughput, n.Bytes)
+		}
+	}
+}

@@ -21,6 +21,7 @@ const (
 	TargetUser  = policy.TargetUser  // "alice"
 	TargetTier  = policy.TargetTier  // "tier:gold"
 	TargetIface = policy.TargetIface // "iface:lan0"
+	TargetNode  = policy.TargetNode  // "node:ap-3"
 )
 
 // Target is a parsed target: a user, every user of a tier, or an interface

@@ -114,6 +114,52 @@ type InterfaceStatus struct {
 	// that are capped to it (one plan may serve links of different sizes):
 	// "tier gold: ceil 100mbit capped to the bandwidth 50mbit (3 users)".
 	Capped []string `json:"capped,omitempty"`
+	// Nodes are the nodes ([nodes.NAME]) behind an HTB interface, parents
+	// first as configured; none without nodes.
+	Nodes []NodeStatus `json:"nodes,omitempty"`
+}
+
+// NodeStatus is one node of the network behind an HTB interface: its
+// class's rates for the interface's direction, its measured traffic and
+// how many users are behind it.
+type NodeStatus struct {
+	Name string `json:"name"`
+	// Parent is the node this one is behind; "" for a top-level node (a
+	// child of the interface's root class). Path is the names from the
+	// top-level node down to this one, joined with "/" ("north/ap-1").
+	Parent string `json:"parent,omitempty"`
+	Path   string `json:"path"`
+	// Rate and Ceil are configured for this direction (rate and ceil on
+	// downloads, upload_rate and upload_ceil on uploads).
+	Rate tbf.Rate `json:"rate"`
+	Ceil tbf.Rate `json:"ceil"`
+	// EffectiveRate and EffectiveCeil are in force now: after schedules,
+	// node overrides (set-rate node:NAME), the cap to the parent's ceil
+	// (the bandwidth for a top-level node), the scaling of oversubscribed
+	// guarantees and ramps.
+	EffectiveRate tbf.Rate `json:"effective_rate"`
+	EffectiveCeil tbf.Rate `json:"effective_ceil"`
+	// Reason says why the effective rates are what they are: "node ap-1",
+	// "schedule ...", "node override (ap-1) until 12:00", with "; ceil ...
+	// capped to ..." or "; oversubscribed xF" when they apply.
+	Reason string `json:"reason"`
+	// Throughput is the node class's measured rate in bits/s over the
+	// daemon's last sampling interval (from the kernel's class byte
+	// counters, as a user's); Bytes the class's byte counter since it was
+	// created: the traffic of every user behind the node.
+	Throughput tbf.Rate `json:"throughput"`
+	Bytes      uint64   `json:"bytes"`
+	// Drops are the packets dropped by the classes behind the node (the
+	// kernel counts drops at the users' leaf classes), their counters
+	// summed.
+	Drops uint64 `json:"drops"`
+	// Users is how many users hang directly from the node, TotalUsers how
+	// many are behind it, through its child nodes too.
+	Users      int `json:"users"`
+	TotalUsers int `json:"total_users"`
+	// Ramp is set while the node's effective ceiling moves smoothly to a
+	// new value (a node override with a ramp).
+	Ramp *RampStatus `json:"ramp,omitempty"`
 }
 
 // Interface states.
@@ -190,6 +236,9 @@ type UserStatus struct {
 	// Addresses are the user's configured prefixes ("198.18.1.10/32"), for
 	// shaperctl export.
 	Addresses []string `json:"addresses,omitempty"`
+	// Node is the node ([nodes.NAME]) the user's class hangs from on this
+	// interface (InterfaceStatus.Nodes); "" for a user behind none.
+	Node string `json:"node,omitempty"`
 }
 
 // RampStatus is a smooth change in progress: the effective ceiling goes from

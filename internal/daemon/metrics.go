@@ -102,6 +102,7 @@ func (d *Daemon) Registry() *prometheus.Registry {
 		d.buildInfo(),
 		d.quota,
 		&quotaCollector{d: d},
+		&nodeCollector{d: d},
 		&fleetCollector{d: d},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -142,7 +143,8 @@ var classLabels = []string{"interface", "direction", "kind", "tier", "user"}
 // user; user classes only as daemon.metrics_per_user says (all, none or
 // the top N by bytes). Cardinality is the number of classes (users + tiers
 // + 2 per interface) times six. Per tier and interface it also reports the
-// users' summed counters and their number (shaperd_tier_*).
+// users' summed counters and their number (shaperd_tier_*). Node classes
+// are nodeCollector's (shaperd_node_*): these labels cannot tell them apart.
 type classCollector struct {
 	d *Daemon
 }
@@ -181,6 +183,9 @@ func (c *classCollector) Collect(ch chan<- prometheus.Metric) {
 			i++
 			if users != nil && l.Kind == "user" && !users[i] {
 				return
+			}
+			if l.Kind == "node" {
+				return // the node collector's, labelled by node
 			}
 			lv := []string{s.iface, s.direction, l.Kind, l.Tier, l.User}
 			ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, float64(rate)/8, lv...)

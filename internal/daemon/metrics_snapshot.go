@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 
 	"github.com/shaperd/shaperd/pkg/config"
@@ -33,6 +34,10 @@ type ifaceSnapshot struct {
 	// tierCeils are the tiers' ceilings on an HTB interface, as configured
 	// and as capped to its bandwidth (sorted by tier).
 	tierCeils []tierCeil
+	// nodes are the nodes on an HTB interface (parents first) with their
+	// configured rates; nodeDrops the drops behind each (addNodeDrops).
+	nodes     []nodeConfigured
+	nodeDrops map[string]uint64
 }
 
 // tierCeil is a tier's ceil for an interface's direction, as configured
@@ -157,7 +162,8 @@ func (d *Daemon) publish() {
 			present: st.built() && st.state != stateMissing, inSync: st.state == stateOK,
 			classes: st.view, counters: st.counters, rootStats: st.rootStats,
 			tierSums: st.copyTierSums(), perUser: d.plan.Daemon.MetricsPerUser,
-			tierCeils: tierCeilsOf(d.plan, &st.cfg)}
+			tierCeils: tierCeilsOf(d.plan, &st.cfg),
+			nodes:     nodesOf(d.plan, &st.cfg), nodeDrops: maps.Clone(st.nodeDrops)}
 		if st.cfg.Shaper == config.ShaperTBF && st.tree().Root != nil {
 			s.tbf = st.tree().Root.TBF
 		}

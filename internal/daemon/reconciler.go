@@ -84,6 +84,9 @@ type reconciler struct {
 	// tierSums are the tiers' counters summed from the user classes'
 	// changes between dumps (see addTierCounts).
 	tierSums map[string]*tierCounts
+	// nodeDrops are the drops of the classes behind each node, summed
+	// from their changes between dumps (see addNodeDrops).
+	nodeDrops map[string]uint64
 	// queues is the last policy tick's view of per-queue trees (queues.go).
 	queues *queueMeter
 	// adoptedSplit is the split of per-queue trees found in the kernel at
@@ -220,7 +223,7 @@ func (d *Daemon) makeReconcilers(plan *config.Plan, old []*reconciler) []*reconc
 		case ok:
 			st.ids = o.ids.Clone()
 			st.counters, st.rootStats, st.dumpAt = o.counters, o.rootStats, o.dumpAt
-			st.tierSums = o.tierSums
+			st.tierSums, st.nodeDrops = o.tierSums, o.nodeDrops
 			if o.state == stateMissing || o.state == stateDegraded {
 				st.state, st.refused = o.state, o.refused
 			}

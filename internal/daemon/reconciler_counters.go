@@ -42,8 +42,10 @@ func (d *Daemon) sample(st *reconciler, actual model.Tree, now time.Time) {
 		}
 		if j < len(prev) && prev[j].handle == c.Handle {
 			st.addTierCounts(c.Handle, *c.Stats, &prev[j].stats)
+			st.addNodeDrops(c.Handle, *c.Stats, &prev[j].stats)
 		} else {
 			st.addTierCounts(c.Handle, *c.Stats, nil)
+			st.addNodeDrops(c.Handle, *c.Stats, nil)
 		}
 		if d.quotas && c.Handle.Minor() >= model.FirstUserMinor &&
 			(j >= len(prev) || prev[j].handle != c.Handle || prev[j].stats.Bytes != c.Stats.Bytes) {

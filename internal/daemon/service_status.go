@@ -52,6 +52,7 @@ func (d *Daemon) status() *control.Status {
 		}
 		d.addOverrideStatus(&is, in, ir, out.Generated)
 		addCapStatus(&is, in, ir)
+		is.Nodes = d.nodeStatus(st, ir)
 		out.Interfaces = append(out.Interfaces, is)
 		if i >= len(res.Interfaces) {
 			continue
@@ -61,10 +62,13 @@ func (d *Daemon) status() *control.Status {
 			inForce[u.Name] = u
 		}
 		errs := userErrors(st)
-		for _, x := range res.Interfaces[i].Users {
+		for j, x := range ir.Users {
 			us := d.userStatus(st, x, inForce[x.User])
 			us.Error = errs[x.User]
 			us.Addresses = addrs[x.User]
+			if j < len(ir.Targets.Users) {
+				us.Node = ir.Targets.Users[j].Node
+			}
 			out.Users = append(out.Users, us)
 		}
 	}

@@ -10,17 +10,35 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/sim"
 )
 
 // WriteTable prints the users and then the interfaces' totals as aligned
-// columns.
+// columns. On an interface with nodes, each node has a row ("node ap-1
+// (100mbit/200mbit)": its class's rate and ceil in force) with what passes
+// through it, followed by its child nodes and then its users, indented
+// by depth; the users of no node come first.
 func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "simulated at %s\n\n", rep.At.Format("2006-01-02 15:04 MST"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "USER\tTIER\tINTERFACE\tDIRECTION\tDEMAND\tRATE\tLIMITED_BY")
 	short, shortQueue := false, false
-	for _, u := range rep.Users {
+	for _, r := range rep.tableRows() {
+		if n := r.node; n != nil {
+			demand := "max"
+			if !math.IsInf(n.Demand, 1) {
+				demand = FormatRate(n.Demand)
+			}
+			limited := dash(n.LimitedBy)
+			if n.Detail != "" {
+				limited += " (" + n.Detail + ")"
+			}
+			fmt.Fprintf(tw, "%snode %s (%s/%s)\t-\t%s\t%s\t%s\t%s\t%s\n", r.indent, n.Node, FormatRate(n.ClassRate), FormatRate(n.ClassCeil),
+				n.Interface, n.Direction, demand, FormatRate(n.Rate), limited)
+			continue
+		}
+		u := r.user
 		limited := u.LimitedBy
 		if u.Detail != "" {
 			limited += " (" + u.Detail + ")"
@@ -33,7 +51,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			limited += " !"
 			shortQueue = true
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.User, dash(u.Tier), u.Interface, u.Direction,
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.indent, u.User, dash(u.Tier), u.Interface, u.Direction,
 			u.Demand, FormatRate(u.Rate), limited)
 	}
 	if short {
@@ -85,6 +103,95 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	return nil
 }
 
+// tableRow is a row of the users table: a user or a node, indented.
+type tableRow struct {
+	user   *UserRow
+	node   *NodeRow
+	indent string
+}
+
+// tableRows orders the users table: per interface, as in rep.Users; on an
+// interface with nodes, its users of no node first, then each top-level
+// node followed by its branch (child nodes, then its users). Nodes of an
+// interface without users follow the users.
+func (rep *Report) tableRows() []tableRow {
+	out := make([]tableRow, 0, len(rep.Users)+len(rep.Nodes))
+	type key struct {
+		iface string
+		dir   model.Direction
+	}
+	nodes := map[key][]*NodeRow{}
+	var order []key
+	for i := range rep.Nodes {
+		n := &rep.Nodes[i]
+		k := key{n.Interface, n.Direction}
+		if _, ok := nodes[k]; !ok {
+			order = append(order, k)
+		}
+		nodes[k] = append(nodes[k], n)
+	}
+	// tree appends the rows of one interface's users and nodes.
+	tree := func(block []UserRow, ns []*NodeRow) {
+		known := make(map[string]bool, len(ns))
+		children := map[string][]*NodeRow{}
+		for _, n := range ns { // parents first
+			p := n.Parent
+			if !known[p] {
+				p = ""
+			}
+			known[n.Node] = true
+			children[p] = append(children[p], n)
+		}
+		users := map[string][]*UserRow{}
+		for b := range block {
+			u := &block[b]
+			node := u.Node
+			if !known[node] {
+				node = ""
+			}
+			users[node] = append(users[node], u)
+		}
+		for _, u := range users[""] {
+			out = append(out, tableRow{user: u})
+		}
+		var branch func(n *NodeRow, indent string)
+		branch = func(n *NodeRow, indent string) {
+			out = append(out, tableRow{node: n, indent: indent})
+			for _, c := range children[n.Node] {
+				branch(c, indent+"  ")
+			}
+			for _, u := range users[n.Node] {
+				out = append(out, tableRow{user: u, indent: indent + "  "})
+			}
+		}
+		for _, n := range children[""] {
+			branch(n, "")
+		}
+	}
+	done := map[key]bool{}
+	for i := 0; i < len(rep.Users); {
+		k := key{rep.Users[i].Interface, rep.Users[i].Direction}
+		j := i
+		for j < len(rep.Users) && rep.Users[j].Interface == k.iface && rep.Users[j].Direction == k.dir {
+			j++
+		}
+		block := rep.Users[i:j]
+		i = j
+		if done[k] { // nodes are drawn once per interface
+			tree(block, nil)
+			continue
+		}
+		done[k] = true
+		tree(block, nodes[k])
+	}
+	for _, k := range order {
+		if !done[k] {
+			tree(nil, nodes[k])
+		}
+	}
+	return out
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -112,11 +219,13 @@ type jsonReport struct {
 	At         time.Time   `json:"at"`
 	Users      []jsonUser  `json:"users"`
 	Interfaces []jsonIface `json:"interfaces"`
+	Nodes      []jsonNode  `json:"nodes,omitempty"`
 }
 
 type jsonUser struct {
 	User      string `json:"user"`
 	Tier      string `json:"tier,omitempty"`
+	Node      string `json:"node,omitempty"`
 	Interface string `json:"interface"`
 	Direction string `json:"direction"`
 	// Demand is "max" or a rate; DemandBits is null for max.
@@ -148,6 +257,24 @@ type jsonTier struct {
 	Bits uint64 `json:"bits_per_second"`
 }
 
+// jsonNode is a node on an interface (NodeRow): bits_per_second is what
+// passes through it, rate_ and ceil_bits_per_second its class's rates in
+// force, users how many users are behind it.
+type jsonNode struct {
+	Node       string  `json:"node"`
+	Parent     string  `json:"parent,omitempty"`
+	Path       string  `json:"path"`
+	Interface  string  `json:"interface"`
+	Direction  string  `json:"direction"`
+	Users      int     `json:"users"`
+	DemandBits *uint64 `json:"demand_bits_per_second"`
+	Bits       uint64  `json:"bits_per_second"`
+	Rate       uint64  `json:"rate_bits_per_second"`
+	Ceil       uint64  `json:"ceil_bits_per_second"`
+	LimitedBy  string  `json:"limited_by,omitempty"`
+	Detail     string  `json:"detail,omitempty"`
+}
+
 // bits rounds a rate to whole bits; nil for +Inf (max).
 func bits(v float64) *uint64 {
 	if math.IsInf(v, 1) {
@@ -161,7 +288,7 @@ func bits(v float64) *uint64 {
 func (rep *Report) WriteJSON(w io.Writer) error {
 	out := jsonReport{At: rep.At, Users: []jsonUser{}, Interfaces: []jsonIface{}}
 	for _, u := range rep.Users {
-		out.Users = append(out.Users, jsonUser{User: u.User, Tier: u.Tier, Interface: u.Interface,
+		out.Users = append(out.Users, jsonUser{User: u.User, Tier: u.Tier, Node: u.Node, Interface: u.Interface,
 			Direction: string(u.Direction), Demand: u.Demand.String(), DemandBits: bits(float64(u.Demand)),
 			Bits: *bits(u.Rate), LimitedBy: u.LimitedBy, Detail: u.Detail, ShortBurst: u.ShortBurst, ShortQueue: u.ShortQueue})
 	}
@@ -173,6 +300,11 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 			j.Tiers = append(j.Tiers, jsonTier{Tier: t.Tier, Bits: *bits(t.Rate)})
 		}
 		out.Interfaces = append(out.Interfaces, j)
+	}
+	for _, n := range rep.Nodes {
+		out.Nodes = append(out.Nodes, jsonNode{Node: n.Node, Parent: n.Parent, Path: n.Path, Interface: n.Interface,
+			Direction: string(n.Direction), Users: n.Users, DemandBits: bits(n.Demand), Bits: *bits(n.Rate),
+			Rate: *bits(n.ClassRate), Ceil: *bits(n.ClassCeil), LimitedBy: n.LimitedBy, Detail: n.Detail})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -19,6 +19,9 @@ type Report struct {
 	At         time.Time
 	Users      []UserRow
 	Interfaces []IfaceRow
+	// Nodes are the nodes ([nodes.NAME]) of the HTB interfaces, per
+	// interface in plan order and parents first.
+	Nodes []NodeRow
 }
 
 // UserRow is one user on one interface. Rates are bits/s.
@@ -38,6 +41,8 @@ type UserRow struct {
 	// ShortQueue: the user's leaf is a bfifo smaller than one GSO/GRO
 	// aggregate, so TCP gets a few percent of Rate (see sim.ClassResult).
 	ShortQueue bool
+	// Node is the node the user's class hangs from; "" for none.
+	Node string
 }
 
 // IfaceRow is one interface's totals. Rates are bits/s.
@@ -59,6 +64,32 @@ type IfaceRow struct {
 	// Queues are the per-queue trees (queues > 1) with the split the
 	// policy loop's rebalancing settles on.
 	Queues []sim.QueueResult
+}
+
+// NodeRow is one node on one interface: what the users behind it get
+// together. Rates are bits/s.
+type NodeRow struct {
+	// Node is the node's name, Parent the node it is behind ("" at the
+	// top level), Path the names from the top level down ("north/ap-1")
+	// and Depth their number.
+	Node, Parent, Path string
+	Depth              int
+	Interface          string
+	Direction          model.Direction
+	// ClassRate and ClassCeil are the node class's rates in force (after
+	// schedules, overrides, the cap to its parent's ceil and scaled
+	// guarantees).
+	ClassRate, ClassCeil float64
+	// Demand is the users' behind it summed (+Inf when one asks for max);
+	// Rate is what passes through the node, their predicted rates summed.
+	Demand, Rate float64
+	// LimitedBy is "ceil" when the node is at its ceil (its users get no
+	// more through it), else ""; Detail is then the rule that set the
+	// ceil ("node ap-1", "node override (ap-1)", a schedule).
+	LimitedBy, Detail string
+	// Users is how many users are behind the node, through its child
+	// nodes too.
+	Users int
 }
 
 // TierTotal is what a tier's users get together on one interface.
@@ -140,11 +171,12 @@ func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tr
 	tiers := map[string]int{}
 	users := make(map[string]UserRow, len(ir.Users))
 	var unclassified *UserRow
+	nodes := nodeRows(ir, out, spec0.Name, dir)
 	for _, c := range out.Classes {
 		if !c.Leaf {
 			continue
 		}
-		u := UserRow{User: c.Labels.User, Tier: c.Labels.Tier, Interface: spec0.Name, Direction: dir,
+		u := UserRow{User: c.Labels.User, Tier: c.Labels.Tier, Node: c.Labels.Node, Interface: spec0.Name, Direction: dir,
 			Demand: c.Demand, Rate: c.Rate, LimitedBy: string(c.LimitedBy), ShortBurst: c.ShortBurst, ShortQueue: c.ShortQueue}
 		if c.By != 0 {
 			u.Detail = describe(byHandle[c.By], c.By)
@@ -181,7 +213,56 @@ func (rep *Report) addHTB(spec *Spec, ir *policy.InterfaceResult, tree *model.Tr
 		rep.Users = append(rep.Users, *unclassified)
 	}
 	rep.Interfaces = append(rep.Interfaces, row)
+	rep.Nodes = append(rep.Nodes, nodes...)
 	return nil
+}
+
+// nodeRows makes the rows of ir's nodes (parents first) from the solved
+// tree out: each node class's rate, whether it is at its ceil, and the
+// demand and number of the users behind it.
+func nodeRows(ir *policy.InterfaceResult, out *sim.Result, iface string, dir model.Direction) []NodeRow {
+	if len(ir.Targets.Nodes) == 0 {
+		return nil
+	}
+	rows := make([]NodeRow, len(ir.Targets.Nodes))
+	at := make(map[string]int, len(rows))
+	for k, n := range ir.Targets.Nodes {
+		r := NodeRow{Node: n.Name, Parent: n.Parent, Path: n.Name, Depth: 1, Interface: iface, Direction: dir,
+			ClassRate: float64(n.Rate), ClassCeil: float64(n.Ceil)}
+		if j, ok := at[n.Parent]; ok && n.Parent != "" { // parents first
+			r.Path, r.Depth = rows[j].Path+"/"+n.Name, rows[j].Depth+1
+		}
+		rows[k] = r
+		at[n.Name] = k
+	}
+	byHandle := make(map[model.Handle]*sim.ClassResult, len(out.Classes))
+	for i := range out.Classes {
+		byHandle[out.Classes[i].Handle] = &out.Classes[i]
+	}
+	for i := range out.Classes {
+		c := &out.Classes[i]
+		switch {
+		case c.Labels.Kind == "node":
+			if k, ok := at[c.Labels.Node]; ok {
+				rows[k].Rate = c.Rate
+				if c.LimitedBy == sim.ByCeil {
+					rows[k].LimitedBy = string(sim.ByCeil)
+					if k < len(ir.Nodes) {
+						rows[k].Detail = ir.Nodes[k].Reason
+					}
+				}
+			}
+		case c.Labels.Kind == "user" && c.Labels.Node != "":
+			// Up the tree from the user's class: each node above it.
+			for p := byHandle[c.Parent]; p != nil && p.Labels.Kind == "node"; p = byHandle[p.Parent] {
+				if k, ok := at[p.Labels.Node]; ok {
+					rows[k].Users++
+					rows[k].Demand += float64(c.Demand)
+				}
+			}
+		}
+	}
+	return rows
 }
 
 // describe names class c for a limited_by detail.
@@ -198,6 +279,8 @@ func describe(c *model.Class, h model.Handle) string {
 		return "default class"
 	case "user":
 		return "user " + c.Labels.User
+	case "node":
+		return "node " + c.Labels.Node
 	}
 	return "class " + h.String()
 }

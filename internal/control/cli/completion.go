@@ -228,7 +228,8 @@ func visibleCommands() []string {
 	return cs
 }
 
-// targets are the user names, tier:NAME and iface:NAME of a status.
+// targets are the user names, tier:NAME, node:NAME and iface:NAME of a
+// status.
 func targets(st *control.Status) []string {
 	if st == nil {
 		return nil
@@ -248,6 +249,9 @@ func targets(st *control.Status) []string {
 		add("iface:" + i.Name)
 		for _, t := range i.Tiers {
 			add("tier:" + t.Name)
+		}
+		for _, n := range i.Nodes {
+			add("node:" + n.Name)
 		}
 	}
 	for _, u := range st.Users {

@@ -12,12 +12,12 @@ Usage:
   shaperctl [--socket PATH] COMMAND [ARGS] [FLAGS]
 
 Commands:
-  status     show interfaces and users: configured, effective and measured rates
+  status     show interfaces, nodes and users: configured, effective and measured rates
   set-rate   change the rates of a user, a tier or an interface at run time
   clear      remove run-time changes; the target returns to its plan
   overrides  list the run-time changes in force: who set them, when, until when
   reload     reread the configuration (refused, old one kept, when invalid)
-  top        live per-user throughput, heaviest first
+  top        live per-user (--nodes: per-node) throughput, heaviest first
   quota      quota reset USER: start the user's quota period count again
   user       add, change, remove and list users at run time (DHCP, portals, RADIUS)
   simulate   predict what every user gets (live plan, what-if changes), change nothing
@@ -49,13 +49,35 @@ monitoring can rely on it.
 
 // commandHelp is each command's help.
 var commandHelp = map[string]string{
-	"status": `Usage: shaperctl status [USER | tier:NAME | iface:NAME] [--json] [--explain]
+	"status": `Usage: shaperctl status [USER | tier:NAME | node:NAME | iface:NAME] [--json] [--explain] [--tree [--users N|all]]
 
 Show every managed interface and every user: the configured rate and
 ceiling, the effective ones in force now (after schedules, overrides, quotas
 and ramps) with the reason, the measured throughput, bytes and drops.
 With a user name, tier:NAME or iface:NAME show only that user, the tier's
-users or the interface's users (and the interfaces they are on).
+users or the interface's users (and the interfaces they are on); node:NAME
+(a name or a path, "north/ap-1") shows the node, the nodes behind it and
+their users, on the interfaces the node is on.
+
+With nodes ([nodes.NAME]), a NODES table comes before the users, most
+loaded first (THROUGHPUT over EFFECTIVE ceil, %CEIL), one row per node and
+direction: NODE is its path, RATE/CEIL as configured, EFFECTIVE in force
+(after schedules, node overrides, the cap to the parent's ceil, scaled
+guarantees and ramps), THROUGHPUT and BYTES of the node's class (every user
+behind it), DROPS of the classes behind it, USERS behind it in all and
+DIRECT the ones hanging from it; the users table gets a NODE column. In
+JSON each interface has "nodes" (name, parent, path, rate, ceil,
+effective_rate, effective_ceil, reason, throughput, bytes, drops, users,
+total_users, ramp) and each user "node".
+
+--tree draws each interface as a tree instead of the tables: the root
+(bandwidth in force, the total throughput of its users), its nodes nested
+as configured, siblings most loaded first, and the users under their node
+(users of no node under the root), each line with the RATE/CEIL in force,
+THROUGHPUT, %CEIL and, for nodes, USERS behind them. To stay readable with
+thousands of users, each node and the root list only their heaviest users
+(--users N, default 5; 0 none, all every one) and a "... N more users"
+line for the rest. With node:NAME the tree is the node's branch.
 
 Each user has one row per direction: DIRECTION is download (an egress
 interface) or upload (ingress), DEVICE the device carrying the class (the
@@ -78,6 +100,10 @@ Flags:
   --explain   add to each user's reason what limits them now ("limited by
               ceil (tier gold)", "parent (interface)", "demand"): the
               simulator on each user's measured rate (see simulate)
+  --tree      draw each interface's hierarchy: root > nodes > users (text
+              only, not with --json)
+  --users N   with --tree, the heaviest users shown under each node and
+              the root: a number (default 5; 0: none) or all
 `,
 	"simulate": `Usage: shaperctl simulate [--demand SPEC] [--set TARGET=RATE[:CEIL]]... [--json]
 
@@ -92,6 +118,14 @@ was at its ceiling: it would take more).
 --set TARGET=RATE[:CEIL] tries a change without making it ("what if"):
 "--set tier:gold=30mbit:40mbit --set alice=5mbit". Repeatable.
 --json prints the prediction with rates in bits per second.
+
+With nodes ([nodes.NAME]) each node has a row, "node ap-1 (RATE/CEIL)"
+with its class's rates in force, above its branch: its child nodes, then its
+users, indented; RATE is what passes through the node (its users' summed),
+LIMITED_BY "ceil" when the node holds them back. In JSON "nodes" lists them
+(node, parent, path, interface, direction, users, demand_bits_per_second,
+bits_per_second, rate_bits_per_second, ceil_bits_per_second, limited_by,
+detail) and each user has "node".
 `,
 	"set-rate": `Usage: shaperctl set-rate TARGET RATE [--ceil RATE] [--direction download|upload] [--ramp DUR] [--for DUR] [--json] [--fleet]
 
@@ -245,12 +279,17 @@ the kernel changes (each one) and every user whose class changes, before ->
 after, with the rate the simulator predicts when every class is busy
 (like shaperd --check --diff). The read role may ask.
 `,
-	"top": `Usage: shaperctl top [--interval DUR] [--iterations N] [--once] [--json]
+	"top": `Usage: shaperctl top [--interval DUR] [--iterations N] [--once] [--json] [--nodes]
 
 Show per-user throughput, heaviest first, refreshed every second, like top,
 one row per user and direction (DIRECTION, DEVICE). Press q or Ctrl-C to
 quit. When the output is not a terminal, print one plain snapshot per
 refresh instead.
+
+--nodes shows the nodes ([nodes.NAME]) instead of the users, most loaded
+first: THROUGHPUT of the node's class (every user behind it) over its CEIL
+in force (%CEIL), USERS behind it, BYTES and DROPS; the header's total is
+the top-level nodes' throughput.
 
 Each refresh asks the daemon to read the kernel's counters afresh: it dumps
 the classes of each interface (there is no lighter class-stats request yet),
@@ -264,7 +303,10 @@ Flags:
                     --iterations 1, never redrawing the terminal)
   --json            print each snapshot as one line of JSON: generated,
                     total and the users, heaviest first (rates as tc
-                    strings, as in status --json)
+                    strings, as in status --json); with --nodes, "nodes"
+                    instead of "users", each node as in status --json with
+                    its interface, direction and device
+  --nodes           show the nodes, most loaded first, instead of the users
 `,
 	"help": `Usage: shaperctl help [COMMAND]
 

@@ -19,12 +19,25 @@ func runStatus(ctx context.Context, c *control.Client, args []string, out io.Wri
 	fs := newFlagSet("status")
 	asJSON := fs.Bool("json", false, "")
 	explainFlag := fs.Bool("explain", false, "")
+	tree := fs.Bool("tree", false, "")
+	usersFlag := fs.String("users", "", "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagError("status", err)
 	}
 	if len(pos) > 1 {
 		return usagef("status", "unexpected argument %q", pos[1])
+	}
+	perNode := defaultTreeUsers
+	switch {
+	case *tree && *asJSON:
+		return usagef("status", "--tree draws the text output; --json has the nodes in interfaces[].nodes and each user's in users[].node")
+	case *usersFlag != "" && !*tree:
+		return usagef("status", "--users goes with --tree")
+	case *usersFlag != "":
+		if perNode, err = parseTreeUsers(*usersFlag); err != nil {
+			return err
+		}
 	}
 	st, err := c.Status(ctx)
 	if err != nil {
@@ -40,9 +53,12 @@ func runStatus(ctx context.Context, c *control.Client, args []string, out io.Wri
 			return err
 		}
 	}
-	if *asJSON {
+	switch {
+	case *asJSON:
 		err = writeJSON(out, st)
-	} else {
+	case *tree:
+		err = writeTree(out, st, perNode)
+	default:
 		err = writeStatus(out, st)
 	}
 	if err != nil {
@@ -105,7 +121,8 @@ func writeJSON(out io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// writeStatus writes the human status: an interfaces table and a users table.
+// writeStatus writes the human status: an interfaces table, a nodes table
+// (most loaded first) when there are nodes, and a users table.
 func writeStatus(out io.Writer, st *control.Status) error {
 	fmt.Fprintf(out, "shaperd status at %s: %s, %s\n\n",
 		st.Generated.Format("2006-01-02 15:04:05 MST"), plural(len(st.Interfaces), "interface"), plural(countUsers(st.Users), "user"))
@@ -150,6 +167,9 @@ func writeStatus(out io.Writer, st *control.Status) error {
 		fmt.Fprintln(out)
 	}
 	fmt.Fprintln(out)
+	if err := writeNodeTable(out, st); err != nil {
+		return err
+	}
 	users := slices.Clone(st.Users)
 	slices.SortStableFunc(users, func(a, b control.UserStatus) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Interface, b.Interface))
@@ -158,8 +178,13 @@ func writeStatus(out io.Writer, st *control.Status) error {
 	withErr := slices.ContainsFunc(users, func(u control.UserStatus) bool { return u.Error != "" })
 	// The SOURCE column appears when some user was added at run time.
 	withSource := slices.ContainsFunc(users, func(u control.UserStatus) bool { return u.Source == control.SourceRuntime })
+	// The NODE column appears when some user is behind a node.
+	withNode := slices.ContainsFunc(users, func(u control.UserStatus) bool { return u.Node != "" })
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	head := "USER\tINTERFACE\tDIRECTION\tDEVICE\tTIER\tRATE/CEIL\tEFFECTIVE\tTHROUGHPUT\tBYTES\tDROPS\tREASON"
+	if withNode {
+		head = strings.Replace(head, "TIER\t", "TIER\tNODE\t", 1)
+	}
 	if withSource {
 		head += "\tSOURCE"
 	}
@@ -168,7 +193,11 @@ func writeStatus(out io.Writer, st *control.Status) error {
 	}
 	fmt.Fprintln(tw, head)
 	for _, u := range users {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%d\t%s", u.Name, u.Interface, dash(u.Direction), dash(u.Device), dash(u.Tier),
+		tier := dash(u.Tier)
+		if withNode {
+			tier += "\t" + dash(u.Node)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%d\t%s", u.Name, u.Interface, dash(u.Direction), dash(u.Device), tier,
 			formatRate(u.Rate), formatRate(u.Ceil), formatRate(u.EffectiveRate), formatRate(u.EffectiveCeil),
 			formatRate(u.Throughput), formatBytes(u.Bytes), u.Drops, reason(u))
 		if withSource {

@@ -9,12 +9,17 @@ import (
 // filterStatus keeps what target selects: a user name keeps that user's
 // rows, tier:NAME the rows of the tier's users, iface:NAME the interface's
 // rows; the interfaces table keeps the interfaces those rows are on (for
-// iface:NAME, that interface even without users). A target selecting
-// nothing is a *control.NotFoundError.
+// iface:NAME, that interface even without users), and their nodes the
+// ones above the rows' users (for iface:NAME, every node). node:NAME keeps
+// the node, the nodes behind it and their users (see filterNodes). A
+// target selecting nothing is a *control.NotFoundError.
 func filterStatus(st *control.Status, target string) (*control.Status, error) {
 	t, err := control.ParseTarget(target)
 	if err != nil {
 		return nil, usagef("status", "%v", err)
+	}
+	if t.Kind == control.TargetNode {
+		return filterNodes(st, t, target)
 	}
 	out := *st
 	out.Users = nil
@@ -36,6 +41,9 @@ func filterStatus(st *control.Status, target string) (*control.Status, error) {
 	}
 	if out.Users == nil {
 		out.Users = []control.UserStatus{}
+	}
+	if t.Kind != control.TargetIface {
+		keepNodesAbove(&out)
 	}
 	return &out, nil
 }

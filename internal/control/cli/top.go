@@ -25,9 +25,14 @@ func runTop(ctx context.Context, c *control.Client, args []string, out io.Writer
 	iterations := fs.Int("iterations", 0, "")
 	once := fs.Bool("once", false, "")
 	asJSON := fs.Bool("json", false, "")
+	nodes := fs.Bool("nodes", false, "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagError("top", err)
+	}
+	screen, snapshot := writeTop, writeTopJSON
+	if *nodes {
+		screen, snapshot = writeTopNodes, writeTopNodesJSON
 	}
 	switch {
 	case len(pos) > 0:
@@ -69,7 +74,7 @@ func runTop(ctx context.Context, c *control.Client, args []string, out io.Writer
 		case err != nil && !env.Terminal:
 			return err
 		case *asJSON:
-			if err := writeTopJSON(out, st); err != nil {
+			if err := snapshot(out, st); err != nil {
 				return err
 			}
 		case err != nil:
@@ -77,9 +82,9 @@ func runTop(ctx context.Context, c *control.Client, args []string, out io.Writer
 			fmt.Fprintf(out, "%sshaperctl top: %v\n", clearScreen, err)
 		case env.Terminal:
 			fmt.Fprint(out, clearScreen)
-			writeTop(out, st, rows(env), true)
+			screen(out, st, rows(env), true)
 		default:
-			writeTop(out, st, 0, false)
+			screen(out, st, 0, false)
 			fmt.Fprintln(out)
 		}
 		if *iterations > 0 && i >= *iterations {

@@ -111,7 +111,7 @@ func TestDashboardIsWellFormed(t *testing.T) {
 		}
 	}
 	exprs := dashboardExprs(d)
-	for _, want := range []string{"shaperd_class_ceil_bytes_per_second", "shaperd_tier_bytes_total", "topk(", "shaperd_reconcile_duration_seconds_bucket", "shaperd_kernel_writes_total", "shaperd_errors_total"} {
+	for _, want := range []string{"shaperd_class_ceil_bytes_per_second", "shaperd_tier_bytes_total", "shaperd_node_bytes_total", "topk(", "shaperd_reconcile_duration_seconds_bucket", "shaperd_kernel_writes_total", "shaperd_errors_total"} {
 		found := false
 		for _, es := range exprs {
 			for _, e := range es {
@@ -137,7 +137,8 @@ func TestAlertRules(t *testing.T) {
 }
 
 // monitoringConfig runs shaperd in the namespace on lan0 (a veth), both
-// directions, with a tier that has a quota; %[1]s is the test directory.
+// directions, with a tier that has a quota and a node with alice behind
+// it; %[1]s is the test directory.
 const monitoringConfig = `
 [daemon]
 socket = "%[1]s/shaperd.sock"
@@ -170,12 +171,17 @@ rate = "50mbit"
 ceil = "100mbit"
 quota = "100gb"
 over_quota_rate = "1mbit"
+
+[nodes.ap-1]
+rate = "200mbit"
+upload_rate = "50mbit"
 `
 
 const monitoringUsers = `
 [[user]]
 name = "alice"
 tier = "gold"
+node = "ap-1"
 addresses = ["198.18.1.10"]
 
 [[user]]
@@ -233,7 +239,7 @@ func TestMetricsOfARunningDaemon(t *testing.T) {
 	var scrape string
 	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
 		scrape = get(t, ns, "http://127.0.0.1:9717/metrics")
-		if strings.Contains(scrape, "shaperd_class_bytes_total{") && strings.Contains(scrape, "shaperd_tier_bytes_total{") {
+		if strings.Contains(scrape, "shaperd_class_bytes_total{") && strings.Contains(scrape, "shaperd_tier_bytes_total{") && strings.Contains(scrape, "shaperd_node_bytes_total{") {
 			break
 		}
 		if time.Since(start) > 15*time.Second {

@@ -21,7 +21,8 @@ type Cap struct {
 	Kind string
 	Tier string
 	// Node is the capped node (Kind "node"), whose ceil was above its
-	// parent's: Bandwidth is then the parent's ceil.
+	// parent's, or (Kind "user") the node whose ceil capped the users':
+	// Bandwidth is then that ceil.
 	Node string
 	// Users counts the user classes of Kind "user" capped from Ceil.
 	Users int
@@ -47,7 +48,11 @@ func (c Cap) String() string {
 	default:
 		who = "tier " + c.Tier
 	}
-	s := fmt.Sprintf("%s: ceil %s capped to the bandwidth %s", who, c.Ceil, c.Bandwidth)
+	to := "the bandwidth"
+	if c.Node != "" {
+		to = "node " + c.Node + "'s ceil"
+	}
+	s := fmt.Sprintf("%s: ceil %s capped to %s %s", who, c.Ceil, to, c.Bandwidth)
 	if c.Kind == "user" {
 		s += fmt.Sprintf(" (%d %s)", c.Users, plural(c.Users, "user", "users"))
 	}
@@ -99,11 +104,11 @@ func capUser(u *model.UserTarget, x *Explanation, bw tbf.Rate) {
 }
 
 // capUserTo is capUser to the ceiling bw of what (for the reason: "the
-// bandwidth", "node ap-3's ceil").
-func capUserTo(u *model.UserTarget, x *Explanation, bw tbf.Rate, what string) {
+// bandwidth", "node ap-3's ceil"); it reports whether it capped.
+func capUserTo(u *model.UserTarget, x *Explanation, bw tbf.Rate, what string) bool {
 	ceil, cburst := &u.Ceil, &u.CBurst
 	if *ceil <= bw {
-		return
+		return false
 	}
 	*ceil = bw
 	x.capCeilTo(bw, what)
@@ -114,6 +119,7 @@ func capUserTo(u *model.UserTarget, x *Explanation, bw tbf.Rate, what string) {
 		x.Reason += fmt.Sprintf("; cburst cut to %s, the most the kernel holds at ceil %s", m, bw)
 		*cburst, x.CBurst, x.BurstCut = m, m, true
 	}
+	return true
 }
 
 // capCeil records that x's ceil was capped to the bandwidth bw.
@@ -150,20 +156,20 @@ func (ir *InterfaceResult) Caps() []Cap {
 	}
 	out = append(out, ir.tierCaps...)
 	type key struct {
-		tier string
-		ceil tbf.Rate
+		tier, node string
+		ceil       tbf.Rate
 	}
 	at := map[key]int{}
 	for _, x := range ir.Users {
 		if !x.CeilCapped {
 			continue
 		}
-		k := key{x.Tier, x.UncappedCeil}
+		k := key{x.Tier, x.CappedBy, x.UncappedCeil}
 		i, ok := at[k]
 		if !ok {
 			i = len(out)
 			at[k] = i
-			out = append(out, Cap{Kind: "user", Tier: x.Tier, Ceil: x.UncappedCeil, Bandwidth: x.Ceil})
+			out = append(out, Cap{Kind: "user", Tier: x.Tier, Node: x.CappedBy, Ceil: x.UncappedCeil, Bandwidth: x.Ceil})
 		}
 		out[i].Users++
 	}

@@ -445,8 +445,8 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 			ut.Rate, ut.Ceil = x.Rate, x.Ceil
 			capUser(&ut, &x, plan.Interfaces[i].Bandwidth)
 			if ut.Node != "" {
-				if c := nodeCeil(ir, ut.Node); c != 0 {
-					capUserTo(&ut, &x, c, "node "+ut.Node+"'s ceil")
+				if c := nodeCeil(ir, ut.Node); c != 0 && capUserTo(&ut, &x, c, "node "+ut.Node+"'s ceil") {
+					x.CappedBy = ut.Node
 				}
 			}
 			changes = append(changes, saved{ir, j, ir.Targets.Users[j], ir.Users[j], slices.Clone(ir.Oversubscriptions)})

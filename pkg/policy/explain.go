@@ -71,6 +71,9 @@ type Explanation struct {
 	// to the bandwidth 50mbit".
 	CeilCapped   bool
 	UncappedCeil tbf.Rate
+	// CappedBy is the node whose ceil capped Ceil last ("": the
+	// interface's bandwidth).
+	CappedBy string
 	// Source is the rule that decided Rate/Ceil, Reason the same for people:
 	// "tier gold", "schedule gold#0 mon,tue,wed,thu,fri 19:00-23:00",
 	// "user config", "quota exceeded", "override until 12:00", "tier

@@ -124,7 +124,9 @@ func capNodes(ir *InterfaceResult, bw tbf.Rate) {
 	for j := range tg.Users {
 		if u := &tg.Users[j]; u.Node != "" && j < len(ir.Users) {
 			if c, ok := ceil[u.Node]; ok {
-				capUserTo(u, &ir.Users[j], c, "node "+u.Node+"'s ceil")
+				if capUserTo(u, &ir.Users[j], c, "node "+u.Node+"'s ceil") {
+					ir.Users[j].CappedBy = u.Node
+				}
 			}
 		}
 	}

@@ -239,3 +239,31 @@ func TestUpdateNodeIsEvaluate(t *testing.T) {
 		t.Error("ap-1, whose users' guarantees are scaled, updated alone")
 	}
 }
+
+// TestCapToNodeSaysNode: a user's ceil capped to its node's is reported as
+// such, not as the bandwidth.
+func TestCapToNodeSaysNode(t *testing.T) {
+	plan := loadPlan(t, `
+[[interface]]
+name = "lan0"
+bandwidth = "1gbit"
+
+[tiers.gold]
+rate = "10mbit"
+ceil = "200mbit"
+
+[nodes.ap-1]
+rate = "50mbit"
+`, `
+[[user]]
+name = "alice"
+tier = "gold"
+node = "ap-1"
+addresses = ["198.18.0.1"]
+`)
+	res := Evaluate(plan, Overrides{}, nil, time.Now())
+	notes := strings.Join(res.CapNotes(), "\n")
+	if !strings.Contains(notes, "tier gold: ceil 200mbit capped to node ap-1's ceil 50mbit (1 user)") {
+		t.Errorf("cap notes:\n%s", notes)
+	}
+}

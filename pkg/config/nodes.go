@@ -210,16 +210,7 @@ func decodeNode(t *table, name string, ifaces []Interface, shared bool) Node {
 	t.require("rate")
 	n.Rate, n.Ceil, _, _ = rateCeil(t, "rate", "ceil")
 	var upRateSet, upCeilSet bool
-	n.UploadRate, upRateSet = t.rate("upload_rate")
-	if !upRateSet {
-		n.UploadRate = n.Rate
-	}
-	n.UploadCeil, upCeilSet = t.rate("upload_ceil")
-	if !upCeilSet {
-		n.UploadCeil = max(n.Ceil, n.UploadRate)
-	} else if n.UploadCeil < n.UploadRate && n.UploadRate != 0 {
-		t.errf("upload_ceil", "%s is below upload_rate %s", n.UploadCeil, n.UploadRate)
-	}
+	n.UploadRate, n.UploadCeil, upRateSet, upCeilSet = uploadRates(t, n.Rate, n.Ceil)
 	if s, ok := t.str("parent"); ok {
 		switch {
 		case s == name:

@@ -53,16 +53,7 @@ func decodeTier(t *table, name string) Tier {
 	tier.Rate, tier.Ceil, _, _ = rateCeil(t, "rate", "ceil")
 
 	var upRateSet, upCeilSet bool
-	tier.UploadRate, upRateSet = t.rate("upload_rate")
-	if !upRateSet {
-		tier.UploadRate = tier.Rate
-	}
-	tier.UploadCeil, upCeilSet = t.rate("upload_ceil")
-	if !upCeilSet {
-		tier.UploadCeil = max(tier.Ceil, tier.UploadRate)
-	} else if tier.UploadCeil < tier.UploadRate && tier.UploadRate != 0 {
-		t.errf("upload_ceil", "%s is below upload_rate %s", tier.UploadCeil, tier.UploadRate)
-	}
+	tier.UploadRate, tier.UploadCeil, upRateSet, upCeilSet = uploadRates(t, tier.Rate, tier.Ceil)
 
 	tier.Burst, _ = t.size("burst")
 	tier.CBurst, _ = t.size("cburst")
@@ -131,4 +122,22 @@ func decodeQuota(t *table, tier *Tier) {
 	if !rateSet && !t.has("over_quota_rate") {
 		t.errf("quota", "needs over_quota_rate (the rate beyond the quota)")
 	}
+}
+
+// uploadRates reads upload_rate and upload_ceil of a tier or node whose
+// download rates are rate and ceil: upload_rate defaults to rate,
+// upload_ceil to the larger of ceil and upload_rate, and must not be
+// below upload_rate.
+func uploadRates(t *table, rate, ceil tbf.Rate) (upRate, upCeil tbf.Rate, rateSet, ceilSet bool) {
+	upRate, rateSet = t.rate("upload_rate")
+	if !rateSet {
+		upRate = rate
+	}
+	upCeil, ceilSet = t.rate("upload_ceil")
+	if !ceilSet {
+		upCeil = max(ceil, upRate)
+	} else if upCeil < upRate && upRate != 0 {
+		t.errf("upload_ceil", "%s is below upload_rate %s", upCeil, upRate)
+	}
+	return upRate, upCeil, rateSet, ceilSet
 }

@@ -496,7 +496,7 @@ func (n *Network) nodeFor(parent string) (string, error) {
 	switch len(refs) {
 	case 0:
 		if len(n.Nodes)+len(n.Virtual) == 0 {
-			return "", fmt.Errorf("Parent Node %q is not in %s, which has no nodes (a flat network: leave Parent Node empty or \"none\")", parent, n.File)
+			return "", fmt.Errorf("the Parent Node %q is not in %s, which has no nodes (a flat network: leave Parent Node empty or \"none\")", parent, n.File)
 		}
 		msg := fmt.Sprintf("Parent Node %q is not a node of %s", parent, n.File)
 		all := make([]string, 0, len(n.byOriginal))
@@ -520,7 +520,7 @@ func (n *Network) nodeFor(parent string) (string, error) {
 		nn := n.ref(r)
 		paths[i] = fmt.Sprintf("%s (line %d)", nn.Path, nn.Line)
 	}
-	return "", fmt.Errorf("Parent Node %q is ambiguous: %s has %d nodes of that name, at %s", parent, n.File, len(refs), strings.Join(paths, ", "))
+	return "", fmt.Errorf("the Parent Node %q is ambiguous: %s has %d nodes of that name, at %s", parent, n.File, len(refs), strings.Join(paths, ", "))
 }
 
 func (n *Network) ref(i int) *NetworkNode {

@@ -291,7 +291,7 @@ func newQueueTPLab(o options, name string, trees int) (*queueTPLab, error) {
 			return fail(fmt.Errorf("the daemon made no class for t0 or t1"))
 		}
 		if h0.Major() == h1.Major() {
-			return fail(fmt.Errorf("both users in the tree of qdisc %x:", h0.Major()))
+			return fail(fmt.Errorf("both users in the tree of qdisc %x", h0.Major()))
 		}
 	}
 	return l, nil

@@ -90,7 +90,7 @@ func TestReadNetworkFlat(t *testing.T) {
 	// A Parent Node in a flat network is not in network.json.
 	cs[0].ParentNode = "AP_A"
 	errs = AssignNodes(cs, users, net, "ShapedDevices-flat.csv")
-	if want := `ShapedDevices-flat.csv:3: circuit 201: Parent Node "AP_A" is not in network-flat.json, which has no nodes (a flat network: leave Parent Node empty or "none")`; errStrings(errs) != want {
+	if want := `ShapedDevices-flat.csv:3: circuit 201: the Parent Node "AP_A" is not in network-flat.json, which has no nodes (a flat network: leave Parent Node empty or "none")`; errStrings(errs) != want {
 		t.Errorf("errors:\n%s\nwant:\n%s", errStrings(errs), want)
 	}
 }
@@ -242,7 +242,7 @@ func TestAssignNodes(t *testing.T) {
 		`in.csv:2: circuit 1: Parent Node "AP-A" is not a node of network.json (did you mean "AP_A"?)`,
 		`in.csv:3: circuit 2: Parent Node "Nowhere" is not a node of network.json`,
 		`in.csv:5: circuit 3: Parent Node "AP_B", but "ap_a" on line 4; a circuit's devices share one parent node`,
-		`in.csv:6: circuit 5: Parent Node "Dup" is ambiguous: network.json has 2 nodes of that name, at AP_B/Dup (line 3), Dup (line 4)`,
+		`in.csv:6: circuit 5: the Parent Node "Dup" is ambiguous: network.json has 2 nodes of that name, at AP_B/Dup (line 3), Dup (line 4)`,
 	}, "\n")
 	if got := errStrings(AssignNodes(cs, users, net, "in.csv")); got != want {
 		t.Errorf("errors:\n%s\nwant:\n%s", got, want)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // Stepped is one class that StepActive moved: its key and what it has now.
@@ -57,14 +58,7 @@ func (r *Ramper) StepUser(desired *Result, user string, now time.Time) []Stepped
 				ramp = ir.Users[j].Ramp
 			}
 			k := RampKey{in.Name, direction(*in), ClassUser, u.Name}
-			var before Applied
-			if st := r.classes[k]; st != nil {
-				before = st.applied
-			}
-			a := r.advance(k, false, Rates{u.Rate, max(u.Ceil, u.Rate)}, u.Burst, u.CBurst, ramp, now)
-			if a != before {
-				out = append(out, Stepped{Key: k, Applied: a})
-			}
+			out = r.stepOne(out, k, Rates{u.Rate, max(u.Ceil, u.Rate)}, u.Burst, u.CBurst, ramp, now)
 		}
 	}
 	return out
@@ -88,15 +82,21 @@ func (r *Ramper) StepNode(desired *Result, node string, now time.Time) []Stepped
 				ramp = ir.Nodes[j].Ramp
 			}
 			k := RampKey{in.Name, direction(*in), ClassNode, n.Name}
-			var before Applied
-			if st := r.classes[k]; st != nil {
-				before = st.applied
-			}
-			a := r.advance(k, false, Rates{n.Rate, max(n.Ceil, n.Rate)}, 0, 0, ramp, now)
-			if a != before {
-				out = append(out, Stepped{Key: k, Applied: a})
-			}
+			out = r.stepOne(out, k, Rates{n.Rate, max(n.Ceil, n.Rate)}, 0, 0, ramp, now)
 		}
+	}
+	return out
+}
+
+// stepOne advances the HTB class k toward want at now (as Step would) and
+// appends it to out when what it hands out changed.
+func (r *Ramper) stepOne(out []Stepped, k RampKey, want Rates, burst, cburst tbf.Size, ramp *time.Duration, now time.Time) []Stepped {
+	var before Applied
+	if st := r.classes[k]; st != nil {
+		before = st.applied
+	}
+	if a := r.advance(k, false, want, burst, cburst, ramp, now); a != before {
+		out = append(out, Stepped{Key: k, Applied: a})
 	}
 	return out
 }

@@ -187,6 +187,47 @@ func TestNodesCapEveryLevel(t *testing.T) {
 		guaranteed("u0 upload", r[1], up0)
 		guaranteed("u1 upload", r[2], up1)
 	})
+	t.Run("a node added and removed at run time", func(t *testing.T) {
+		// An access point as small as the cheapest tiers: its class
+		// alone is made under dorm (nothing else moves), and its ceiling
+		// holds for the user moved behind it.
+		out := u.mustCtl("node", "add", "ap-3", "--parent", "campus/dorm", "--rate", "1mbit", "--ceil", "2mbit")
+		if !strings.Contains(out, "ap-3: at campus/dorm/ap-3, download 1mbit/2mbit") {
+			t.Errorf("node add answered %q", out)
+		}
+		u.mustCtl("user", "move", "u1", "ap-3")
+		ap3 := u.parentOf("r-lan", cls(1))
+		if ap3.Parent != dorm.Handle || ap3.Rate != tbf.Mbit || ap3.Ceil != 2*tbf.Mbit {
+			t.Fatalf("u1 under %s (under %s, %v/%v), want ap-3 under dorm %s with 1mbit/2mbit\n%s",
+				ap3.Handle, ap3.Parent, ap3.Rate, ap3.Ceil, dorm.Handle, u.mustCtl("status", "--tree"))
+		}
+		r := saturate("r-lan", down(1), ap3.Handle)
+		t.Logf("ap-3 (added at run time) %.3f Mbit/s (ceil 2mbit)", r[0]/1e6)
+		capHolds("ap-3 (added at run time)", r[0], ap3.Ceil)
+		if logs := u.Logs.String(); !strings.Contains(logs, `msg="run-time nodes changed" op=add node=ap-3 runtime_nodes=1 patched=true`) {
+			t.Errorf("node add did not make ap-3's class alone (patched=true); the log:\n%s", logs)
+		}
+		if code, out := u.shaperctl("node", "remove", "ap-3"); code != 1 || !strings.Contains(out, "node ap-3 has 1 users behind it (u1)") {
+			t.Errorf("removing ap-3 with u1 behind it: exit %d, %q", code, out)
+		}
+		u.mustCtl("user", "move", "u1", "ap-1")
+		u.mustCtl("node", "remove", "ap-3")
+		tr, err := u.k.Dump("r-lan")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range tr.Classes {
+			if c.Handle == ap3.Handle {
+				t.Errorf("ap-3's class %s is still in the kernel after node remove", c.Handle)
+			}
+		}
+		if list := u.mustCtl("node", "list"); strings.Contains(list, "ap-3") || !strings.Contains(list, "ap-2") {
+			t.Errorf("node list after the removal:\n%s", list)
+		}
+		if u1 := cls(1); u1.Parent != ap1.Handle {
+			t.Errorf("u1 under %s after moving back, want ap-1 %s", u1.Parent, ap1.Handle)
+		}
+	})
 	t.Run("a user moved under load", func(t *testing.T) {
 		done := make(chan []float64, 1)
 		go func() { done <- u.Measure(t, 9, down(1)...) }()

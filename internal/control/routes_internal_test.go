@@ -11,6 +11,7 @@ func TestRouteRoles(t *testing.T) {
 		"/v1/rate": RoleAdmin, "/v1/clear": RoleAdmin, "/v1/reload": RoleAdmin, "/v1/quota/reset": RoleAdmin,
 		"/v1/users": RoleRead, "/v1/user/add": RoleAdmin, "/v1/user/set-addresses": RoleAdmin,
 		"/v1/user/add-address": RoleAdmin, "/v1/user/remove-address": RoleAdmin, "/v1/user/remove": RoleAdmin, "/v1/user/move": RoleAdmin,
+		"/v1/nodes": RoleRead, "/v1/node/add": RoleAdmin, "/v1/node/remove": RoleAdmin,
 	} {
 		if r, ok := s.routes[path]; !ok || r.need != want {
 			t.Errorf("%s: role %v (route %v), want %v", path, r.need, ok, want)

@@ -59,6 +59,7 @@ func NewServer(svc Service, logger *slog.Logger) *Server {
 		"/v1/reload/dry-run": {"reload --dry-run", RoleRead, s.endpoint(http.MethodGet, s.handlePlanDiff)},
 	}
 	s.userRoutes()
+	s.nodeRoutes()
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: readHeaderTimeout,

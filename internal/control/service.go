@@ -52,4 +52,11 @@ type Service interface {
 	ChangeUser(ctx context.Context, req UserRequest) (*UserResponse, error)
 	// Users lists every user (users.toml's and run-time ones).
 	Users(ctx context.Context) (*UserListResponse, error)
+	// ChangeNode adds or removes a run-time node (req checked: a known Op,
+	// a name, a rate for add); a change the plan refuses is a
+	// *BadRequestError naming why, an unknown node a *NotFoundError.
+	ChangeNode(ctx context.Context, req NodeRequest) (*NodeResponse, error)
+	// Nodes lists every node (the configuration's and run-time ones),
+	// parents first.
+	Nodes(ctx context.Context) (*NodeListResponse, error)
 }

@@ -198,11 +198,14 @@ type stateFileState struct {
 
 // runtimeUsers are the users added at run time (service_users.go).
 type runtimeUsers struct {
-	// filePlan is the plan the files give; Daemon.plan is filePlan with
-	// the run-time users added. rtExpiry is when the next run-time
+	// filePlan is the plan the files give, with the run-time nodes;
+	// Daemon.plan is filePlan with the run-time users added. rtExpiry is when the next run-time
 	// address ends (zero: none).
 	filePlan *config.Plan
 	runtime  []runtimeUser
+	// rtNodes are the nodes added at run time (service_nodes.go), in the
+	// order of addition; filePlan has them.
+	rtNodes  []runtimeNode
 	rtExpiry time.Time
 	// journal is users.json's journal of changes (state_journal.go);
 	// rtIndex indexes runtime by name and prefixes the addresses of
@@ -278,8 +281,14 @@ func New(opts Options) (*Daemon, error) {
 		d.Close()
 		return nil, err
 	}
+	plan = d.startNodes(plan)
 	d.filePlan = plan
 	plan = d.startRuntime(plan)
+	// Pruned once the run-time nodes and users are in: their overrides
+	// are kept.
+	for _, o := range d.overrides.Prune(plan) {
+		d.log.Warn("dropping override of a target the configuration no longer has", "target", o.Target.String())
+	}
 	d.setPlan(plan)
 	d.ramper = policy.NewRamper(rampPolicy(plan.Policy))
 	d.ifaces = d.makeReconcilers(plan, nil)
@@ -399,9 +408,6 @@ func (d *Daemon) loadState(plan *config.Plan) error {
 			}
 			return err
 		})
-	for _, o := range d.overrides.Prune(plan) {
-		d.log.Warn("dropping override of a target the configuration no longer has", "target", o.Target.String())
-	}
 	d.usage = nil
 	d.readStateFile(dir, UsageFile, "quota usage rebuilt from the kernel's class byte counters: bytes since each class's creation count, bytes of re-created classes are lost",
 		func(b []byte) error {

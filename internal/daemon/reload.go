@@ -66,6 +66,13 @@ func (d *Daemon) reloadWith(p *fleet.Plan, allowRemovals bool) error {
 		d.reloadResult(d.clock.Now(), []string{err.Error()})
 		return err
 	}
+	file, nodesKept, nodesChanged, err := d.reloadNodes(file)
+	if err != nil {
+		d.stats.reloads.WithLabelValues("refused").Inc()
+		d.log.Error("reload refused: the run-time nodes do not fit the new configuration; the old one stays in force", "err", err)
+		d.reloadResult(d.clock.Now(), err.(*ConfigError).Problems)
+		return err
+	}
 	plan, kept, rtChanged, err := d.reloadRuntime(file)
 	if err != nil {
 		d.stats.reloads.WithLabelValues("refused").Inc()
@@ -132,7 +139,10 @@ func (d *Daemon) reloadWith(p *fleet.Plan, allowRemovals bool) error {
 		d.fleet.revision.Store(p.Revision)
 	}
 	d.setPlan(plan)
-	d.filePlan, d.runtime = file, kept
+	d.filePlan, d.runtime, d.rtNodes = file, kept, nodesKept
+	if nodesChanged {
+		d.saveNodes(plan.Daemon.StateDir, nodesKept)
+	}
 	if rtChanged {
 		d.saveRuntimeUsers(plan.Daemon.StateDir, kept)
 	}

@@ -191,6 +191,13 @@ func complete(words []string, cur string, status func(socket string) *control.St
 		case n == 1 && pos[0] != "add" && pos[0] != "list":
 			return userNames(status(socket)), false
 		}
+	case "node":
+		switch {
+		case n == 0:
+			return []string{"add", "list", "remove"}, false
+		case n == 1 && pos[0] == "remove":
+			return nodeNames(status(socket)), false
+		}
 	case "quota":
 		switch n {
 		case 0:
@@ -274,6 +281,25 @@ func userNames(st *control.Status) []string {
 		if !seen[u.Name] {
 			seen[u.Name] = true
 			out = append(out, u.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// nodeNames are the nodes of st, sorted, each once.
+func nodeNames(st *control.Status) []string {
+	if st == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, in := range st.Interfaces {
+		for _, n := range in.Nodes {
+			if !seen[n.Name] {
+				seen[n.Name] = true
+				out = append(out, n.Name)
+			}
 		}
 	}
 	slices.Sort(out)

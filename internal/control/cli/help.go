@@ -20,6 +20,7 @@ Commands:
   top        live per-user (--nodes: per-node) throughput, heaviest first
   quota      quota reset USER: start the user's quota period count again
   user       add, change, remove and list users at run time (DHCP, portals, RADIUS)
+  node       add, remove and list nodes (sites, buildings, access points) at run time
   simulate   predict what every user gets (live plan, what-if changes), change nothing
   export     write the plan in force as users.toml or CSV, or LibreQoS's files
   import     write users.toml (and nodes) from LibreQoS's files or a CSV
@@ -31,8 +32,8 @@ Global flags:
   --socket PATH   the control socket (default $SHAPERD_SOCKET, else /run/shaperd/shaperd.sock)
 
 Who may do what (shaperd checks the caller's uid and groups on the socket):
-  read     status, top, overrides, simulate, reload --dry-run, export, user list: root, daemon.socket_group and daemon.admin_group
-  change   set-rate, clear, reload, quota reset, user add/set-addresses/add-address/remove-address/remove/move: root and daemon.admin_group
+  read     status, top, overrides, simulate, reload --dry-run, export, user list, node list: root, daemon.socket_group and daemon.admin_group
+  change   set-rate, clear, reload, quota reset, user add/set-addresses/add-address/remove-address/remove/move, node add/remove: root and daemon.admin_group
 Others get "permission denied: set-rate needs the admin group '...'".
 The socket file belongs to socket_group (mode 0660) with an ACL entry for
 admin_group, so members of either group can connect.
@@ -211,6 +212,44 @@ Set USER's quota usage of the current period to zero: a user over quota
 gets the plan back at once (logged as a quota_restored event). Only bytes
 after the reset count. Needs root or daemon.admin_group.
 Each user's usage is also in the metrics: shaperd_quota_used_bytes.
+`,
+	"node": `Usage: shaperctl node add NAME --rate R [--ceil C] [--upload-rate R] [--upload-ceil C]
+                          [--parent NODE] [--interface IFACE]... [--json]
+       shaperctl node remove NAME [--json]
+       shaperctl node list [--json]
+
+Nodes (a site, a building, an access point: the network behind the
+router) added and removed at run time, without editing the configuration.
+A node added here is checked as a [nodes.NAME] table is: the name rule, a
+name no node has, a known parent (name or path), at most 6 node levels,
+a ceil not below the rate, interfaces that are HTB [[interface]]s its
+parent is on. A refused change changes nothing (exit 1). An accepted one is
+saved in daemon.state_dir/nodes.json (it survives restarts and reloads;
+a node the configuration later names is the configuration's) and makes or
+deletes only that node's class when nothing else moves: a node whose
+ceil is above its parent's (capped) or whose guarantee oversubscribes
+its parent re-evaluates every class instead.
+
+Put users behind a new node with 'shaperctl user move NAME NODE' (run-time
+users) or their node key in users.toml; 'shaperctl set-rate node:NAME'
+changes its rates for a while.
+
+  add      a new node, empty; its class hangs from its parent's (or the
+           interface's root class for a top-level node)
+  remove   a run-time node that no users and no nodes are behind
+           (nodes of the configuration are removed there, then reload)
+  list     every node, parents first, with its rates and its source:
+           where the configuration writes it, or runtime
+
+Flags:
+  --rate RATE         the node's download rate (add; required)
+  --ceil RATE         its download ceiling (default: the rate)
+  --upload-rate RATE  its upload rate (default: the rate)
+  --upload-ceil RATE  its upload ceiling (default: the larger of the ceil and the upload rate)
+  --parent NODE       the node it is behind (default: none, a top-level node)
+  --interface IFACE   an interface it is on, repeatable (default: its
+                      parent's; for a top-level node every HTB interface)
+  --json              print the answer as JSON
 `,
 	"user": `Usage: shaperctl user add NAME --tier TIER [--node NODE] [--address A]... [--rate R] [--ceil C] [--json]
        shaperctl user set-addresses NAME A... [--json]

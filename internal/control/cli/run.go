@@ -59,6 +59,7 @@ var commands = map[string]command{
 	"quota":     runQuota,
 	"simulate":  runSimulate,
 	"user":      runUser,
+	"node":      runNode,
 }
 
 // Run runs shaperctl with args (without the program name), writing results

@@ -354,3 +354,27 @@ func (f *Fake) Users(ctx context.Context) (*control.UserListResponse, error) {
 	}
 	return resp, nil
 }
+
+// ChangeNode records the call and answers with the node as asked.
+func (f *Fake) ChangeNode(ctx context.Context, req control.NodeRequest) (*control.NodeResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, fmt.Sprintf("node %s %s parent %q", req.Op, req.Name, req.Parent))
+	resp := &control.NodeResponse{Op: req.Op, Name: req.Name}
+	if req.Op != control.NodeRemove {
+		n := &control.ListedNode{Name: req.Name, Parent: req.Parent, Path: req.Name, Source: control.SourceRuntime, Interfaces: req.Interfaces}
+		if req.Rate != nil {
+			n.Rate, n.Ceil, n.UploadRate, n.UploadCeil = *req.Rate, *req.Rate, *req.Rate, *req.Rate
+		}
+		resp.Node = n
+	}
+	return resp, nil
+}
+
+// Nodes lists no nodes: the fake's State has none.
+func (f *Fake) Nodes(ctx context.Context) (*control.NodeListResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, "node list")
+	return &control.NodeListResponse{Nodes: []control.ListedNode{}}, nil
+}

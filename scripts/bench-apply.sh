@@ -56,7 +56,9 @@
 #       classes with a flat u32 list <= 1.0; re-apply 0 writes, < 1 s; and,
 #       without targets, one run-time user's move to another AP
 #       (Daemon.ChangeUser move) and one AP's capacity change (Daemon.SetRate
-#       node:ap-17) p50/p99, the simulator on the whole plan (Daemon.Simulate)
+#       node:ap-17) p50/p99, one run-time node added and removed
+#       (Daemon.ChangeNode) p50/p99, the simulator on the whole plan
+#       (Daemon.Simulate)
 #
 # Each measurement runs in its own namespace, which is deleted (root qdiscs
 # first, synchronously) before the next one: every HTB class is a tc block on

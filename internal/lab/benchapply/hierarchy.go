@@ -43,7 +43,7 @@ type hierResults struct {
 	// a run-time node added, then removed (Daemon.ChangeNode)
 	nodeAddCall, nodeRemoveCall []float64
 	nodeAddWrites               []int
-	simMeasured, simMax  []float64
+	simMeasured, simMax         []float64
 }
 
 // Addresses of the run-time user the moves take.

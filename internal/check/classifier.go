@@ -5,6 +5,7 @@ import (
 
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/kernel"
+	"github.com/shaperd/shaperd/pkg/kernel/bpfcls"
 )
 
 // ChooseClassifier resolves interface in's classifier key against the
@@ -34,7 +35,16 @@ func ChooseClassifier(in config.Interface, avail error) (kind, why string, err e
 // kernel refuses, else one note per HTB interface naming its classifier
 // and why.
 func checkClassifiers(plan *config.Plan) (notes []string, err error) {
-	avail := kernel.BPFClassifierAvailable()
+	return classifierNotes(plan, kernel.BPFClassifierAvailable(), bpfcls.BPFFSMounted(""))
+}
+
+// classifierNotes is checkClassifiers with the kernel's answers: avail
+// (nil: this process may use bpf) and mounted (nil: a bpffs is mounted at
+// the pin root's parent). When bpf is allowed only because this process
+// may mount a bpffs (CAP_SYS_ADMIN, e.g. root), the note also says what
+// the systemd unit, with CAP_NET_ADMIN and CAP_BPF only, chooses there:
+// u32 for a default, a refusal for a configured bpf.
+func classifierNotes(plan *config.Plan, avail, mounted error) (notes []string, err error) {
 	for _, in := range plan.Interfaces {
 		if in.Shaper == config.ShaperTBF {
 			continue
@@ -43,7 +53,16 @@ func checkClassifiers(plan *config.Plan) (notes []string, err error) {
 		if err != nil {
 			return nil, err
 		}
-		notes = append(notes, fmt.Sprintf("interface %s (%s): classifier %s (%s)", in.Name, in.Direction, kind, why))
+		note := fmt.Sprintf("interface %s (%s): classifier %s (%s)", in.Name, in.Direction, kind, why)
+		if kind == kernel.ClassifierBPF && mounted != nil {
+			unit := "classifies with u32"
+			if in.Classifier == config.ClassifierBPF {
+				unit = "refuses to start (classifier = \"bpf\")"
+			}
+			note += fmt.Sprintf("; as this process runs it (it may mount a bpffs, %v), but under the systemd unit's capabilities (CAP_NET_ADMIN, CAP_BPF) shaperd cannot mount one and %s: mount a bpffs there (systemd does at boot), or set classifier = \"u32\"",
+				mounted, unit)
+		}
+		notes = append(notes, note)
 	}
 	return notes, nil
 }

@@ -43,3 +43,33 @@ func TestChooseClassifier(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifierNotesSayWhatTheUnitDoes: where bpf works for this process
+// only because it may mount a bpffs (root), --check's note says that the
+// unit (CAP_NET_ADMIN, CAP_BPF) classifies with u32 there, or refuses a
+// configured bpf; with a bpffs mounted the note is the plain choice.
+func TestClassifierNotesSayWhatTheUnitDoes(t *testing.T) {
+	plan := &config.Plan{Interfaces: []config.Interface{
+		{Name: "lan0", Direction: config.Egress, Shaper: config.ShaperHTB},
+		{Name: "lan1", Direction: config.Egress, Shaper: config.ShaperHTB, Classifier: config.ClassifierBPF},
+		{Name: "wan0", Direction: config.Egress, Shaper: config.ShaperTBF},
+	}}
+	notMounted := errors.New("/sys/fs/bpf is not a bpf filesystem")
+	notes, err := classifierNotes(plan, nil, notMounted)
+	if err != nil || len(notes) != 2 {
+		t.Fatalf("notes %q, %v; want one per HTB interface", notes, err)
+	}
+	for i, want := range []string{"cannot mount one and classifies with u32", `cannot mount one and refuses to start (classifier = "bpf")`} {
+		if !strings.Contains(notes[i], "classifier bpf") || !strings.Contains(notes[i], want) || !strings.Contains(notes[i], "/sys/fs/bpf is not a bpf filesystem") {
+			t.Errorf("note %d: %q, want it to say %q", i, notes[i], want)
+		}
+	}
+	notes, _ = classifierNotes(plan, nil, nil)
+	if len(notes) != 2 || strings.Contains(notes[0], "unit") {
+		t.Errorf("with a bpffs mounted: %q", notes)
+	}
+	notes, _ = classifierNotes(&config.Plan{Interfaces: plan.Interfaces[:1]}, errors.New("no CAP_BPF"), notMounted)
+	if len(notes) != 1 || !strings.Contains(notes[0], "classifier u32") || strings.Contains(notes[0], "unit") {
+		t.Errorf("bpf refused outright: %q", notes)
+	}
+}

@@ -86,6 +86,16 @@ func EnsureBPFFS(root string) error {
 	return nil
 }
 
+// BPFFSMounted reports whether the parent directory of root (the pin root;
+// "" for DefaultPinRoot) is a bpffs mount already: nil, or why not. Without
+// one only a process with CAP_SYS_ADMIN can pin (EnsureBPFFS mounts it).
+func BPFFSMounted(root string) error {
+	if root == "" {
+		root = DefaultPinRoot
+	}
+	return isBPFFS(filepath.Dir(root))
+}
+
 // CheckBPFFS reports whether pins can be made under root without trying:
 // nil when root's parent is a bpffs mount, or when this process has
 // CAP_SYS_ADMIN (EnsureBPFFS may then mount one); else an error saying

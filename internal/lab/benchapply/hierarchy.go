@@ -22,7 +22,7 @@ import (
 //   - one AP's capacity change (Daemon.SetRate node:ap-17, its ceil 80
 //     mbit and back to 100 mbit, ramp 0, as `shaperctl set-rate
 //     node:ap-17 ...`): p50/p99, and its kernel Apply;
-//   - a run-time node added at the top level and removed again
+//   - a run-time node added under ap-17 and removed again
 //     (Daemon.ChangeNode, as `shaperctl node add|remove`): p50/p99 each;
 //   - the simulator on the whole plan (Daemon.Simulate, as `shaperctl
 //     simulate`): the empty request (each user's measured rate, none in
@@ -185,7 +185,7 @@ func hierRound(o options, p daemonPlan, round, n int, r *hierResults) error {
 	one := tbf.Mbit
 	for range n {
 		for _, req := range []control.NodeRequest{
-			{Op: control.NodeAdd, Name: "bench-node", Rate: &one},
+			{Op: control.NodeAdd, Name: "bench-node", Parent: node, Rate: &one},
 			{Op: control.NodeRemove, Name: "bench-node"},
 		} {
 			d, rec, err := s.call(func(ctx context.Context) error { _, err := s.Daemon.ChangeNode(ctx, req); return err })
@@ -267,8 +267,8 @@ func hierReport(o options, r *hierResults) {
 		ms(median(r.moveCall)), ms(quantile(r.moveCall, 0.99)), ms(median(r.moveKernel)), ms(quantile(r.moveKernel, 0.99)), span(r.moveWrites), len(r.moveCall))
 	fmt.Printf("(h) one AP's capacity change (Daemon.SetRate node:%s, ceil 80mbit <-> 100mbit, ramp 0): p50 %.3f ms p99 %.3f ms; its kernel Apply p50 %.3f ms p99 %.3f ms; %s writes each (%d changes)\n",
 		h.nodeTarget(), ms(median(r.nodeCall)), ms(quantile(r.nodeCall, 0.99)), ms(median(r.nodeKernel)), ms(quantile(r.nodeKernel, 0.99)), span(r.nodeWrites), len(r.nodeCall))
-	fmt.Printf("(h) one run-time node added at the top level (Daemon.ChangeNode add, rate 1mbit): p50 %.3f ms p99 %.3f ms, %s writes each; removed again: p50 %.3f ms p99 %.3f ms (%d each)\n",
-		ms(median(r.nodeAddCall)), ms(quantile(r.nodeAddCall, 0.99)), span(r.nodeAddWrites), ms(median(r.nodeRemoveCall)), ms(quantile(r.nodeRemoveCall, 0.99)), len(r.nodeAddCall))
+	fmt.Printf("(h) one run-time node added under %s (Daemon.ChangeNode add, rate 1mbit): p50 %.3f ms p99 %.3f ms, %s writes each; removed again: p50 %.3f ms p99 %.3f ms (%d each)\n",
+		h.nodeTarget(), ms(median(r.nodeAddCall)), ms(quantile(r.nodeAddCall, 0.99)), span(r.nodeAddWrites), ms(median(r.nodeRemoveCall)), ms(quantile(r.nodeRemoveCall, 0.99)), len(r.nodeAddCall))
 	fmt.Printf("(h) simulate the whole plan (Daemon.Simulate): empty request (measured demand) median %.3f s; every user backlogged (--demand '*=max') median %.3f s (%d each)\n",
 		median(r.simMeasured), median(r.simMax), len(r.simMax))
 }

@@ -202,8 +202,17 @@ func TestDaemonAsUnit(t *testing.T) {
 		u.Download(t, u0, 1)
 		before := u.classOf("r-lan", u0)
 		u.Notify.Reset()
+		start := time.Now()
 		if err := u.Stop(); err != nil {
 			t.Fatalf("SIGTERM: exit %v\n%s", err, u.Logs.String())
+		}
+		// An operator's `systemctl stop` waits for this; a stop that
+		// lingers after "stopped" (1.5 s was once reported) holds up
+		// restarts and reboots.
+		took := time.Since(start)
+		t.Logf("SIGTERM to exit: %v", took.Round(time.Millisecond))
+		if took > time.Second {
+			t.Errorf("SIGTERM to exit took %v, want well under a second\n%s", took, u.Logs.String())
 		}
 		if !u.Notify.Has("STOPPING=1") {
 			t.Errorf("no STOPPING=1 on SIGTERM: %q", u.Notify.States())

@@ -193,8 +193,12 @@ for arch in "$@"; do
 		    fi
 		fi
 		if [ "$1" = configure ] || [ "$1" = abort-upgrade ] || [ "$1" = abort-deconfigure ] || [ "$1" = abort-remove ]; then
-		    # Make systemd see the (new) unit; shaperd is neither enabled nor
-		    # started: the operator edits /etc/shaperd first.
+		    # shaperd is neither enabled nor started: the operator edits
+		    # /etc/shaperd first. deb-systemd-helper records the links an
+		    # enable makes, so that purge removes them.
+		    if command -v deb-systemd-helper >/dev/null; then
+		        deb-systemd-helper update-state shaperd.service >/dev/null || true
+		    fi
 		    if [ -d /run/systemd/system ]; then
 		        systemctl --system daemon-reload >/dev/null || true
 		    fi
@@ -214,13 +218,24 @@ for arch in "$@"; do
 	cat >"$root/DEBIAN/postrm" <<-'POSTRM'
 		#!/bin/sh
 		set -e
-		if [ "$1" = purge ]; then
-		    # Overrides, quota usage and class assignments.
-		    rm -rf /var/lib/shaperd
-		fi
 		if [ "$1" = remove ] || [ "$1" = purge ]; then
 		    if [ -d /run/systemd/system ]; then
 		        systemctl --system daemon-reload >/dev/null || true
+		    fi
+		fi
+		if [ "$1" = purge ]; then
+		    # Overrides, quota usage, class assignments, run-time users and
+		    # nodes; the interface lock files of a daemon run outside
+		    # systemd (the unit's RuntimeDirectory goes when it stops).
+		    rm -rf /var/lib/shaperd /run/shaperd
+		    # The links an operator's enable of the unit made.
+		    if command -v deb-systemd-helper >/dev/null; then
+		        deb-systemd-helper purge shaperd.service >/dev/null || true
+		        deb-systemd-helper unmask shaperd.service >/dev/null || true
+		    fi
+		    # The group, unless operators put people in it.
+		    if getent group shaperd >/dev/null && command -v delgroup >/dev/null; then
+		        delgroup --system --only-if-empty --quiet shaperd || true
 		    fi
 		fi
 		exit 0

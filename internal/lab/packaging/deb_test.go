@@ -210,7 +210,7 @@ func TestDebianPackage(t *testing.T) {
 		if o, err := exec.Command("dpkg", "--purge", "shaperd").CombinedOutput(); err != nil {
 			t.Errorf("cleanup: dpkg --purge shaperd: %v\n%s", err, o)
 		}
-		if !hadGroup { // the package keeps its system group (Debian policy); the test does not
+		if !hadGroup { // purge removes it when empty; a failed test may leave it
 			_ = exec.Command("groupdel", "shaperd").Run()
 		}
 	})
@@ -245,6 +245,20 @@ func TestDebianPackage(t *testing.T) {
 		}
 	})
 
+	// An operator enables the unit (the link is what purge must not leave
+	// dangling), and a daemon run outside systemd leaves a lock file.
+	const wants = "/etc/systemd/system/multi-user.target.wants/shaperd.service"
+	run(t, out, "systemctl", "enable", "shaperd.service")
+	if _, err := os.Lstat(wants); err != nil {
+		t.Errorf("systemctl enable made no %s: %v", wants, err)
+	}
+	if err := os.MkdirAll("/run/shaperd", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("/run/shaperd/iface-r-lan.lock", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	// remove keeps the configuration and state; purge removes both.
 	state := "/var/lib/shaperd/overrides.json"
 	if err := os.WriteFile(state, []byte("{}\n"), 0o600); err != nil {
@@ -262,10 +276,13 @@ func TestDebianPackage(t *testing.T) {
 		}
 	}
 	run(t, out, "dpkg", "--purge", "shaperd")
-	for _, p := range []string{"/var/lib/shaperd", "/etc/shaperd"} {
-		if _, err := os.Stat(p); err == nil {
+	for _, p := range []string{"/var/lib/shaperd", "/etc/shaperd", "/run/shaperd", wants} {
+		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("%s is still there after dpkg --purge", p)
 		}
+	}
+	if _, err := exec.Command("getent", "group", "shaperd").Output(); err == nil && !hadGroup {
+		t.Error("the group shaperd (made by the package, nobody in it) is still there after dpkg --purge")
 	}
 }
 

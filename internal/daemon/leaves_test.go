@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +91,60 @@ leaf_qdisc = "bfifo"`, 1)
 	syncLoop(t, c)
 	steps(4)
 	check("after --for expired", 20*tbf.Mbit)
+}
+
+// The other paths that raise a class's ceil (a quota reset, the end of a
+// schedule window that lowered it, a reload whose new rates ramp in) also
+// hand the kernel a leaf sized for the new ceil, not the old one.
+func TestLeafFollowsQuotaScheduleAndReload(t *testing.T) {
+	k := newFakeKernel("lan0")
+	clk := newFakeClock() // Wednesday 2026-12-02 10:00 UTC
+	cfg := strings.Replace(testConfig, `default_tier = "bronze"`, `default_tier = "bronze"
+leaf_qdisc = "bfifo"`, 1)
+	cfg = strings.Replace(cfg, "[tiers.gold]\n", "[tiers.gold]\nquota = \"1mb\"\nquota_period = \"day\"\nover_quota_rate = \"2mbit\"\n", 1)
+	withWindow := cfg + `
+[[tiers.bronze.schedule]]
+days = ["all"]
+from = "10:00"
+to = "10:30"
+ceil = "10mbit"
+`
+	d, c := runDaemonConfig(t, k, clk, io.Discard, &recNotifier{}, withWindow)
+	syncLoop(t, c)
+	check := func(when, user string, ceil tbf.Rate) {
+		t.Helper()
+		cl := userClass(t, d, k, "lan0/egress", "lan0", user)
+		want := uint32(ceil.BytesPerSecond() * 50 / 1000) // 50ms at the ceil
+		if cl.Ceil != ceil || cl.Leaf == nil || cl.Leaf.Limit != want {
+			t.Errorf("%s: %s's ceil %v, leaf %+v; want ceil %v and a queue of %d bytes", when, user, cl.Ceil, cl.Leaf, ceil, want)
+		}
+	}
+	check("in bronze's 10:00-10:30 window", "bob", 10*tbf.Mbit)
+	clk.Advance(t, 31*time.Minute)
+	syncLoop(t, c)
+	check("after the window ended", "bob", 20*tbf.Mbit)
+
+	check("before any traffic", "alice", 100*tbf.Mbit)
+	k.setUserBytes("alice", 2<<20)
+	clk.Advance(t, time.Second)
+	syncLoop(t, c)
+	check("over quota", "alice", 2*tbf.Mbit)
+	if _, err := c.ResetQuota(context.Background(), control.QuotaResetRequest{User: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(t, time.Second)
+	syncLoop(t, c)
+	check("after quota reset", "alice", 100*tbf.Mbit)
+
+	// A reload that raises gold's ceil, ramped over 2 s.
+	raised := strings.Replace(strings.Replace(withWindow, `ceil = "100mbit"`, `ceil = "200mbit"`, 1), `ramp = "0s"`, `ramp = "2s"`, 1)
+	writeConfig(t, filepath.Dir(d.opts.ConfigPath), raised, testUsers)
+	if _, err := c.Reload(context.Background(), control.ReloadRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 12 {
+		clk.Advance(t, RampStep)
+		syncLoop(t, c)
+	}
+	check("after a reload ramped gold's ceil up", "alice", 200*tbf.Mbit)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,76 @@ func TestOversubscribedBandwidthIsACap(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// thousandsFoldConfig is a 20mbit download shared by tiers lo (5mbit) and
+// hi (10mbit); with 3,000 users their guarantees add up to 22.5 gbit,
+// oversubscribed x1125.
+const thousandsFoldConfig = `
+[daemon]
+socket = "%[1]s/shaperd.sock"
+state_dir = "%[1]s/state"
+metrics = "` + metricsAddr + `"
+
+[policy]
+ramp = "0s"
+timezone = "UTC"
+
+[[interface]]
+name = "r-lan"
+bandwidth = "20mbit"
+default_rate = "1mbit"
+
+[tiers.lo]
+rate = "5mbit"
+ceil = "20mbit"
+
+[tiers.hi]
+rate = "10mbit"
+ceil = "20mbit"
+`
+
+// TestOversubscribedThousandsFold: guarantees oversubscribed more than a
+// thousand times over are scaled in proportion (not all to the kernel's
+// 8bit minimum), and a hi user (10mbit) downloading beside a lo user
+// (5mbit) gets about twice as much, measured, while the interface stays
+// full and capped. Two lab users download; 2,998 others are idle.
+func TestOversubscribedThousandsFold(t *testing.T) {
+	u := newUnitLab(t, 2, thousandsFoldConfig, func(lab *netnslab.RouterLab) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "[[user]]\nname = \"lo0\"\ntier = \"lo\"\naddresses = [%q]\n\n", lab.Users4[0])
+		fmt.Fprintf(&b, "[[user]]\nname = \"hi0\"\ntier = \"hi\"\naddresses = [%q]\n\n", lab.Users4[1])
+		for i := range 2998 {
+			fmt.Fprintf(&b, "[[user]]\nname = \"idle%d\"\ntier = %q\naddresses = [\"198.19.%d.%d\"]\n\n", i, []string{"lo", "hi"}[i%2], 100+i/250, 1+i%250)
+		}
+		return b.String()
+	})
+	lo, hi := u.classOf("r-lan", u.Users4[0]), u.classOf("r-lan", u.Users4[1])
+	// 5mbit and 10mbit scaled by 20mbit*2^20/22.501gbit: 932/2^20, 4444
+	// and 8888 bit/s, read back in whole bytes/s (4440, 8888).
+	if lo.Rate < 4000 || float64(hi.Rate) < 1.99*float64(lo.Rate) || float64(hi.Rate) > 2.01*float64(lo.Rate) {
+		t.Errorf("scaled guarantees lo %v hi %v in the kernel, want about 4.4kbit and twice that", lo.Rate, hi.Rate)
+	}
+	if lo.Quantum != 62500 || hi.Quantum != 125000 {
+		t.Errorf("quanta lo %d hi %d, want those of 5 and 10mbit (62500, 125000)", lo.Quantum, hi.Quantum)
+	}
+	if out := u.mustCtl("status", "lo0"); !strings.Contains(out, "oversubscribed x1125.") {
+		t.Errorf("status lo0 does not say oversubscribed x1125.xx:\n%s", out)
+	}
+
+	flows := []netnslab.Flow{{User: u.Users4[0], Dir: netnslab.Download, Streams: 4}, {User: u.Users4[1], Dir: netnslab.Download, Streams: 4}}
+	done := make(chan []float64, 1)
+	go func() { done <- u.Measure(t, 7, flows...) }()
+	time.Sleep(2500 * time.Millisecond) // past iperf3's omitted second and slow start
+	rates := classRates(t, u, "r-lan", 5*time.Second, lo.Handle, hi.Handle, lo.Parent)
+	goodput := <-done
+	t.Logf("lo %.2f hi %.2f Mbit/s at the classes (ratio %.2f), root %.2f; iperf3 %.2f %.2f",
+		rates[0]/1e6, rates[1]/1e6, rates[1]/rates[0], rates[2]/1e6, goodput[0]/1e6, goodput[1]/1e6)
+	if rates[2] < 0.9*20e6 || rates[2] > 1.03*20e6 {
+		t.Errorf("%.2f Mbit/s through the root, want the 20mbit interface full and capped", rates[2]/1e6)
+	}
+	if rates[1] < 1.5*rates[0] {
+		t.Errorf("hi %.2f Mbit/s, lo %.2f: the 10mbit tier should get about twice the 5mbit one", rates[1]/1e6, rates[0]/1e6)
 	}
 }

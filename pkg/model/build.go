@@ -495,6 +495,9 @@ func userClasses(us []UserTarget, leaf *LeafQdisc, spec InterfaceSpec) ([]Class,
 		if err != nil {
 			return nil, nil, fmt.Errorf("user %s: %w", u.Name, err)
 		}
+		if u.Quantum != 0 {
+			c.Quantum = u.Quantum
+		}
 		classes = append(classes, c)
 		names = append(names, u.Name)
 	}

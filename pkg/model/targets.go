@@ -94,6 +94,10 @@ type UserTarget struct {
 	// Burst/CBurst in bytes; 0 means the default for the rate.
 	Burst, CBurst tbf.Size
 	Prio          uint32
+	// Quantum is the class's DRR quantum in bytes: its share of what it
+	// borrows beside its siblings. 0: HTB's default for Rate
+	// (psched.HTBQuantum).
+	Quantum uint32
 	// Leaf is the user's own leaf qdisc (from the tier's or the user's
 	// settings); nil: the interface's Leaf.
 	Leaf *LeafQdisc

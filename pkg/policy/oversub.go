@@ -3,10 +3,12 @@ package policy
 import (
 	"fmt"
 	"math/bits"
+	"strconv"
 
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
 	"github.com/shaperd/shaperd/pkg/tbf"
+	"github.com/shaperd/shaperd/pkg/tbf/psched"
 )
 
 // Oversubscription is one HTB parent whose children's guaranteed rates add
@@ -21,27 +23,46 @@ type Oversubscription struct {
 	// Guaranteed is the sum of the children's rates before scaling;
 	// Capacity is the parent's rate they are scaled to fit.
 	Guaranteed, Capacity tbf.Rate
-	// Num is the scale: every child's rate becomes rate*Num/ScaleDen,
-	// Num = floor(Capacity*ScaleDen/Guaranteed). The quantized scale
-	// stays the same through most single-user changes, so those change
-	// one class instead of every class under the parent.
-	Num uint64
+	// Num / 2^Shift is the scale: every child's rate becomes
+	// floor(rate*Num / 2^Shift), Num = floor(Capacity * 2^Shift /
+	// Guaranteed) with Shift the smallest (at least 10) that makes Num at
+	// least ScaleMin. So the scale keeps 10 significant bits however
+	// oversubscribed the parent is (x1.5 gives 682/2^10, x2000 gives
+	// 524/2^20): rates stay proportional, and a tier twice another's stays
+	// twice as fast. The quantized scale stays the same through most
+	// single-user changes, so those change one class instead of every
+	// class under the parent.
+	Num   uint64
+	Shift uint
 }
 
-// ScaleDen is the denominator of Oversubscription.Num: guarantees are
-// scaled in steps of 1/1024 (at most 0.1 % of a parent's rate unused).
-const ScaleDen = 1024
+// ScaleMin is the least Oversubscription.Num: guarantees are scaled in
+// steps of at most 1/512 of the scale (at most 0.2 % of a parent's rate
+// unused).
+const ScaleMin = 512
 
 // newOversubscription is the oversubscription of sum over capacity
 // (sum > capacity), under tier ("" for the root).
 func newOversubscription(tier string, sum, capacity uint64) Oversubscription {
-	hi, lo := bits.Mul64(capacity, ScaleDen)
-	num, _ := bits.Div64(hi, lo, sum) // hi < sum since capacity < sum
-	return Oversubscription{Tier: tier, Guaranteed: tbf.Rate(sum), Capacity: tbf.Rate(capacity), Num: num}
+	o := Oversubscription{Tier: tier, Guaranteed: tbf.Rate(sum), Capacity: tbf.Rate(capacity)}
+	// capacity < sum, so capacity*2^Shift/sum < 2^Shift fits in 64 bits
+	// for every Shift < 64; Num doubles (or so) with each step.
+	for o.Shift = 10; o.Shift < 63; o.Shift++ {
+		hi, lo := bits.Mul64(capacity, 1<<o.Shift)
+		o.Num, _ = bits.Div64(hi, lo, sum) // hi < sum since capacity < sum
+		if o.Num >= ScaleMin {
+			break
+		}
+	}
+	return o
 }
 
 // Factor is Guaranteed/Capacity (> 1).
 func (o Oversubscription) Factor() float64 { return float64(o.Guaranteed) / float64(o.Capacity) }
+
+// scale is o's rate scaling: floor(r * Num / 2^Shift), at least
+// config.MinRate.
+func (o Oversubscription) scale(r tbf.Rate) tbf.Rate { return scaleRate(r, o.Num, o.Shift) }
 
 // String is "interface bandwidth 100mbit: guaranteed rates add up to
 // 150mbit (oversubscribed x1.50)".
@@ -53,7 +74,7 @@ func (o Oversubscription) String() string {
 	case o.Tier != "":
 		parent = "tier " + o.Tier + " aggregate_rate"
 	}
-	return fmt.Sprintf("%s %v: guaranteed rates add up to %v (oversubscribed x%.2f)", parent, o.Capacity, o.Guaranteed, o.Factor())
+	return fmt.Sprintf("%s %v: guaranteed rates add up to %v (oversubscribed x%s)", parent, o.Capacity, o.Guaranteed, factorString(o.Factor()))
 }
 
 // scaleGuarantees makes an HTB interface's bandwidth, each node's rate
@@ -63,7 +84,7 @@ func (o Oversubscription) String() string {
 // child nodes and its users; under an aggregate sit its tier's users
 // without a node. Where the children's guaranteed rates add up to more
 // than the parent's rate, each child's rate becomes
-// floor(rate * Num / ScaleDen), Num = floor(parent * ScaleDen / sum), so
+// floor(rate * Num / 2^Shift), Num = floor(parent * 2^Shift / sum), so
 // their sum fits the parent (ceilings stay: borrowing is capped by the
 // parent's tokens); parents are done before their children (the root,
 // then nodes from the top, then aggregates), so children fit their
@@ -110,12 +131,12 @@ func scaleGuarantees(ir *InterfaceResult) {
 	if capacity := uint64(tg.Interface.Bandwidth); sum > capacity {
 		o := newOversubscription("", sum, capacity)
 		ir.Oversubscriptions = append(ir.Oversubscriptions, o)
-		tg.Interface.DefaultRate = scaleRate(tg.Interface.DefaultRate, o.Num)
+		tg.Interface.DefaultRate = o.scale(tg.Interface.DefaultRate)
 		if ir.Default != nil {
 			ir.Default.scaled(tg.Interface.DefaultRate, o)
 		}
 		for i := range tg.Tiers {
-			tg.Tiers[i].Rate = scaleRate(tg.Tiers[i].Rate, o.Num)
+			tg.Tiers[i].Rate = o.scale(tg.Tiers[i].Rate)
 		}
 		scaleChildren(ir, root, o)
 	}
@@ -167,7 +188,7 @@ type children struct {
 func scaleChildren(ir *InterfaceResult, c *children, o Oversubscription) {
 	for _, i := range c.nodes {
 		n := &ir.Targets.Nodes[i]
-		n.Rate = scaleRate(n.Rate, o.Num)
+		n.Rate = o.scale(n.Rate)
 		if i < len(ir.Nodes) {
 			ir.Nodes[i].scaled(n.Rate, o)
 		}
@@ -185,12 +206,21 @@ func (ir *InterfaceResult) unscaledRate(j int) tbf.Rate {
 	return ir.Targets.Users[j].Rate
 }
 
-// scaleUser sets user j's rate to unscaled scaled by o. A configured burst
+// scaleUser sets user j's rate to unscaled scaled by o. Its quantum, its
+// share of what it borrows beside its siblings, stays HTB's default for
+// the unscaled rate: under a heavily oversubscribed parent nearly all of a
+// user's traffic is borrowed, and the quantum of the scaled rate would be
+// HTB's minimum (1000 B, below every GSO aggregate: one packet per round)
+// for every user there, a gold user getting no more than a bronze one.
+// With the unscaled rate's quantum, scaled users share as unscaled ones
+// do: in proportion to their rates up to 16 Mbit/s, where HTB's quantum
+// tops out at 200,000 B. A configured burst
 // that the lower rate cannot hold is cut as evaluate cuts it
 // (tbf.MaxBurst).
 func scaleUser(ir *InterfaceResult, j int, unscaled tbf.Rate, o Oversubscription) {
 	u := &ir.Targets.Users[j]
-	u.Rate = scaleRate(unscaled, o.Num)
+	u.Rate = o.scale(unscaled)
+	u.Quantum = psched.HTBQuantum(unscaled.BytesPerSecond())
 	m := tbf.MaxBurst(u.Rate)
 	cut := u.Burst > m
 	if cut {
@@ -210,11 +240,12 @@ func scaleUser(ir *InterfaceResult, j int, unscaled tbf.Rate, o Oversubscription
 	}
 }
 
-// scaleRate is floor(r * num / ScaleDen), computed without overflow, and
-// at least config.MinRate: HTB refuses a zero rate.
-func scaleRate(r tbf.Rate, num uint64) tbf.Rate {
+// scaleRate is floor(r * num / 2^shift) (0 < shift < 64), computed
+// without overflow, and at least config.MinRate: HTB refuses a zero rate.
+// The floor keeps the order: a larger r never gets a smaller rate.
+func scaleRate(r tbf.Rate, num uint64, shift uint) tbf.Rate {
 	hi, lo := bits.Mul64(uint64(r), num)
-	q := hi<<(64-10) | lo>>10 // / ScaleDen (2^10)
+	q := hi<<(64-shift) | lo>>shift
 	return max(tbf.Rate(q), config.MinRate)
 }
 
@@ -260,7 +291,7 @@ func updateOversubscribed(ir *InterfaceResult, j int, ut model.UserTarget, x Exp
 	if sum <= capacity {
 		return false
 	}
-	if n := newOversubscription(parent, sum, capacity); n.Num != o.Num {
+	if n := newOversubscription(parent, sum, capacity); n.Num != o.Num || n.Shift != o.Shift {
 		return false
 	}
 	o.Guaranteed = tbf.Rate(sum)
@@ -285,7 +316,7 @@ func (x *Explanation) scaled(rate tbf.Rate, o Oversubscription) {
 		x.Guaranteed = x.Rate
 	}
 	x.Rate = rate
-	x.Reason += fmt.Sprintf("; oversubscribed x%.2f", o.Factor())
+	x.Reason += "; oversubscribed x" + factorString(o.Factor())
 	x.Oversubscribed = true
 }
 
@@ -342,9 +373,19 @@ func (r *Result) OversubscriptionNotes() []string {
 	var out []string
 	for _, ir := range r.Interfaces {
 		for _, o := range ir.Oversubscriptions {
-			out = append(out, fmt.Sprintf("interface %s (%s): %s; guarantees are scaled by x%.2f so that the bandwidth stays a cap",
-				ir.Targets.Interface.Name, ir.Targets.Interface.Direction, o, 1/o.Factor()))
+			out = append(out, fmt.Sprintf("interface %s (%s): %s; guarantees are scaled by x%s so that the bandwidth stays a cap",
+				ir.Targets.Interface.Name, ir.Targets.Interface.Direction, o, factorString(1/o.Factor())))
 		}
 	}
 	return out
+}
+
+// factorString prints a scale factor for people: two decimals from 1 up
+// ("1.61", "2000.00"), three significant digits below ("0.621",
+// "0.0005"), so a factor of 1/2000 does not print as "0.00".
+func factorString(f float64) string {
+	if f >= 1 {
+		return strconv.FormatFloat(f, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(f, 'g', 3, 64)
 }

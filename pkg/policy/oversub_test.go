@@ -55,16 +55,17 @@ func TestOversubscribed(t *testing.T) {
 	// Root: default 1 + guest aggregate 10 + 3 x gold 50 = 161 mbit on 100:
 	// scale floor(100*1024/161) = 636/1024. Guest: 3 x 5 = 15 mbit on its
 	// aggregate, itself scaled first to 10mbit*636/1024 = 6210937 bit/s:
-	// scale floor(6210937*1024/15e6) = 423/1024.
+	// scale floor(6210937*2048/15e6) = 847/2048 (423/1024 is below
+	// ScaleMin).
 	if len(ir.Oversubscriptions) != 2 {
 		t.Fatalf("oversubscriptions %+v, want the interface and tier guest", ir.Oversubscriptions)
 	}
 	root, guest := ir.Oversubscriptions[0], ir.Oversubscriptions[1]
-	if root.Tier != "" || root.Guaranteed != mbit(161) || root.Capacity != mbit(100) || root.Num != 636 {
+	if root.Tier != "" || root.Guaranteed != mbit(161) || root.Capacity != mbit(100) || root.Num != 636 || root.Shift != 10 {
 		t.Errorf("root %+v, want 161mbit guaranteed on 100mbit, scale 636", root)
 	}
-	if guest.Num != 423 {
-		t.Errorf("guest scale %d, want 423", guest.Num)
+	if guest.Num != 847 || guest.Shift != 11 {
+		t.Errorf("guest scale %d/2^%d, want 847/2^11", guest.Num, guest.Shift)
 	}
 	aggRate := tbf.Rate(6210937)
 	if guest.Tier != "guest" || guest.Guaranteed != mbit(15) || guest.Capacity != aggRate {
@@ -81,7 +82,7 @@ func TestOversubscribed(t *testing.T) {
 		x := ir.Users[j]
 		want := tbf.Rate(31054687) // 50e6*636/1024
 		if u.Tier == "guest" {
-			want = tbf.Rate(2065429) // 5e6*423/1024
+			want = tbf.Rate(2067871) // 5e6*847/2048
 			guestSum += u.Rate
 		} else {
 			rootSum += u.Rate
@@ -125,13 +126,13 @@ func TestUpdateUserOversubscribed(t *testing.T) {
 		t.Fatalf("oversubscribing change: UpdateUser true or r changed: %+v", r.Interfaces[0].Targets.Users[0])
 	}
 
-	// 40 gold users at 50mbit on 100mbit: scale floor(100*1024/2001) = 51.
+	// 40 gold users at 50mbit on 100mbit: scale floor(100*2^14/2001) = 818/2^14.
 	p = loadPlan(t, oversubMain, oversubUsers(40, 0))
 	ov = Overrides{}
 	r = Evaluate(p, ov, nil, now)
 	before := slices.Clone(r.Interfaces[0].Targets.Users)
-	// g0 50 -> 49mbit: 2000mbit, scale still 51: g0 alone changes.
-	mustSet(t, &ov, Override{Target: Target{TargetUser, "g0"}, Rate: mbit(49), Ceil: mbit(100)})
+	// g0 50 -> 51mbit: 2002mbit, scale still 818: g0 alone changes.
+	mustSet(t, &ov, Override{Target: Target{TargetUser, "g0"}, Rate: mbit(51), Ceil: mbit(100)})
 	if !r.UpdateUser(p, ov, nil, now, "g0") {
 		t.Fatal("a change that keeps the scale: UpdateUser false")
 	}
@@ -144,7 +145,7 @@ func TestUpdateUserOversubscribed(t *testing.T) {
 			t.Errorf("%s: %v -> %v; only g0 may change", u.Name, before[j].Rate, u.Rate)
 		}
 	}
-	// g0 -> 1mbit: 1952mbit, scale 52: everyone changes.
+	// g0 -> 1mbit: 1952mbit, scale 839: everyone changes.
 	saved := slices.Clone(r.Interfaces[0].Targets.Users)
 	mustSet(t, &ov, Override{Target: Target{TargetUser, "g0"}, Rate: mbit(1), Ceil: mbit(100)})
 	if r.UpdateUser(p, ov, nil, now, "g0") || !reflect.DeepEqual(r.Interfaces[0].Targets.Users, saved) {
@@ -152,20 +153,23 @@ func TestUpdateUserOversubscribed(t *testing.T) {
 	}
 }
 
-// floor(r*num/1024) without overflow at the largest rates.
+// floor(r*num/2^shift) without overflow at the largest rates.
 func TestScaleRate(t *testing.T) {
 	for _, c := range []struct {
-		r    tbf.Rate
-		num  uint64
-		want tbf.Rate
+		r     tbf.Rate
+		num   uint64
+		shift uint
+		want  tbf.Rate
 	}{
-		{50e6, 512, 25e6},
-		{1 << 62, 512, 1 << 61},
-		{^tbf.Rate(0), 1023, 1023*(1<<54-1) + 1022}, // (1024k+1023)*1023/1024, k = 2^54-1
-		{10, 1, 8}, // at least config.MinRate
+		{50e6, 512, 10, 25e6},
+		{1 << 62, 512, 10, 1 << 61},
+		{^tbf.Rate(0), 1023, 10, 1023*(1<<54-1) + 1022}, // (1024k+1023)*1023/1024, k = 2^54-1
+		{10, 1, 10, 8},                                  // at least config.MinRate
+		{10e6, 524, 20, 4997},                           // 10e6*524/2^20 = 4997.2
+		{^tbf.Rate(0), 1<<62 + 1, 63, 1<<63 + 1},        // (2^64-1)(2^62+1)/2^63 = 2^63 + 1.5 - 2^-63
 	} {
-		if got := scaleRate(c.r, c.num); got != c.want {
-			t.Errorf("scaleRate(%d, %d) = %d, want %d", c.r, c.num, got, c.want)
+		if got := scaleRate(c.r, c.num, c.shift); got != c.want {
+			t.Errorf("scaleRate(%d, %d, %d) = %d, want %d", c.r, c.num, c.shift, got, c.want)
 		}
 	}
 }
@@ -205,5 +209,70 @@ func TestOversubscribedProperty(t *testing.T) {
 				t.Fatalf("plan %d: %s users %d > aggregate %v", n, a.Name, tiers[a.Name], a.Rate)
 			}
 		}
+	}
+}
+
+// 10,000 users guaranteed 25 or 50 mbit on a 50mbit interface
+// (oversubscribed x7500): each guarantee is scaled in proportion, not to
+// the kernel's 8bit minimum, so the sum still fills the interface and a
+// dorm50 user keeps twice a dorm25 user's guarantee; quanta (the share of
+// what each borrows) are those of the configured rates; the note prints
+// the factor with digits.
+func TestOversubscribedThousandsFold(t *testing.T) {
+	const main = `
+[policy]
+timezone = "UTC"
+
+[[interface]]
+name = "lan0"
+bandwidth = "50mbit"
+default_rate = "1mbit"
+
+[tiers.dorm25]
+rate = "25mbit"
+
+[tiers.dorm50]
+rate = "50mbit"
+`
+	var b strings.Builder
+	for i := range 10000 {
+		fmt.Fprintf(&b, "[[user]]\nname = \"u%d\"\ntier = \"dorm%d\"\naddresses = [\"198.18.%d.%d\"]\n", i, 25*(1+i%2), i/250, i%250+1)
+	}
+	r := Evaluate(loadPlan(t, main, b.String()), Overrides{}, nil, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	ir := r.Interfaces[0]
+	if len(ir.Oversubscriptions) != 1 {
+		t.Fatalf("oversubscriptions %v, want the interface's", ir.Oversubscriptions)
+	}
+	o := ir.Oversubscriptions[0]
+	if o.Num < ScaleMin || o.Num >= 2*ScaleMin {
+		t.Errorf("scale %d/2^%d: fewer than 10 significant bits", o.Num, o.Shift)
+	}
+	sum := uint64(ir.Targets.Interface.DefaultRate)
+	rates, quanta := map[string]tbf.Rate{}, map[string]uint32{}
+	for _, u := range ir.Targets.Users {
+		sum += uint64(u.Rate)
+		if r, ok := rates[u.Tier]; ok && (r != u.Rate || quanta[u.Tier] != u.Quantum) {
+			t.Fatalf("%s: rate %v quantum %d, others of tier %s %v %d", u.Name, u.Rate, u.Quantum, u.Tier, r, quanta[u.Tier])
+		}
+		rates[u.Tier], quanta[u.Tier] = u.Rate, u.Quantum
+	}
+	// 25mbit * 2^shift/(375.001 gbit/50mbit) is about 3333 bit/s.
+	if lo := rates["dorm25"]; lo < 3300 || rates["dorm50"] < 2*lo || rates["dorm50"] > 2*lo+1 {
+		t.Errorf("scaled guarantees dorm25 %v dorm50 %v, want about 3333bit and twice that", lo, rates["dorm50"])
+	}
+	if sum > 50e6 || sum < 0.998*50e6 {
+		t.Errorf("scaled guarantees add up to %d bit/s, want within 0.2%% below the 50mbit interface", sum)
+	}
+	// The quantum of the configured rate (rate/10 bytes, at most 200000),
+	// not HTB's 1000 B minimum of the scaled one.
+	if quanta["dorm25"] != 200000 || quanta["dorm50"] != 200000 {
+		t.Errorf("quanta dorm25 %d dorm50 %d, want HTB's 200000 for 25 and 50mbit", quanta["dorm25"], quanta["dorm50"])
+	}
+	notes := r.OversubscriptionNotes()
+	if len(notes) != 1 || !strings.Contains(notes[0], "oversubscribed x7500.02)") || !strings.Contains(notes[0], "scaled by x0.000133 ") {
+		t.Errorf("notes %q, want the factor x7500.02 and the scale x0.000133", notes)
+	}
+	if x := ir.Users[0]; !strings.HasSuffix(x.Reason, "oversubscribed x7500.02") {
+		t.Errorf("u0's reason %q", x.Reason)
 	}
 }

@@ -27,16 +27,20 @@ const bucketNano = 1e9
 // At a constant, finite rate > 0 (no ramp), Allow and AllowN take no lock:
 // they read the clock and update one atomic word (see bucket_fast.go, which
 // proves that a stale reading cannot over-grant). During a ramp, at a rate
-// of 0, above 2^35 (~3.4e10) tokens/s or +Inf, and with a capacity above
-// 2^60 nanotokens (~1.15e9 tokens), everything runs under a mutex with the
+// of 0 or +Inf, above 2^35*1e9 (~3.4e19) tokens/s, and with a capacity
+// above 2^60 (~1.15e18) tokens, everything runs under a mutex with the
 // clock read inside the critical section. Either way concurrent callers are
 // never granted more than capacity + rate*elapsed tokens (the over-grant of
 // golang.org/x/time/rate, golang/go#65508, cannot happen here), and a clock
 // reading earlier than a previous one is never worth more tokens than it.
-// Lock-free mode counts in whole nanotokens: token amounts with up to 9
-// decimals and refill at whole rates are exact; other amounts round by less
-// than 1e-9 token (against the caller, except a capacity that is not a
-// whole number of nanotokens, which rounds up).
+// Lock-free mode counts in whole nanotokens up to a capacity of 2^60
+// nanotokens (~1.15e9 tokens) and a rate of 2^35 (~3.4e10) tokens/s, and
+// beyond them in the smallest power of ten of nanotokens that fits
+// (microtokens at 1e12 tokens and 1e12 tokens/s): whole token amounts, and
+// amounts with as many decimals as the unit has, and refill at whole rates
+// in units are exact; other amounts round by less than one unit (against
+// the caller, except a capacity that is not a whole number of units, which
+// rounds up).
 //
 // The zero Bucket is not usable; create one with NewBucket.
 type Bucket struct {
@@ -145,7 +149,7 @@ func (b *Bucket) Allow() bool {
 			}
 		}
 	}
-	return b.allowLocked(bucketNano)
+	return b.allowLocked(1, bucketNano)
 }
 
 // AllowN takes n tokens and reports true when at least n are in the bucket;
@@ -158,7 +162,7 @@ func (b *Bucket) AllowN(n float64) bool {
 	}
 	need := n * bucketNano
 	if p := b.fast.Load(); p != nil {
-		c, ok := p.cost(need)
+		c, ok := p.cost(n, need)
 		if !ok {
 			return false // the rate was finite when p was loaded
 		}
@@ -174,16 +178,17 @@ func (b *Bucket) AllowN(n float64) bool {
 			}
 		}
 	}
-	return b.allowLocked(need)
+	return b.allowLocked(n, need)
 }
 
-// allowLocked is AllowN's path under b.mu: in locked mode, when the
-// bucketFast was closed meanwhile, or when the reading is outside its span.
-func (b *Bucket) allowLocked(need float64) bool {
+// allowLocked is AllowN's path under b.mu (n tokens, need = n*bucketNano
+// nanotokens): in locked mode, when the bucketFast was closed meanwhile, or
+// when the reading is outside its span.
+func (b *Bucket) allowLocked(n, need float64) bool {
 	b.mu.Lock()
 	now := b.now()
 	if p, t := b.fastLocked(now); p != nil {
-		c, ok := p.cost(need)
+		c, ok := p.cost(n, need)
 		ok = ok && p.take(t, c) == 0 // never closed: we hold b.mu
 		b.mu.Unlock()
 		return ok

@@ -44,6 +44,35 @@ func BenchmarkAllow(b *testing.B) {
 	})
 }
 
+// BenchmarkAllowExtreme is BenchmarkAllow at a rate and a burst of 1e12
+// tokens, too large to count in nanotokens: the bucket counts in
+// microtokens and stays lock-free.
+func BenchmarkAllowExtreme(b *testing.B) {
+	const extreme = 1e12
+	b.Run("shaperd", func(b *testing.B) {
+		lim := tbf.NewBucket(extreme, extreme)
+		b.ReportAllocs()
+		n := 0
+		for b.Loop() {
+			if lim.Allow() {
+				n++
+			}
+		}
+		benchSink = n
+	})
+	b.Run("xrate", func(b *testing.B) {
+		lim := rate.NewLimiter(rate.Limit(extreme), extreme)
+		b.ReportAllocs()
+		n := 0
+		for b.Loop() {
+			if lim.Allow() {
+				n++
+			}
+		}
+		benchSink = n
+	})
+}
+
 func BenchmarkAllowParallel(b *testing.B) {
 	b.Run("shaperd", func(b *testing.B) {
 		lim := tbf.NewBucket(benchRate, benchBurst)

@@ -2,6 +2,7 @@ package tbf
 
 import (
 	"math"
+	"math/bits"
 	"sync/atomic"
 	"time"
 )
@@ -9,9 +10,14 @@ import (
 // Lock-free mode.
 //
 // While a Bucket's rate is constant, finite and > 0 (no ramp), its state is
-// a bucketFast: one atomic int64 z, in whole nanotokens. Let
+// a bucketFast: one atomic int64 z, in whole units. A unit is a nanotoken
+// (1e-9 token) unless the capacity or the rate is too large to count in
+// nanotokens within 64 bits; then it is the smallest power of ten of
+// nanotokens that fits (bucketFastScale: 1e-6 token at a capacity of 1e12
+// tokens and 1e12 tokens/s), so extreme buckets stay lock-free and exact
+// for whole tokens. Let
 //
-//	R(t) = floor(rate * (t - base))   nanotokens, t a clock reading in ns
+//	R(t) = floor(rate * (t - base))   units, t a clock reading in ns
 //
 // be the refill since base, a non-decreasing function of the reading, exact
 // for whole rates. The level at reading t is min(R(t) - z, capacity), and 0
@@ -48,19 +54,21 @@ import (
 // succeed (every caller checks for bucketClosed before its CAS and the value
 // never changes again), converts z into the locked fields, and publishes a
 // new bucketFast, or none: a ramp, a rate of 0 or +Inf, a capacity above
-// 2^60 nanotokens (~1.15e9 tokens) or a rate above 2^35 tokens/s
-// (~3.4e10) run under b.mu as before. So a caller holding a stale
+// 2^60 tokens or a rate above 2^35*1e9 tokens/s (~3.4e19), which no unit
+// fits, run under b.mu as before. So a caller holding a stale
 // *bucketFast either CASes before the close (its grant is ordered before
 // the change) or fails and retries under b.mu.
 //
-// Readings are usable within base ± span, span = 2^61/rate ns (at most 2^61
-// ns; 2.3 s at 1e9 tokens/s, never less than 2^26 ns), so |R| <= 2^61, z
-// stays within ±2^62 and no sum overflows; a reading past the span rebases
-// (a new bucketFast, one small allocation) under b.mu. Rounding never
-// grants extra: costs round up to whole nanotokens (amounts with up to 9
-// decimals are exact), R rounds down, levels moved into z round down; only
-// a capacity that is not a whole number of nanotokens is rounded up, by
-// less than 1e-9 token.
+// Readings are usable within base ± span, span = 2^61/rate ns with rate in
+// units/ns (at most 2^61 ns; 2.3 s at 1e9 tokens/s, never less than 2^26
+// ns), so |R| <= 2^61, z stays within ±2^62 and no sum overflows; a reading
+// past the span rebases (a new bucketFast, one small allocation) under
+// b.mu, exactly at a whole rate in units (rebase). Rounding never grants
+// extra beyond float noise: costs round up to whole units once lowered by
+// 2^-50 of themselves (see cost; amounts with up to 9 decimals are exact
+// in nanotokens, up to 6 in microtokens), R rounds down, levels moved into z round down; only a
+// capacity that is not a whole number of units is rounded up, by less than
+// one unit.
 
 // bucketClosed is the value of a closed bucketFast's z: never a valid z.
 const bucketClosed = math.MinInt64
@@ -72,15 +80,18 @@ const (
 )
 
 // bucketFast is the lock-free state of a Bucket at a constant rate; see the
-// comment above. All fields but z are immutable.
+// comment above. All fields but z are immutable; z, tau, cost1, R and the
+// rate count units of scale nanotokens.
 type bucketFast struct {
-	base    time.Duration // clock reading where R is 0
-	span    time.Duration // readings must lie within base ± span
-	rateInt int64         // rate when it is a whole number (exact R), else 0
-	rate    float64       // tokens/s, i.e. nanotokens/ns; finite and > 0
-	tau     int64         // capacity in nanotokens, rounded up
-	cost1   int64         // one token in nanotokens; tau+1 (never) if above the capacity
-	capN    float64       // capacity in nanotokens; finite
+	base     time.Duration // clock reading where R is 0
+	span     time.Duration // readings must lie within base ± span
+	scale    int64         // nanotokens per unit: a power of ten, 1 to 1e9
+	perToken int64         // units per token: bucketNano/scale
+	rateInt  int64         // rate when it is a whole number (exact R), else 0
+	rate     float64       // units/ns (tokens/s when scale is 1); finite and > 0
+	tau      int64         // capacity in units, rounded up
+	cost1    int64         // one token in units; tau+1 (never) if above the capacity
+	capN     float64       // capacity in nanotokens; finite
 
 	// z is alone on its cache line (64 bytes on amd64 and arm64), with
 	// 64 bytes on either side whatever the allocation's alignment: every
@@ -94,14 +105,27 @@ type bucketFast struct {
 	_ [56]byte
 }
 
-// bucketFastSpan returns the span for rate tokens/s, or false when the
-// bucket cannot run lock-free (see the comment above).
-func bucketFastSpan(capN, rate float64) (time.Duration, bool) {
+// bucketFastSpan returns the span for a capacity of capU units at rate
+// units/ns, or false when they do not fit (see the comment above).
+func bucketFastSpan(capU, rate float64) (time.Duration, bool) {
 	span := min(bucketFastMaxR/rate, bucketFastMaxR) // rate > 0: never NaN
-	if !(capN <= bucketFastMaxCapN) || span < bucketFastMinSpan {
+	if !(capU <= bucketFastMaxCapN) || span < bucketFastMinSpan {
 		return 0, false
 	}
 	return time.Duration(span), true
+}
+
+// bucketFastScale returns the unit (nanotokens per unit: the smallest power
+// of ten from 1 to 1e9 that fits) and the span for a capacity of capN
+// nanotokens at rate nanotokens/ns (tokens/s), or false when even whole
+// tokens do not fit and the bucket cannot run lock-free.
+func bucketFastScale(capN, rate float64) (scale int64, span time.Duration, ok bool) {
+	for scale = 1; scale <= bucketNano; scale *= 10 {
+		if span, ok = bucketFastSpan(capN/float64(scale), rate/float64(scale)); ok {
+			return scale, span, true
+		}
+	}
+	return 0, 0, false
 }
 
 // bucketCeilInt rounds x (|x| < 2^62, not NaN) up to an int64.
@@ -122,13 +146,27 @@ func bucketFloorInt(x float64) int64 {
 	return c
 }
 
-// cost returns need nanotokens rounded up, or false when need is more than
-// the capacity, +Inf or NaN (never available at a finite rate).
-func (p *bucketFast) cost(need float64) (int64, bool) {
+// cost returns n tokens (need = n*bucketNano nanotokens) in units,
+// rounded up, or false when need is more than the capacity, +Inf or NaN
+// (never available at a finite rate). Whole numbers of tokens are counted
+// in integers, exact at any size; others as x = n*perToken rounded up. A
+// decimal amount (0.001 token) is not exact in binary, and x can come out
+// a few ulps above the whole number of units it stands for, which rounding
+// up would charge one unit too many; below 2^50 units x is first lowered
+// by 2^-50 of itself (less than one unit), so amounts with as many
+// decimals as the unit has cost exactly their units.
+func (p *bucketFast) cost(n, need float64) (int64, bool) {
 	if !(need <= p.capN) { // also NaN; +Inf > capN, which is finite
 		return 0, false
 	}
-	return bucketCeilInt(need), true // <= tau
+	if w := int64(n); float64(w) == n && w <= p.tau/p.perToken {
+		return w * p.perToken, true
+	}
+	x := n * float64(p.perToken)
+	if x < 0x1p50 {
+		x -= x * 0x1p-50
+	}
+	return min(bucketCeilInt(x), p.tau), true // <= tau but for rounding
 }
 
 // refill returns R(now), or false when now lies outside base ± span.
@@ -167,7 +205,7 @@ func (p *bucketFast) level(r, z int64) float64 {
 	if r <= z {
 		return 0
 	}
-	return min(float64(r-z), p.capN)
+	return min(float64(r-z)*float64(p.scale), p.capN)
 }
 
 // drain empties the bucket at refill mark r and returns the nanotokens it
@@ -189,28 +227,35 @@ func (b *Bucket) openFastLocked() {
 	if b.ramp || b.inf || !(b.rate > 0) || b.fast.Load() != nil {
 		return
 	}
-	span, ok := bucketFastSpan(b.capN, b.rate)
+	scale, span, ok := bucketFastScale(b.capN, b.rate)
 	if !ok {
 		return
 	}
+	s := float64(scale)
 	p := &bucketFast{
-		base: b.last,
-		span: span,
-		rate: b.rate,
-		tau:  bucketCeilInt(b.capN),
-		capN: b.capN,
+		base:     b.last,
+		span:     span,
+		scale:    scale,
+		perToken: bucketNano / scale,
+		rate:     b.rate / s,
+		tau:      bucketCeilInt(b.capN / s),
+		capN:     b.capN,
 	}
-	if r := int64(b.rate); float64(r) == b.rate {
+	// A whole capacity in integers: capN can be inexact above 2^53.
+	if w := int64(b.capacity); float64(w) == b.capacity && w <= bucketFastMaxCapN/p.perToken {
+		p.tau = w * p.perToken
+	}
+	if r := int64(p.rate); float64(r) == p.rate {
 		p.rateInt = r
 	}
 	p.cost1 = p.tau + 1
 	if bucketNano <= b.capN {
-		p.cost1 = bucketNano
+		p.cost1 = p.perToken
 	}
 	if b.tokens >= b.capN {
 		p.z.Store(-p.tau) // full is full, whatever the rounding
 	} else {
-		p.z.Store(-bucketFloorInt(max(b.tokens, 0)))
+		p.z.Store(-bucketFloorInt(max(b.tokens, 0) / s))
 	}
 	b.fast.Store(p)
 }
@@ -221,11 +266,11 @@ func (b *Bucket) openFastLocked() {
 func (b *Bucket) closeFastLocked(p *bucketFast, now time.Duration) {
 	z := p.z.Swap(bucketClosed)
 	b.fast.Store(nil)
-	var d float64 // R(now) - z
+	var d float64 // R(now) - z, in nanotokens
 	if r, ok := p.refill(now); ok {
-		d = float64(r - z)
+		d = float64(r-z) * float64(p.scale)
 	} else {
-		d = math.Floor(float64(now-p.base)*p.rate) - float64(z)
+		d = (math.Floor(float64(now-p.base)*p.rate) - float64(z)) * float64(p.scale)
 	}
 	b.tokens, b.last = max(min(d, b.capN), 0), now
 	if d < 0 { // empty until R reaches z (a stale or earlier reading)
@@ -254,10 +299,15 @@ func (b *Bucket) fastLocked(now time.Duration) (*bucketFast, int64) {
 		return nil, 0
 	}
 	if now-p.base > p.span {
-		b.closeFastLocked(p, now)
-		b.openFastLocked()
-		if p = b.fast.Load(); p == nil { // cannot happen: same parameters
-			return nil, 0
+		if q := p.rebase(now); q != nil {
+			b.fast.Store(q)
+			p = q
+		} else {
+			b.closeFastLocked(p, now)
+			b.openFastLocked()
+			if p = b.fast.Load(); p == nil { // cannot happen: same parameters
+				return nil, 0
+			}
 		}
 	}
 	r, ok := p.refill(now)
@@ -265,4 +315,25 @@ func (b *Bucket) fastLocked(now time.Duration) (*bucketFast, int64) {
 		r, _ = p.refill(p.base - p.span)
 	}
 	return p, r
+}
+
+// rebase closes p and returns its successor with base now, the same level
+// counted exactly in integers: R'(t) = R(t) - R(now) at a whole rate, so
+// z' = z - R(now) (at most a full bucket). It returns nil, leaving p open,
+// at a rate that is not whole in units (the caller goes through
+// closeFastLocked). Call with b.mu held, now after p's span.
+func (p *bucketFast) rebase(now time.Duration) *bucketFast {
+	if p.rateInt == 0 {
+		return nil
+	}
+	q := &bucketFast{base: now, span: p.span, scale: p.scale, perToken: p.perToken,
+		rateInt: p.rateInt, rate: p.rate, tau: p.tau, cost1: p.cost1, capN: p.capN}
+	z := p.z.Swap(bucketClosed)
+	hi, r := bits.Mul64(uint64(now-p.base), uint64(p.rateInt)) // now > base
+	if hi != 0 || r > bucketFastMaxR*2 || z < int64(r)-p.tau {
+		q.z.Store(-q.tau) // full
+	} else {
+		q.z.Store(z - int64(r)) // z <= 2^62, r <= 2^62: no overflow
+	}
+	return q
 }

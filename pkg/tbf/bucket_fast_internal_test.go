@@ -2,6 +2,7 @@ package tbf
 
 import (
 	"math"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,8 +56,8 @@ func TestBucketFastModeFollowsTheRate(t *testing.T) {
 		rate, capacity float64
 	}{
 		{1, math.Inf(1)}, // infinite capacity
-		{1, 2e9},         // 2e18 nanotokens of capacity: more than 2^60
-		{1e11, 1e6},      // span 2^61/1e11 ns: shorter than 2^26 ns
+		{1, 2e18},        // more than 2^60 tokens: no unit fits
+		{1e20, 1e6},      // span 2^61/1e11 ns in whole tokens: shorter than 2^26 ns
 	} {
 		b, _ := newFastTestBucket(tc.rate, tc.capacity)
 		wantFast(t, b, "an ineligible bucket", false)
@@ -205,5 +206,82 @@ func TestBucketFastZAlone(t *testing.T) {
 	}
 	if after := unsafe.Sizeof(p) - (z + unsafe.Sizeof(p.z)); after < 56 {
 		t.Errorf("%d bytes after z: the next object may share its line", after)
+	}
+}
+
+// Capacities and rates too large to count in nanotokens count in the
+// smallest power of ten of them that fits, and stay exact for whole
+// tokens.
+func TestBucketFastScale(t *testing.T) {
+	for _, tc := range []struct {
+		rate, capacity float64
+		scale          int64
+	}{
+		{1e9, 1e6, 1},
+		{1, 2e9, 10},            // 2e18 nanotokens: above 2^60
+		{1e11, 1e6, 10},         // 1e11 nanotokens/ns: above 2^35
+		{1e12, 1e12, 1000},      // both: microtokens
+		{1 << 35 * 1e9, 1, 1e9}, // whole tokens
+	} {
+		b, _ := newFastTestBucket(tc.rate, tc.capacity)
+		p := wantFast(t, b, "a large bucket", true)
+		if p.scale != tc.scale {
+			t.Errorf("rate %g capacity %g: unit %d nanotokens, want %d", tc.rate, tc.capacity, p.scale, tc.scale)
+		}
+	}
+
+	b, c := newFastTestBucket(1e12, 1e12)
+	if !b.AllowN(1e12-1) || !b.Allow() || b.Allow() {
+		t.Fatal("a full bucket of 1e12 tokens does not grant exactly 1e12")
+	}
+	c.advance(time.Nanosecond) // 1000 tokens
+	if got := b.Tokens(); got != 1000 {
+		t.Fatalf("after 1 ns at 1e12 tokens/s: %v tokens, want 1000", got)
+	}
+	if !b.AllowN(999.999999) || !b.AllowN(1e-6) || b.AllowN(1e-6) {
+		t.Fatal("1000 tokens do not grant 999.999999 + 1e-6 tokens and nothing more")
+	}
+	c.advance(time.Nanosecond)
+	if b.AllowN(1000.0000001) || !b.AllowN(1000) {
+		t.Fatal("1000 tokens grant more than 1000 (a cost rounded down) or not 1000")
+	}
+	wantFast(t, b, "after the takes", true)
+}
+
+// A bucket of 1e12 tokens at rates up to 2e12 tokens/s (microtokens)
+// grants exactly what a model counting microtokens in integers grants,
+// for random whole and fractional (three decimals) amounts and times.
+func TestBucketFastScaledMatchesIntegerModel(t *testing.T) {
+	const capU = int64(1e18) // 1e12 tokens in microtokens
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, rate := range []float64{1e11, 5e11, 1e12, 2e12} {
+		b, c := newFastTestBucket(rate, 1e12)
+		perNS := int64(rate) / 1000 // microtokens per ns
+		level := capU
+		for i := range 20000 {
+			dt := rng.Int64N(int64(20 * time.Millisecond))
+			c.advance(time.Duration(dt))
+			level = min(capU, level+perNS*dt)
+			var n float64
+			var cost int64
+			if rng.IntN(2) == 0 {
+				w := rng.Int64N(int64(1e12))
+				n, cost = float64(w), w*1e6
+			} else {
+				k := rng.Int64N(1e9) // up to 1e6 tokens, three decimals
+				n, cost = float64(k)/1000, k*1000
+			}
+			want := level >= cost
+			if want {
+				level -= cost
+			}
+			if got := b.AllowN(n); got != want {
+				t.Fatalf("rate %g step %d: AllowN(%v) = %v with %d microtokens in the model", rate, i, n, got, level)
+			}
+		}
+		wantFast(t, b, "after the steps", true)
+		if got, want := b.Tokens(), float64(level)/1e6; math.Abs(got-want) > 1e-15*want {
+			t.Fatalf("rate %g: %v tokens left, the model %v", rate, got, want)
+		}
 	}
 }

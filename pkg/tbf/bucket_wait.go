@@ -109,7 +109,7 @@ func (b *Bucket) Wait(ctx context.Context, n float64) error {
 func (b *Bucket) waitStepLocked(n, need float64) (time.Duration, error) {
 	now := b.now()
 	if p, t := b.fastLocked(now); p != nil {
-		c, ok := p.cost(need)
+		c, ok := p.cost(n, need)
 		if !ok {
 			return 0, fmt.Errorf("tbf: wait for %g tokens: %w (capacity %g tokens)", n, ErrBucketCapacity, b.capacity)
 		}

@@ -28,6 +28,8 @@ type Circuit struct {
 	// ParentNode is the Parent Node of its first row: the network.json
 	// node it is behind; "" for none (an empty cell or "none").
 	ParentNode string
+	// SQM is its sqm cell as leaf queue keys (zero: none given).
+	SQM SQM
 	// Line is the line of its first row.
 	Line int
 
@@ -44,8 +46,8 @@ type parentRow struct {
 }
 
 // The columns of ShapedDevices.csv that shaperd reads (LibreQoS's header
-// names; others, such as MAC, Comment and sqm, are ignored). Parent Node
-// may be missing: every circuit then has none.
+// names; others, such as MAC and Comment, are ignored). Parent Node and
+// sqm may be missing: every circuit then has none.
 const (
 	colCircuitID   = "circuit id"
 	colCircuitName = "circuit name"
@@ -137,6 +139,11 @@ func ReadLibreQoS(r io.Reader, file string) ([]Circuit, []error) {
 		if strings.EqualFold(c.ParentNode, "none") {
 			c.ParentNode = ""
 		}
+		if q, err := parseSQM(field(colSQM)); err != nil {
+			bad("%s: %v", header[col[colSQM]], err)
+		} else {
+			c.SQM = q
+		}
 		dev := field(colDeviceID)
 		if dev == "" {
 			bad("Device ID is empty")
@@ -188,6 +195,8 @@ func ReadLibreQoS(r io.Reader, file string) ([]Circuit, []error) {
 			first := &circuits[i]
 			if first.DownMin != c.DownMin || first.UpMin != c.UpMin || first.DownMax != c.DownMax || first.UpMax != c.UpMax {
 				bad("circuit %s has other rates on line %d; a circuit's devices share one set of rates", c.ID, first.Line)
+			} else if c.SQM != first.SQM {
+				bad("circuit %s has another sqm on line %d; a circuit's devices share one queue", c.ID, first.Line)
 			} else {
 				first.Devices = append(first.Devices, dev)
 				first.Addresses = append(first.Addresses, c.Addresses...)
@@ -251,6 +260,7 @@ func CircuitUsers(circuits []Circuit, tierOf func(Circuit) User) []User {
 		u.Name = uniqueName(c, taken)
 		u.Addresses = slices.Clone(c.Addresses)
 		u.Line = c.Line
+		u.SQM = c.SQM
 		u.Comment = fmt.Sprintf("circuit %s %q, device %s", c.ID, c.Name, strings.Join(c.Devices, ", "))
 		users = append(users, u)
 	}

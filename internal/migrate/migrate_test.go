@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/tbf"
@@ -246,5 +247,75 @@ func TestReadLibreQoSCutRow(t *testing.T) {
 	_, errs := ReadLibreQoS(strings.NewReader(csv), "cut.csv")
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "cut.csv:3: the row has 7 columns, the header 13") {
 		t.Errorf("errors %v; want one at line 3 naming its 7 columns", errs)
+	}
+}
+
+// The sqm column becomes the user's leaf queue: cake (with its diffserv
+// mode), fq_codel, none as bfifo; DOWN/UP only when both are the same.
+func TestParseSQM(t *testing.T) {
+	for _, c := range []struct {
+		cell string
+		want SQM
+		err  string
+	}{
+		{"", SQM{}, ""},
+		{"cake", SQM{Leaf: "cake"}, ""},
+		{" Cake diffserv4 ", SQM{Leaf: "cake", Diffserv: "diffserv4"}, ""},
+		{"fq_codel", SQM{Leaf: "fq_codel"}, ""},
+		{"none", SQM{Leaf: "bfifo"}, ""},
+		{"fq_codel/fq_codel", SQM{Leaf: "fq_codel"}, ""},
+		{"cake/fq_codel", SQM{}, "a download queue and another upload queue"},
+		{"cake diffserv5", SQM{}, "is not a queue shaperd knows"},
+		{"pie", SQM{}, "is not a queue shaperd knows"},
+	} {
+		got, err := parseSQM(c.cell)
+		if got != c.want || (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("parseSQM(%q) = %+v, %v; want %+v, %q", c.cell, got, err, c.want, c.err)
+		}
+	}
+}
+
+// A circuit's sqm reaches users.toml as leaf_qdisc (and leaf_diffserv),
+// which the configuration accepts; a bad cell or two devices of one
+// circuit with different queues are errors at their lines.
+func TestLibreQoSSQMToLeaf(t *testing.T) {
+	const head = "Circuit ID,Circuit Name,Device ID,Device Name,Parent Node,MAC,IPv4,IPv6,Download Min Mbps,Upload Min Mbps,Download Max Mbps,Upload Max Mbps,Comment,sqm\n"
+	cs, errs := ReadLibreQoS(strings.NewReader(head+
+		"1,Alice,11,,,,198.18.1.1,,2,1,10,5,,cake diffserv4\n"+
+		"2,Bob,21,,,,198.18.1.2,,2,1,10,5,,none\n"+
+		"3,Carol,31,,,,198.18.1.3,,2,1,10,5,,\n"), "sd.csv")
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	tiers, users := AutoTiers(cs)
+	text := UsersTOML("", users)
+	for _, want := range []string{"leaf_qdisc = \"cake\"\nleaf_diffserv = \"diffserv4\"\n", "leaf_qdisc = \"bfifo\"\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("users.toml lacks %q:\n%s", want, text)
+		}
+	}
+	if n := strings.Count(text, "leaf_qdisc"); n != 2 {
+		t.Errorf("%d leaf_qdisc keys, want 2 (carol has none):\n%s", n, text)
+	}
+	main := "[daemon]\nusers_file = \"users.toml\"\n[policy]\ntimezone = \"UTC\"\n[[interface]]\nname = \"lan0\"\nbandwidth = \"100mbit\"\n" + TiersTOML("", tiers)
+	fsys := fstest.MapFS{"shaperd.toml": {Data: []byte(main)}, "users.toml": {Data: []byte(text)}}
+	if _, err := config.LoadFS(fsys, "shaperd.toml"); err != nil {
+		t.Errorf("the imported users do not load: %v\n%s", err, text)
+	}
+
+	_, errs = ReadLibreQoS(strings.NewReader(head+
+		"1,Alice,11,,,,198.18.1.1,,2,1,10,5,,cake/fq_codel\n"+
+		"2,Bob,21,,,,198.18.1.2,,2,1,10,5,,cake\n"+
+		"2,Bob,22,,,,198.18.1.3,,2,1,10,5,,fq_codel\n"), "sd.csv")
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`sd.csv:2: sqm: "cake/fq_codel" has a download queue and another upload queue; a shaperd user has one leaf queue for both directions (leaf_qdisc): give one`,
+		`sd.csv:4: circuit 2 has another sqm on line 3; a circuit's devices share one queue`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -17,6 +17,9 @@ type User struct {
 	Addresses []string
 	// Rate, Ceil, UploadRate and UploadCeil override the tier's; 0: unset.
 	Rate, Ceil, UploadRate, UploadCeil tbf.Rate
+	// SQM is the user's own leaf queue (leaf_qdisc, leaf_diffserv);
+	// zero: the tier's or the interface's.
+	SQM SQM
 	// Comment is written above the entry (one line); empty: none.
 	Comment string
 	// Line is where the user comes from in the source (its first row).

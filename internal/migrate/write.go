@@ -29,6 +29,12 @@ func UsersTOML(header string, users []User) string {
 		}
 		b.WriteString("]\n")
 		writeRates(&b, []string{"rate", "ceil", "upload_rate", "upload_ceil"}, u.Rate, u.Ceil, u.UploadRate, u.UploadCeil)
+		if u.SQM.Leaf != "" {
+			fmt.Fprintf(&b, "leaf_qdisc = %s\n", tomlString(u.SQM.Leaf))
+		}
+		if u.SQM.Diffserv != "" {
+			fmt.Fprintf(&b, "leaf_diffserv = %s\n", tomlString(u.SQM.Diffserv))
+		}
 	}
 	return b.String()
 }

@@ -11,24 +11,18 @@ import (
 
 // forbiddenDeps are import path prefixes shaperctl must not link: the
 // daemon (its control loop, kernel code and state), the metrics library
-// the daemon serves, systemd's notify protocol, and eBPF (the kernel's
-// classifier and queue steering). shaperctl talks to a daemon over its
-// socket, to etcd, and checks configurations offline
-// (internal/check/offline), none of which needs them.
+// the daemon serves, systemd's libraries (the daemon's notify protocol,
+// and the journal writer etcd's clientv3 imports through its logging:
+// shaperctl's fleet commands use fleet.Client, etcd's gRPC API without
+// clientv3), and eBPF (the kernel's classifier and queue steering).
+// shaperctl talks to a daemon over its socket, to etcd, and checks
+// configurations offline (internal/check/offline), none of which needs
+// them.
 var forbiddenDeps = []string{
 	"github.com/shaperd/shaperd/internal/daemon",
 	"github.com/prometheus/",
 	"github.com/coreos/go-systemd/",
 	"github.com/cilium/ebpf",
-}
-
-// allowedDeps are forbidden packages shaperctl links anyway, with why.
-var allowedDeps = map[string]string{
-	// etcd's client (fleet push, pull and status) imports its logutil
-	// package, which imports the journal writer on every system but
-	// Windows (etcd says it drops it in v3.8). It is not systemd's notify
-	// protocol, which the daemon uses.
-	"github.com/coreos/go-systemd/v22/journal": "imported by go.etcd.io/etcd/client/pkg/v3/logutil",
 }
 
 // TestDeps lists shaperctl's dependencies with `go list -deps` and fails
@@ -60,9 +54,6 @@ func TestDeps(t *testing.T) {
 		t.Fatalf("go list -deps listed %d packages; want shaperctl's dependencies:\n%s", len(deps), out)
 	}
 	for _, dep := range deps {
-		if _, ok := allowedDeps[dep]; ok {
-			continue
-		}
 		for _, bad := range forbiddenDeps {
 			if dep == bad || strings.HasPrefix(dep, strings.TrimSuffix(bad, "/")+"/") {
 				by := importers[dep]

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/fleet"
+	"github.com/shaperd/shaperd/internal/fleet/fleetd"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
@@ -46,11 +47,12 @@ func TestFleetBench(t *testing.T) {
 		defer k.Close()
 		ks[i] = k
 	}
-	c, err := fleet.Dial(&config.Fleet{Endpoints: []string{f.etcd.Endpoint}, DialTimeout: 2 * time.Second})
+	c, err := fleetd.Dial(&config.Fleet{Endpoints: []string{f.etcd.Endpoint}, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	kv := fleetd.KV(c)
 	ctx := context.Background()
 
 	// Fleet set-rate propagation: until alice's class has the rate in
@@ -73,7 +75,7 @@ func TestFleetBench(t *testing.T) {
 		o := policy.Override{Target: policy.Target{Kind: policy.TargetUser, Name: "alice"}, Rate: rate, Ceil: rate,
 			Ramp: new(time.Duration), Set: time.Now()}
 		start := time.Now()
-		if err := fleet.SetOverride(ctx, c, "/fleettest", o); err != nil {
+		if err := fleet.SetOverride(ctx, kv, "/fleettest", o); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -99,7 +101,7 @@ func TestFleetBench(t *testing.T) {
 	slices.Sort(lat)
 	p := func(q float64) time.Duration { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
 	t.Logf("BENCH fleet set-rate to 3 routers' kernels, %d changes: p50 %v, p99 %v, max %v", len(lat), p(0.5), p(0.99), lat[len(lat)-1])
-	if _, err := fleet.ClearOverride(ctx, c, "/fleettest", policy.Target{Kind: policy.TargetUser, Name: "alice"}, policy.DirBoth); err != nil {
+	if _, err := fleet.ClearOverride(ctx, kv, "/fleettest", policy.Target{Kind: policy.TargetUser, Name: "alice"}, policy.DirBoth); err != nil {
 		t.Fatal(err)
 	}
 
@@ -116,12 +118,12 @@ func TestFleetBench(t *testing.T) {
 	start := time.Now()
 	f.mustCtl("fleet", "push", "--config", plan)
 	pushed := time.Since(start)
-	pl, err := fleet.Pull(ctx, c, "/fleettest")
+	pl, err := fleet.Pull(ctx, kv, "/fleettest")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
-		rs, err := fleet.Routers(ctx, c, "/fleettest")
+		rs, err := fleet.Routers(ctx, kv, "/fleettest")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/fleet"
+	"github.com/shaperd/shaperd/internal/fleet/fleetd"
 	"github.com/shaperd/shaperd/internal/statefile"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/policy"
@@ -32,7 +33,7 @@ const FleetCacheFile = fleet.CacheFile
 // other than connected and the atomics are owned by the loop.
 type fleetState struct {
 	client *clientv3.Client
-	agent  *fleet.Agent
+	agent  *fleetd.Agent
 	// shared is the shared plan in force; nil: the local file's own
 	// policy, tiers and users are (no plan was ever received).
 	shared *fleet.Plan
@@ -80,13 +81,13 @@ func (d *Daemon) initialShared(path string) (*config.Plan, error) {
 		}
 	}
 	if f != nil {
-		c, err := fleet.Dial(f)
+		c, err := fleetd.Dial(f)
 		if err != nil {
 			d.log.Error("fleet: cannot set up the etcd client; shaping with the cached or local plan", "err", err)
 		} else {
 			d.fleet = &fleetState{client: c}
 			ctx, cancel := context.WithTimeout(context.Background(), f.DialTimeout)
-			p, err := fleet.Pull(ctx, c, f.Prefix)
+			p, err := fleet.Pull(ctx, fleetd.KV(c), f.Prefix)
 			cancel()
 			if err != nil {
 				d.log.Warn("fleet: etcd unreachable at start; shaping with the cached plan", "err", err)
@@ -153,7 +154,7 @@ func (d *Daemon) startFleet(ctx context.Context) <-chan struct{} {
 		return done
 	}
 	f := d.plan.Fleet
-	d.fleet.agent = fleet.NewAgent(d.fleet.client, f.Prefix, f.Router, fleetHandler{d}, d.log.With("component", "fleet"))
+	d.fleet.agent = fleetd.NewAgent(d.fleet.client, f.Prefix, f.Router, fleetHandler{d}, d.log.With("component", "fleet"))
 	go func() {
 		defer close(done)
 		d.fleet.agent.Run(ctx)

@@ -1,74 +1,121 @@
 package fleet
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
+	"math"
+	"net/url"
 	"strings"
+	"sync"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/shaperd/shaperd/pkg/config"
 )
 
-// Dial returns an etcd client for the [fleet] table: its endpoints, dial
-// timeout, TLS files and credentials. It does not wait for a connection:
-// requests fail (or wait, with their context) while etcd is unreachable,
-// and the client keeps retrying in the background.
-func Dial(f *config.Fleet) (*clientv3.Client, error) {
+// Client is a small etcd v3 client for the fleet's shared requests (KV),
+// made of etcd's generated gRPC stubs (etcdserverpb) over one gRPC
+// connection. shaperctl and `shaperd --check` use it; the daemon uses
+// etcd's clientv3 (fleetd), which also watches and keeps leases alive.
+// Unlike clientv3 it links no logging or systemd journal code.
+//
+// A request waits for a connection at most fleet.dial_timeout per
+// endpoint: when none accepts one it fails with the connection's error
+// (connection refused, a TLS failure, a timeout) rather than waiting until
+// its context ends. It is safe for concurrent use.
+type Client struct {
+	conn  *grpc.ClientConn
+	kv    pb.KVClient
+	lease pb.LeaseClient
+	auth  pb.AuthClient
+	user  string
+	pass  string
+
+	mu sync.Mutex
+	// token is the authentication token sent with each request ("": none);
+	// authed is whether token is known (it is "" when etcd's
+	// authentication is off).
+	token  string
+	authed bool
+}
+
+var _ KV = (*Client)(nil)
+
+// resolverScheme names the Client's endpoint list as a gRPC target; each
+// connection has its own resolver, so one name serves all.
+const resolverScheme = "shaperd-etcd"
+
+// Dial returns a Client for the [fleet] table: its endpoints (tried in
+// order: the connection goes to the first that accepts it), dial timeout,
+// TLS files and credentials (fleet.username and the first line of
+// fleet.password_file, sent to etcd at the first request). It does not
+// connect: the first request does. Close releases it.
+func Dial(f *config.Fleet) (*Client, error) {
 	if f == nil {
 		return nil, errors.New("fleet: the configuration has no [fleet] table")
 	}
-	cfg := clientv3.Config{
-		Endpoints:   f.Endpoints,
-		DialTimeout: f.DialTimeout,
-		Logger:      zap.NewNop(),
+	if len(f.Endpoints) == 0 {
+		return nil, errors.New("fleet: fleet.endpoints names no etcd endpoint")
 	}
-	if f.CA != "" || f.Cert != "" || strings.HasPrefix(f.Endpoints[0], "https://") {
-		tc, err := tlsConfig(f)
+	creds := insecure.NewCredentials()
+	if UseTLS(f) {
+		tc, err := TLSConfig(f)
 		if err != nil {
 			return nil, err
 		}
-		cfg.TLS = tc
+		creds = credentials.NewTLS(tc)
 	}
-	if f.Username != "" {
-		b, err := os.ReadFile(f.PasswordFile)
+	pw, err := Password(f)
+	if err != nil {
+		return nil, err
+	}
+	eps := make([]resolver.Endpoint, 0, len(f.Endpoints))
+	for _, e := range f.Endpoints {
+		host, err := hostPort(e)
 		if err != nil {
-			return nil, fmt.Errorf("fleet.password_file: %w", err)
+			return nil, err
 		}
-		pw, _, _ := strings.Cut(string(b), "\n")
-		cfg.Username, cfg.Password = f.Username, strings.TrimRight(pw, "\r")
+		// ServerName: what TLS verifies (its host part) and the request's
+		// :authority.
+		eps = append(eps, resolver.Endpoint{Addresses: []resolver.Address{{Addr: host, ServerName: host}}})
 	}
-	c, err := clientv3.New(cfg)
+	r := manual.NewBuilderWithScheme(resolverScheme)
+	r.InitialState(resolver.State{Endpoints: eps})
+	conn, err := grpc.NewClient(resolverScheme+":///etcd",
+		grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: f.DialTimeout}),
+		// etcd bounds what it sends by its own limits; a large users
+		// document must not hit gRPC's default 4 MiB.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
+	)
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(f.Endpoints, ","), err)
 	}
-	return c, nil
+	return &Client{conn: conn, kv: pb.NewKVClient(conn), lease: pb.NewLeaseClient(conn), auth: pb.NewAuthClient(conn),
+		user: f.Username, pass: pw}, nil
 }
 
-// tlsConfig builds the TLS settings of fleet.ca, cert and key.
-func tlsConfig(f *config.Fleet) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if f.CA != "" {
-		pem, err := os.ReadFile(f.CA)
-		if err != nil {
-			return nil, fmt.Errorf("fleet.ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("fleet.ca: %s holds no PEM certificate", f.CA)
-		}
-		tc.RootCAs = pool
+// hostPort is an endpoint's HOST:PORT: the URL's host for http:// and
+// https://, the endpoint itself without a scheme.
+func hostPort(endpoint string) (string, error) {
+	if !strings.Contains(endpoint, "://") {
+		return endpoint, nil
 	}
-	if f.Cert != "" {
-		cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-		if err != nil {
-			return nil, fmt.Errorf("fleet.cert/fleet.key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("fleet.endpoints: %q is not an etcd client URL (http://HOST:PORT or https://HOST:PORT)", endpoint)
 	}
-	return tc, nil
+	return u.Host, nil
+}
+
+// Close closes the connection; requests in flight fail.
+func (c *Client) Close() error {
+	return c.conn.Close()
 }

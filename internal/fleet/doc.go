@@ -16,6 +16,10 @@
 //	                          writes only its own keys, every router sums
 //
 // The plan's revision is the etcd revision of the transaction that wrote
-// it. Push and Pull are what `shaperctl fleet push|pull` do; Agent is the
-// daemon's side (watch, registration, connection state).
+// it. Push and Pull are what `shaperctl fleet push|pull` do. They, and the
+// other shared requests, take a KV: Client, a small client on etcd's
+// generated gRPC stubs (shaperctl, `shaperd --check`), or the daemon's
+// clientv3 client through fleetd.KV. The daemon's side (watch,
+// registration under a lease, connection state) is package fleetd. This
+// package does not import clientv3, so shaperctl does not link it.
 package fleet

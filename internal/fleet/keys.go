@@ -18,8 +18,27 @@ const (
 	usageDir     = "/usage/"
 )
 
-// usageKey is router's usage key of user.
-func usageKey(prefix, user, router string) string {
+// PlanDir is the directory of the plan's keys under prefix
+// ("PREFIX/plan/", with the slash).
+func PlanDir(prefix string) string { return prefix + planDir }
+
+// OverridesDir is the directory of the fleet overrides under prefix
+// ("PREFIX/overrides/").
+func OverridesDir(prefix string) string { return prefix + overridesDir }
+
+// UsageDir is the directory of the quota ledger under prefix
+// ("PREFIX/usage/").
+func UsageDir(prefix string) string { return prefix + usageDir }
+
+// RouterKey is router's kept registration key ("PREFIX/routers/NAME").
+func RouterKey(prefix, router string) string { return prefix + routersDir + router }
+
+// AliveKey is router's registration key attached to its lease
+// ("PREFIX/alive/NAME").
+func AliveKey(prefix, router string) string { return prefix + aliveDir + router }
+
+// UsageKey is router's usage key of user ("PREFIX/usage/USER/ROUTER").
+func UsageKey(prefix, user, router string) string {
 	return prefix + usageDir + user + "/" + router
 }
 

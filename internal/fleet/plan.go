@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/shaperd/shaperd/pkg/config"
 )
 
@@ -38,32 +36,32 @@ func (p *Plan) SharedFor() *config.Shared {
 // Push writes sh under prefix in one transaction and returns the new
 // revision. The caller validates sh first (`fleet push` does it like
 // --check).
-func Push(ctx context.Context, c *clientv3.Client, prefix string, sh *config.Shared, meta Meta) (int64, error) {
+func Push(ctx context.Context, c KV, prefix string, sh *config.Shared, meta Meta) (int64, error) {
 	mb, err := json.Marshal(meta)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := c.Txn(ctx).Then(
-		clientv3.OpPut(prefix+planShared, string(sh.Main)),
-		clientv3.OpPut(prefix+planUsers, string(sh.Users)),
-		clientv3.OpPut(prefix+planMeta, string(mb)),
-	).Commit()
+	rev, _, err := c.Txn(ctx,
+		PutOp(prefix+planShared, sh.Main, 0),
+		PutOp(prefix+planUsers, sh.Users, 0),
+		PutOp(prefix+planMeta, mb, 0),
+	)
 	if err != nil {
 		return 0, fmt.Errorf("etcd: writing the plan under %s: %w", prefix+planDir, err)
 	}
-	return resp.Header.Revision, nil
+	return rev, nil
 }
 
 // Pull reads the current shared plan; nil (and no error) when none was
 // pushed.
-func Pull(ctx context.Context, c *clientv3.Client, prefix string) (*Plan, error) {
-	resp, err := c.Get(ctx, prefix+planDir, clientv3.WithPrefix())
+func Pull(ctx context.Context, c KV, prefix string) (*Plan, error) {
+	kvs, _, err := c.Range(ctx, prefix+planDir)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: reading %s: %w", prefix+planDir, err)
 	}
-	st := newState(prefix)
-	for _, kv := range resp.Kvs {
-		st.put(string(kv.Key), kv.Value, kv.ModRevision)
+	st := NewState(prefix)
+	for _, kv := range kvs[0] {
+		st.Put(kv.Key, kv.Value, kv.ModRevision)
 	}
-	return st.current(), nil
+	return st.Plan(), nil
 }

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Registration is what a router says about itself under PREFIX/routers/
@@ -80,18 +78,15 @@ func (r Registration) Check(p *Plan, now time.Time) []string {
 
 // Routers lists every router that ever registered under prefix, sorted by
 // name, with Alive set for those whose lease still holds.
-func Routers(ctx context.Context, c *clientv3.Client, prefix string) ([]Registration, error) {
-	resp, err := c.Txn(ctx).Then(
-		clientv3.OpGet(prefix+routersDir, clientv3.WithPrefix()),
-		clientv3.OpGet(prefix+aliveDir, clientv3.WithPrefix()),
-	).Commit()
+func Routers(ctx context.Context, c KV, prefix string) ([]Registration, error) {
+	kvs, _, err := c.Range(ctx, prefix+routersDir, prefix+aliveDir)
 	if err != nil {
 		return nil, fmt.Errorf("etcd: reading %s: %w", prefix+routersDir, err)
 	}
 	byName := map[string]*Registration{}
 	for i, dir := range []string{routersDir, aliveDir} {
-		for _, kv := range resp.Responses[i].GetResponseRange().Kvs {
-			name := strings.TrimPrefix(string(kv.Key), prefix+dir)
+		for _, kv := range kvs[i] {
+			name := strings.TrimPrefix(kv.Key, prefix+dir)
 			var r Registration
 			if err := json.Unmarshal(kv.Value, &r); err != nil {
 				r = Registration{Router: name, Errors: []string{fmt.Sprintf("%s: unreadable registration: %v", kv.Key, err)}}

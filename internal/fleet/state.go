@@ -9,9 +9,10 @@ import (
 	"github.com/shaperd/shaperd/pkg/policy"
 )
 
-// state mirrors the plan and override keys of a prefix as a watch sees
-// them.
-type state struct {
+// State mirrors the plan, override and usage keys of a prefix as reads
+// and a watch see them (fleetd's agent keeps one). It is not safe for
+// concurrent use.
+type State struct {
 	prefix    string
 	plan      map[string]kv // by key
 	overrides map[string]kv
@@ -24,13 +25,15 @@ type kv struct {
 	rev   int64
 }
 
-func newState(prefix string) *state {
-	return &state{prefix: prefix, plan: map[string]kv{}, overrides: map[string]kv{},
+// NewState returns an empty State of prefix.
+func NewState(prefix string) *State {
+	return &State{prefix: prefix, plan: map[string]kv{}, overrides: map[string]kv{},
 		usage: map[string]map[string]policy.RemoteUsage{}}
 }
 
-// put records a key's value; it reports which part changed.
-func (s *state) put(key string, value []byte, rev int64) (plan, overrides bool) {
+// Put records a key's value, written at revision rev; it reports which
+// part changed (neither for a key outside the plan and overrides).
+func (s *State) Put(key string, value []byte, rev int64) (plan, overrides bool) {
 	switch {
 	case under(s.prefix, planDir, key):
 		s.plan[key] = kv{value, rev}
@@ -42,8 +45,8 @@ func (s *state) put(key string, value []byte, rev int64) (plan, overrides bool) 
 	return false, false
 }
 
-// del forgets a key; it reports which part changed.
-func (s *state) del(key string) (plan, overrides bool) {
+// Del forgets a key; it reports which part changed.
+func (s *State) Del(key string) (plan, overrides bool) {
 	switch {
 	case under(s.prefix, planDir, key):
 		delete(s.plan, key)
@@ -55,8 +58,8 @@ func (s *state) del(key string) (plan, overrides bool) {
 	return false, false
 }
 
-// current returns the shared plan; nil when no plan key exists.
-func (s *state) current() *Plan {
+// Plan returns the shared plan; nil when no plan key exists.
+func (s *State) Plan() *Plan {
 	if len(s.plan) == 0 {
 		return nil
 	}
@@ -73,9 +76,9 @@ func (s *state) current() *Plan {
 	return p
 }
 
-// fleetOverrides decodes every override key, sorted by key; keys that do
-// not decode are returned as problems.
-func (s *state) fleetOverrides() ([]policy.Override, []string) {
+// Overrides decodes every override key, sorted by key; keys that do not
+// decode are returned as problems.
+func (s *State) Overrides() ([]policy.Override, []string) {
 	keys := make([]string, 0, len(s.overrides))
 	for k := range s.overrides {
 		keys = append(keys, k)
@@ -111,18 +114,19 @@ func DecodeOverride(b []byte) (policy.Override, error) {
 	return o, nil
 }
 
-// usageOf splits a usage key into user and router.
-func (s *state) usageOf(key string) (user, router string, ok bool) {
+// UsageOf splits a usage key into user and router; ok is false for other
+// keys.
+func (s *State) UsageOf(key string) (user, router string, ok bool) {
 	if !under(s.prefix, usageDir, key) {
 		return "", "", false
 	}
 	return strings.Cut(strings.TrimPrefix(key, s.prefix+usageDir), "/")
 }
 
-// putUsage records a usage key's value; it returns the user, or "" when
+// PutUsage records a usage key's value; it returns the user, or "" when
 // the key is not a readable usage key.
-func (s *state) putUsage(key string, value []byte) string {
-	user, router, ok := s.usageOf(key)
+func (s *State) PutUsage(key string, value []byte) string {
+	user, router, ok := s.UsageOf(key)
 	if !ok {
 		return ""
 	}
@@ -138,9 +142,9 @@ func (s *state) putUsage(key string, value []byte) string {
 	return user
 }
 
-// delUsage forgets a usage key; it returns the user ("" for other keys).
-func (s *state) delUsage(key string) string {
-	user, router, ok := s.usageOf(key)
+// DelUsage forgets a usage key; it returns the user ("" for other keys).
+func (s *State) DelUsage(key string) string {
+	user, router, ok := s.UsageOf(key)
 	if !ok {
 		return ""
 	}
@@ -148,8 +152,8 @@ func (s *state) delUsage(key string) string {
 	return user
 }
 
-// remote returns user's usage on every router but self, sorted by router.
-func (s *state) remote(user, self string) []policy.RemoteUsage {
+// Remote returns user's usage on every router but self, sorted by router.
+func (s *State) Remote(user, self string) []policy.RemoteUsage {
 	var out []policy.RemoteUsage
 	for r, u := range s.usage[user] {
 		if r != self {

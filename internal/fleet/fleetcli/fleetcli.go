@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shaperd/shaperd/internal/fleet"
 	"github.com/shaperd/shaperd/pkg/config"
@@ -297,12 +296,12 @@ func (f *flags) fleetConfig() (*config.Fleet, error) {
 	return fc, nil
 }
 
-// session is one command's connection to the fleet's etcd: the client,
-// the [fleet] settings it was made from (endpoints, prefix, dial timeout)
-// and the context of its requests, which ends the dial timeout plus 5 s
-// after connecting.
+// session is one command's connection to the fleet's etcd: the client
+// (fleet.Client, etcd's gRPC API without clientv3), the [fleet] settings
+// it was made from (endpoints, prefix, dial timeout) and the context of
+// its requests, which ends the dial timeout plus 5 s after connecting.
 type session struct {
-	c      *clientv3.Client
+	c      *fleet.Client
 	fc     *config.Fleet
 	ctx    context.Context
 	cancel context.CancelFunc

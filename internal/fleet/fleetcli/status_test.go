@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/fleet"
+	"github.com/shaperd/shaperd/internal/fleet/fleetd"
 	"github.com/shaperd/shaperd/internal/lab/etcdlab"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/policy"
@@ -27,11 +28,11 @@ func (nopHandler) FleetUsage(map[string][]policy.RemoteUsage) {}
 // ends it (its lease is revoked: the router is down).
 func startRouter(t *testing.T, s *etcdlab.Server, prefix, router string, r fleet.Registration) (stop func()) {
 	t.Helper()
-	c, err := fleet.Dial(&config.Fleet{Endpoints: []string{s.Endpoint}, DialTimeout: 2 * time.Second})
+	c, err := fleetd.Dial(&config.Fleet{Endpoints: []string{s.Endpoint}, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := fleet.NewAgent(c, prefix, router, nopHandler{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a := fleetd.NewAgent(c, prefix, router, nopHandler{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { a.Run(ctx); close(done) }()

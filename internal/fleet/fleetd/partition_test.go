@@ -1,4 +1,4 @@
-package fleet
+package fleetd
 
 import (
 	"io"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaperd/shaperd/internal/fleet"
 	"github.com/shaperd/shaperd/internal/lab/etcdlab"
 	"github.com/shaperd/shaperd/pkg/config"
 )
@@ -76,7 +77,7 @@ func TestAgentPartitionCompaction(t *testing.T) {
 	s := etcdlab.Start(t)
 	c := dial(t, s)
 	ctx := t.Context()
-	if _, err := Push(ctx, c, "/p", sharedA, Meta{}); err != nil {
+	if _, err := fleet.Push(ctx, KV(c), "/p", sharedA, fleet.Meta{}); err != nil {
 		t.Fatal(err)
 	}
 	proxy := newCutProxy(t, s.Endpoint[len("http://"):])
@@ -97,7 +98,7 @@ func TestAgentPartitionCompaction(t *testing.T) {
 	for _, rate := range []string{"3mbit", "4mbit", "5mbit"} {
 		sh := *sharedA
 		sh.Main = []byte("[tiers.basic]\nrate = \"" + rate + "\"\n")
-		if last, err = Push(ctx, c, "/p", &sh, Meta{}); err != nil {
+		if last, err = fleet.Push(ctx, KV(c), "/p", &sh, fleet.Meta{}); err != nil {
 			t.Fatal(err)
 		}
 	}

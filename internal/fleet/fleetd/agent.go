@@ -1,4 +1,4 @@
-package fleet
+package fleetd
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/connectivity"
 
+	"github.com/shaperd/shaperd/internal/fleet"
 	"github.com/shaperd/shaperd/pkg/policy"
 )
 
@@ -32,7 +33,7 @@ const (
 type Handler interface {
 	// FleetPlan is the shared plan at the newest revision seen (also
 	// when it repeats one already applied, e.g. after a reconnect).
-	FleetPlan(p *Plan)
+	FleetPlan(p *fleet.Plan)
 	// FleetOverrides is the full set of fleet overrides, and keys that
 	// could not be read.
 	FleetOverrides(o []policy.Override, problems []string)
@@ -55,7 +56,7 @@ type Agent struct {
 	log    *slog.Logger
 
 	mu     sync.Mutex
-	reg    Registration
+	reg    fleet.Registration
 	report chan struct{}
 	// usage is this router's usage not yet written, by user.
 	usage      map[string]policy.RemoteUsage
@@ -65,13 +66,13 @@ type Agent struct {
 // NewAgent returns an agent for router under prefix; Run runs it.
 func NewAgent(c *clientv3.Client, prefix, router string, h Handler, log *slog.Logger) *Agent {
 	return &Agent{c: c, prefix: prefix, router: router, h: h, log: log,
-		reg: Registration{Router: router, Health: "starting"}, report: make(chan struct{}, 1),
+		reg: fleet.Registration{Router: router, Health: "starting"}, report: make(chan struct{}, 1),
 		usage: map[string]policy.RemoteUsage{}, usageReady: make(chan struct{}, 1)}
 }
 
 // Report replaces the router's registration; the agent writes it as soon
 // as it can (the newest wins).
-func (a *Agent) Report(r Registration) {
+func (a *Agent) Report(r fleet.Registration) {
 	r.Router = a.router
 	a.mu.Lock()
 	a.reg = r
@@ -128,7 +129,7 @@ func (a *Agent) writeUsage(ctx context.Context, ok func()) error {
 		var err error
 		for user, x := range batch {
 			b, _ := json.Marshal(x)
-			ops = append(ops, clientv3.OpPut(usageKey(a.prefix, user, a.router), string(b)))
+			ops = append(ops, clientv3.OpPut(fleet.UsageKey(a.prefix, user, a.router), string(b)))
 			if len(ops) == usageBatch {
 				if err = flush(); err != nil {
 					break
@@ -198,29 +199,29 @@ func (a *Agent) retry(ctx context.Context, what string, f func(ctx context.Conte
 func (a *Agent) follow(ctx context.Context, ok func()) error {
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	resp, err := a.c.Txn(gctx).Then(
-		clientv3.OpGet(a.prefix+planDir, clientv3.WithPrefix()),
-		clientv3.OpGet(a.prefix+overridesDir, clientv3.WithPrefix()),
-		clientv3.OpGet(a.prefix+usageDir, clientv3.WithPrefix()),
+		clientv3.OpGet(fleet.PlanDir(a.prefix), clientv3.WithPrefix()),
+		clientv3.OpGet(fleet.OverridesDir(a.prefix), clientv3.WithPrefix()),
+		clientv3.OpGet(fleet.UsageDir(a.prefix), clientv3.WithPrefix()),
 	).Commit()
 	cancel()
 	if err != nil {
 		return fmt.Errorf("etcd: reading %s: %w", a.prefix, err)
 	}
 	ok()
-	st := newState(a.prefix)
+	st := fleet.NewState(a.prefix)
 	users := map[string]bool{}
 	for _, r := range resp.Responses {
 		for _, kv := range r.GetResponseRange().Kvs {
-			st.put(string(kv.Key), kv.Value, kv.ModRevision)
-			if u := st.putUsage(string(kv.Key), kv.Value); u != "" {
+			st.Put(string(kv.Key), kv.Value, kv.ModRevision)
+			if u := st.PutUsage(string(kv.Key), kv.Value); u != "" {
 				users[u] = true
 			}
 		}
 	}
-	if p := st.current(); p != nil {
+	if p := st.Plan(); p != nil {
 		a.h.FleetPlan(p)
 	}
-	a.h.FleetOverrides(st.fleetOverrides())
+	a.h.FleetOverrides(st.Overrides())
 	a.usageChanged(st, users)
 	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer wcancel()
@@ -239,12 +240,12 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 			var p, o bool
 			var u string
 			if ev.Type == clientv3.EventTypeDelete {
-				p, o = st.del(string(ev.Kv.Key))
-				u = st.delUsage(string(ev.Kv.Key))
+				p, o = st.Del(string(ev.Kv.Key))
+				u = st.DelUsage(string(ev.Kv.Key))
 			} else {
-				p, o = st.put(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision)
-				if _, router, _ := st.usageOf(string(ev.Kv.Key)); router != a.router {
-					u = st.putUsage(string(ev.Kv.Key), ev.Kv.Value)
+				p, o = st.Put(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision)
+				if _, router, _ := st.UsageOf(string(ev.Kv.Key)); router != a.router {
+					u = st.PutUsage(string(ev.Kv.Key), ev.Kv.Value)
 				}
 			}
 			planCh, ovCh = planCh || p, ovCh || o
@@ -254,12 +255,12 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 		}
 		a.usageChanged(st, users)
 		if planCh {
-			if p := st.current(); p != nil {
+			if p := st.Plan(); p != nil {
 				a.h.FleetPlan(p)
 			}
 		}
 		if ovCh {
-			a.h.FleetOverrides(st.fleetOverrides())
+			a.h.FleetOverrides(st.Overrides())
 		}
 	}
 	if ctx.Err() != nil {
@@ -269,13 +270,13 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 }
 
 // usageChanged hands the other routers' usage of users to the handler.
-func (a *Agent) usageChanged(st *state, users map[string]bool) {
+func (a *Agent) usageChanged(st *fleet.State, users map[string]bool) {
 	if len(users) == 0 {
 		return
 	}
 	out := make(map[string][]policy.RemoteUsage, len(users))
 	for u := range users {
-		out[u] = st.remote(u, a.router)
+		out[u] = st.Remote(u, a.router)
 	}
 	a.h.FleetUsage(out)
 }
@@ -312,8 +313,8 @@ func (a *Agent) register(ctx context.Context, ok func()) error {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		_, err = a.c.Txn(pctx).Then(
-			clientv3.OpPut(a.prefix+routersDir+a.router, string(b)),
-			clientv3.OpPut(a.prefix+aliveDir+a.router, string(b), clientv3.WithLease(lease.ID)),
+			clientv3.OpPut(fleet.RouterKey(a.prefix, a.router), string(b)),
+			clientv3.OpPut(fleet.AliveKey(a.prefix, a.router), string(b), clientv3.WithLease(lease.ID)),
 		).Commit()
 		if err != nil {
 			return fmt.Errorf("etcd: writing the registration: %w", err)

@@ -23,6 +23,9 @@ var forbiddenDeps = []string{
 	"github.com/prometheus/",
 	"github.com/coreos/go-systemd/",
 	"github.com/cilium/ebpf",
+	// etcd's full client: it brought the journal writer above, and its
+	// watches, leases and balancer are the daemon's (fleet/fleetd).
+	"go.etcd.io/etcd/client/",
 }
 
 // TestDeps lists shaperctl's dependencies with `go list -deps` and fails

@@ -43,7 +43,8 @@ func TestPushPull(t *testing.T) {
 		p.Meta.PushedBy != "test" || p.Meta.Source != "a.toml" {
 		t.Fatalf("pulled %+v (rev %d)", p, rev)
 	}
-	if sh := p.SharedFor(); sh.Name != "fleet rev "+strconv.FormatInt(rev, 10)+": shared.toml" {
-		t.Errorf("SharedFor name %q", sh.Name)
+	// Named after the file pushed; users.toml without a UsersSource.
+	if sh := p.SharedFor(); sh.Name != "fleet rev "+strconv.FormatInt(rev, 10)+": a.toml" || sh.UsersName != "fleet rev "+strconv.FormatInt(rev, 10)+": users.toml" {
+		t.Errorf("SharedFor names %q %q", sh.Name, sh.UsersName)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/shaperd/shaperd/pkg/config"
@@ -13,7 +14,26 @@ import (
 type Meta struct {
 	PushedBy string    `json:"pushed_by,omitempty"`
 	PushedAt time.Time `json:"pushed_at"`
-	Source   string    `json:"source,omitempty"`
+	// Source is the configuration file pushed, UsersSource its users
+	// file (as the pushing machine named them): the shared documents are
+	// named after them in messages, so that a router's refusal cites the
+	// operator's file and line.
+	Source      string `json:"source,omitempty"`
+	UsersSource string `json:"users_source,omitempty"`
+}
+
+// docNames are the names of a plan's documents in messages: the base
+// names of the files pushed, "shared.toml" and "users.toml" for a plan
+// pushed without them.
+func (m Meta) docNames() (main, users string) {
+	main, users = "shared.toml", "users.toml"
+	if m.Source != "" {
+		main = filepath.Base(m.Source)
+	}
+	if m.UsersSource != "" {
+		users = filepath.Base(m.UsersSource)
+	}
+	return main, users
 }
 
 // Plan is a shared plan as stored: its documents and the etcd revision
@@ -24,12 +44,14 @@ type Plan struct {
 	Meta     Meta          `json:"meta"`
 }
 
-// SharedFor returns the plan's documents named for messages:
-// "fleet rev N: shared.toml" and "fleet rev N: users.toml".
+// SharedFor returns the plan's documents named for messages: "fleet rev
+// N: campus.toml" and "fleet rev N: users.toml", after the files pushed
+// (Meta), else "shared.toml".
 func (p *Plan) SharedFor() *config.Shared {
 	sh := p.Shared
-	sh.Name = fmt.Sprintf("fleet rev %d: shared.toml", p.Revision)
-	sh.UsersName = fmt.Sprintf("fleet rev %d: users.toml", p.Revision)
+	main, users := p.Meta.docNames()
+	sh.Name = fmt.Sprintf("fleet rev %d: %s", p.Revision, main)
+	sh.UsersName = fmt.Sprintf("fleet rev %d: %s", p.Revision, users)
 	return &sh
 }
 

@@ -72,7 +72,7 @@ func (s *State) Plan() *Plan {
 	if m, ok := s.plan[s.prefix+planMeta]; ok {
 		_ = json.Unmarshal(m.value, &p.Meta) // informational only
 	}
-	p.Shared.Name, p.Shared.UsersName = "shared.toml", "users.toml"
+	p.Shared.Name, p.Shared.UsersName = p.Meta.docNames()
 	return p
 }
 

@@ -213,3 +213,60 @@ func TestLoadFleet(t *testing.T) {
 		t.Fatalf("without [fleet]: %+v, %v", f, err)
 	}
 }
+
+// TestExtractSharedKeepsTheOperatorsLines: the shared document is the
+// operator's file with the local tables blanked, so positions in it (a
+// router's refusal) are the operator's lines, under the file's name; a
+// file the blanking cannot keep faithfully is re-encoded instead.
+func TestExtractSharedKeepsTheOperatorsLines(t *testing.T) {
+	dir := t.TempDir()
+	full := filepath.Join(dir, "campus.toml")
+	writeFile(t, full, `[daemon]
+users_file = "people.toml"
+[[interface]]
+name = "eth9"
+bandwidth = "1gbit"
+default_tier = "gold"
+[fleet]
+endpoints = ["http://127.0.0.1:2379"]
+
+[tiers.gold]
+rate = "30mbit"
+ceil = "60mbit"
+  [ policy ]
+ramp = "1s"
+`)
+	writeFile(t, filepath.Join(dir, "people.toml"), "[[user]]\nname = \"carol\"\ntier = \"gold\"\naddresses = [\"198.18.0.11\"]\n")
+	sh, err := ExtractShared(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh.Name != "campus.toml" || sh.UsersName != "people.toml" {
+		t.Errorf("names %q %q, want the files' base names", sh.Name, sh.UsersName)
+	}
+	if strings.Contains(string(sh.Main), "eth9") || strings.Contains(string(sh.Main), "127.0.0.1") || strings.Count(string(sh.Main), "\n") != 14 {
+		t.Errorf("shared document holds local tables or lost lines:\n%s", sh.Main)
+	}
+	local := filepath.Join(dir, "local.toml")
+	writeFile(t, local, strings.Replace(fleetIfaces, `"basic"`, `"gold"`, 1))
+	plan, err := LoadShared(local, sh)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, sh.Main)
+	}
+	if e := plan.Errorf("tiers.gold.ceil", "x"); e.File != "campus.toml" || e.Line != 12 {
+		t.Errorf("Errorf(tiers.gold.ceil) = %v, want campus.toml line 12", e)
+	}
+	if plan.Policy.Ramp != time.Second {
+		t.Errorf("policy.ramp %v, want 1s", plan.Policy.Ramp)
+	}
+
+	// A header-like line in a local multi-line string: re-encoded.
+	writeFile(t, full, "[daemon]\nusers_file = \"people.toml\"\n[[interface]]\nname = \"eth9\"\nbandwidth = \"1gbit\"\ndescription = \"\"\"\n[tiers.fake]\n\"\"\"\n[tiers.gold]\nrate = \"30mbit\"\n")
+	sh, err = ExtractShared(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(sh.Main), "fake") || !strings.Contains(string(sh.Main), "30mbit") {
+		t.Errorf("re-encoded shared document:\n%s", sh.Main)
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/BurntSushi/toml"
 )
@@ -76,10 +79,17 @@ func loadShared(mainPath string, sh *Shared, read func(string) ([]byte, error), 
 	return plan, nil
 }
 
+// sharedTables are the top-level tables of a Shared document.
+var sharedTables = []string{"policy", "tiers", "nodes"}
+
 // ExtractShared reads the configuration at path (which Load should have
-// accepted) and returns its shared part: the [policy] and [tiers] tables,
-// re-encoded as TOML, and the users file verbatim. Names are "shared.toml"
-// and "users.toml".
+// accepted) and returns its shared part: the [policy], [tiers] and [nodes]
+// tables and the users file verbatim. The shared document is the file
+// itself with every other line blanked ([daemon], [[interface]], [fleet]:
+// one router's own), so a router that refuses the plan names the
+// operator's lines; where that cannot be done faithfully (a header-like
+// line inside a multi-line string) it is the shared tables re-encoded.
+// Names are the two files' base names.
 func ExtractShared(path string) (*Shared, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -90,14 +100,19 @@ func ExtractShared(path string) (*Shared, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	out := map[string]any{}
-	for _, k := range []string{"policy", "tiers", "nodes"} {
+	for _, k := range sharedTables {
 		if v, ok := m[k]; ok {
 			out[k] = v
 		}
 	}
-	var buf bytes.Buffer
-	if err := toml.NewEncoder(&buf).Encode(out); err != nil {
-		return nil, fmt.Errorf("%s: encoding the shared tables: %w", path, err)
+	main := blankLocalTables(data)
+	var back map[string]any
+	if _, err := toml.Decode(string(main), &back); err != nil || !reflect.DeepEqual(back, out) {
+		var buf bytes.Buffer
+		if err := toml.NewEncoder(&buf).Encode(out); err != nil {
+			return nil, fmt.Errorf("%s: encoding the shared tables: %w", path, err)
+		}
+		main = buf.Bytes()
 	}
 	usersFile := DefaultUsersFile
 	if d, ok := m["daemon"].(map[string]any); ok {
@@ -112,5 +127,28 @@ func ExtractShared(path string) (*Shared, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Shared{Name: "shared.toml", UsersName: "users.toml", Main: buf.Bytes(), Users: users}, nil
+	return &Shared{Name: filepath.Base(path), UsersName: filepath.Base(usersFile), Main: main, Users: users}, nil
+}
+
+// blankLocalTables returns data with every line outside the shared
+// tables emptied, line numbers kept: lines before the first table header
+// and the lines of tables whose first key is not one of sharedTables.
+// Headers are recognised by line ("[name...]" or "[[name...]]" after
+// blanks); the caller checks the result decodes to the shared tables.
+func blankLocalTables(data []byte) []byte {
+	lines := strings.SplitAfter(string(data), "\n")
+	keep := false
+	for i, l := range lines {
+		if h := strings.TrimLeft(l, " \t"); strings.HasPrefix(h, "[") {
+			name := strings.TrimLeft(h, "[ \t")
+			if end := strings.IndexAny(name, ".] \t"); end >= 0 {
+				name = name[:end]
+			}
+			keep = slices.Contains(sharedTables, strings.Trim(name, `"'`))
+		}
+		if !keep {
+			lines[i] = l[len(strings.TrimRight(l, "\r\n")):] // the line ending alone
+		}
+	}
+	return []byte(strings.Join(lines, ""))
 }

@@ -397,7 +397,7 @@ func push(ctx context.Context, args []string, out io.Writer, env Env) error {
 		}
 		return nil
 	}
-	meta := fleet.Meta{PushedAt: time.Now().UTC(), Source: path}
+	meta := fleet.Meta{PushedAt: time.Now().UTC(), Source: path, UsersSource: sh.UsersName}
 	if u, err := user.Current(); err == nil {
 		meta.PushedBy = u.Username
 	}

@@ -201,6 +201,13 @@ func TestPushWithEndpoints(t *testing.T) {
 	if err != nil || got == nil || !strings.Contains(string(got.Shared.Main), `ceil = "100mbit"`) || !strings.Contains(string(got.Shared.Users), `"u2"`) {
 		t.Fatalf("pulled %+v (%v); want the pushed plan", got, err)
 	}
+	// A router's messages name the operator's files, with their lines.
+	if sh := got.SharedFor(); sh.Name != fmt.Sprintf("fleet rev %d: plan.toml", got.Revision) || sh.UsersName != fmt.Sprintf("fleet rev %d: users.toml", got.Revision) {
+		t.Errorf("shared documents named %q and %q, want after plan.toml and users.toml", sh.Name, sh.UsersName)
+	}
+	if want, _ := os.ReadFile(p); strings.Count(string(got.Shared.Main), "\n") != strings.Count(string(want), "\n") {
+		t.Errorf("the shared document has other lines than plan.toml:\n%s", got.Shared.Main)
+	}
 	// The environment, with a bare HOST:PORT, as etcdctl takes it.
 	env[EndpointsEnv] = strings.TrimPrefix(s.Endpoint, "http://")
 	if code, out := run("fleet", "pull", "--config", p, "--prefix", "/ep"); code != ExitOK || !strings.Contains(out, `rate = "20mbit"`) {

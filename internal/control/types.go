@@ -161,7 +161,7 @@ type NodeStatus struct {
 	TotalUsers int `json:"total_users"`
 	// Ramp is set while the node's effective ceiling moves smoothly to a
 	// new value (a node override with a ramp).
-	Ramp *RampStatus `json:"ramp,omitempty"`
+	Ramp *RampStatus `json:"ramp,omitempty" out:"ramping,omitempty"`
 }
 
 // Interface states.
@@ -219,7 +219,7 @@ type UserStatus struct {
 	Bytes uint64 `json:"bytes"`
 	Drops uint64 `json:"drops"`
 	// Ramp is set while the effective ceiling moves smoothly to a new value.
-	Ramp *RampStatus `json:"ramp,omitempty"`
+	Ramp *RampStatus `json:"ramp,omitempty" out:"ramping,omitempty"`
 	// Quota is set for users with a data quota.
 	Quota *QuotaStatus `json:"quota,omitempty"`
 	// Error says why the kernel does not hold this user's plan on this

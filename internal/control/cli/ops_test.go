@@ -8,8 +8,8 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/control/cli"
-	"github.com/shaperd/shaperd/internal/control/jsonout"
 	"github.com/shaperd/shaperd/internal/control/controltest"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/control/cli"
-	"github.com/shaperd/shaperd/internal/control/jsonout"
 	"github.com/shaperd/shaperd/internal/control/controltest"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 )
 
 // State file problems appear in the status table, one line each with the

@@ -38,7 +38,7 @@ type NodeRequest struct {
 
 // ListedNode is one node as node list shows it.
 type ListedNode struct {
-	Name string `json:"name"`
+	Name string `json:"name" out:"node"`
 	// Path is the names from the top-level node down to this one.
 	Path   string `json:"path"`
 	Parent string `json:"parent,omitempty"`
@@ -56,8 +56,8 @@ type ListedNode struct {
 // remove), and Note for what else happened.
 type NodeResponse struct {
 	Op   string      `json:"op"`
-	Name string      `json:"name"`
-	Node *ListedNode `json:"node,omitempty"`
+	Name string      `json:"name" out:"node"`
+	Node *ListedNode `json:"node,omitempty" out:"details,omitempty"`
 	Note string      `json:"note,omitempty"`
 }
 

@@ -42,7 +42,7 @@ type FleetStatus struct {
 	Refused int64    `json:"refused_revision,omitempty"`
 	Errors  []string `json:"errors,omitempty"`
 	// Overrides is how many fleet overrides are in force.
-	Overrides int `json:"overrides"`
+	Overrides int `json:"overrides" out:"override_count"`
 }
 
 // StateProblemWrite is StateProblem.Kind of a state file the daemon cannot
@@ -72,13 +72,15 @@ type StateProblem struct {
 // InterfaceStatus is one managed interface.
 type InterfaceStatus struct {
 	// Name is the configured interface ("lan0").
-	Name string `json:"name"`
+	Name string `json:"name" out:"interface"`
 	// Device carries the shaper: Name for egress, the IFB device for ingress.
 	Device string `json:"device"`
 	// Shaper is "htb" or "tbf" (model.ShaperKind as a string).
 	Shaper string `json:"shaper"`
-	// Direction is "egress" or "ingress" (model.Direction as a string).
-	Direction string `json:"direction"`
+	// Direction is "egress" or "ingress" (model.Direction as a string);
+	// shaperctl --json prints it as interface_direction and direction as
+	// the users' word for it (Extra).
+	Direction string `json:"direction" out:"interface_direction"`
 	// Classifier is how an HTB interface's packets find their class:
 	// "bpf" or "u32", as chosen at start (docs/classifier.md); empty for
 	// TBF.
@@ -123,7 +125,7 @@ type InterfaceStatus struct {
 // class's rates for the interface's direction, its measured traffic and
 // how many users are behind it.
 type NodeStatus struct {
-	Name string `json:"name"`
+	Name string `json:"name" out:"node"`
 	// Parent is the node this one is behind; "" for a top-level node (a
 	// child of the interface's root class). Path is the names from the
 	// top-level node down to this one, joined with "/" ("north/ap-1").
@@ -155,11 +157,11 @@ type NodeStatus struct {
 	Drops uint64 `json:"drops"`
 	// Users is how many users hang directly from the node, TotalUsers how
 	// many are behind it, through its child nodes too.
-	Users      int `json:"users"`
+	Users      int `json:"users" out:"user_count"`
 	TotalUsers int `json:"total_users"`
 	// Ramp is set while the node's effective ceiling moves smoothly to a
 	// new value (a node override with a ramp).
-	Ramp *RampStatus `json:"ramp,omitempty"`
+	Ramp *RampStatus `json:"ramp,omitempty" out:"ramping,omitempty"`
 }
 
 // Interface states.
@@ -174,7 +176,7 @@ const (
 // TierStatus is one tier's plan on one interface (upload rates on ingress
 // interfaces, download rates on egress ones).
 type TierStatus struct {
-	Name string `json:"name"`
+	Name string `json:"name" out:"tier"`
 	// Rate is guaranteed to each user of the tier, Ceil is what each may
 	// borrow up to, as configured (schedules and overrides not applied).
 	Rate tbf.Rate `json:"rate"`
@@ -193,7 +195,7 @@ type TierStatus struct {
 
 // UserStatus is one user on one interface.
 type UserStatus struct {
-	Name string `json:"name"`
+	Name string `json:"name" out:"user"`
 	Tier string `json:"tier"`
 	// Source is SourceFile (users.toml) or SourceRuntime (shaperctl user add).
 	Source    string `json:"source,omitempty"`
@@ -217,7 +219,7 @@ type UserStatus struct {
 	Bytes uint64 `json:"bytes"`
 	Drops uint64 `json:"drops"`
 	// Ramp is set while the effective ceiling moves smoothly to a new value.
-	Ramp *RampStatus `json:"ramp,omitempty"`
+	Ramp *RampStatus `json:"ramp,omitempty" out:"ramping,omitempty"`
 	// Quota is set for users with a data quota.
 	Quota *QuotaStatus `json:"quota,omitempty"`
 	// Error says why the kernel does not hold this user's plan on this
@@ -244,8 +246,8 @@ type UserStatus struct {
 // RampStatus is a smooth change in progress: the effective ceiling goes from
 // From to To, arriving at Until.
 type RampStatus struct {
-	From  tbf.Rate  `json:"from"`
-	To    tbf.Rate  `json:"to"`
+	From  tbf.Rate  `json:"from" out:"from_ceil"`
+	To    tbf.Rate  `json:"to" out:"to_ceil"`
 	Until time.Time `json:"until"`
 }
 

@@ -48,7 +48,7 @@ type OverridesResponse struct {
 type ClearResponse struct {
 	Target    string           `json:"target"`
 	Direction string           `json:"direction,omitempty"`
-	Cleared   []OverrideStatus `json:"cleared"`
+	Cleared   []OverrideStatus `json:"cleared" out:"cleared_overrides"`
 	// Note explains an empty Cleared, e.g. that only an override of both
 	// directions is set.
 	Note string `json:"note,omitempty"`
@@ -83,8 +83,10 @@ const (
 
 // InterfaceResult is one interface's state after a reload.
 type InterfaceResult struct {
-	Name      string `json:"name"`
-	Direction string `json:"direction"`
+	Name string `json:"name" out:"interface"`
+	// Direction is the interface's: "egress" or "ingress" (shaperctl
+	// --json: interface_direction, and direction in users' words).
+	Direction string `json:"direction" out:"interface_direction"`
 	State     string `json:"state"`
 	Error     string `json:"error,omitempty"`
 }

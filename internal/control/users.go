@@ -56,7 +56,7 @@ type UserRequest struct {
 
 // ListedUser is one user as user list shows it.
 type ListedUser struct {
-	Name string `json:"name"`
+	Name string `json:"name" out:"user"`
 	Tier string `json:"tier"`
 	// Source is SourceFile or SourceRuntime.
 	Source    string          `json:"source"`
@@ -79,8 +79,8 @@ type ListedAddress struct {
 // remove), and Note for what else happened.
 type UserResponse struct {
 	Op   string      `json:"op"`
-	Name string      `json:"name"`
-	User *ListedUser `json:"user,omitempty"`
+	Name string      `json:"name" out:"user"`
+	User *ListedUser `json:"user,omitempty" out:"details,omitempty"`
 	Note string      `json:"note,omitempty"`
 }
 

@@ -146,7 +146,7 @@ func (d *Daemon) PlanDiff(ctx context.Context) (*control.PlanDiffResponse, error
 		fmt.Fprintln(&b, note)
 	}
 	check.WritePlanDiff(&b, diffs, true)
-	resp := &control.PlanDiffResponse{Text: b.String()}
+	resp := &control.PlanDiffResponse{Text: b.String(), Note: note, Interfaces: planDiffInterfaces(diffs)}
 	for _, pd := range diffs {
 		resp.Changes += len(pd.Changes)
 	}

@@ -214,7 +214,10 @@ func FormatRate(bits float64) string {
 	return strconv.FormatFloat(math.Round(bits), 'f', -1, 64) + "bit"
 }
 
-// jsonReport is the --json layout; rates are whole bits per second.
+// jsonReport is the --json layout (shaperd --simulate --json and
+// shaperctl simulate --json, docs/json.md): rates are whole bits per
+// second; direction is the users' word ("download", "upload") and
+// interface_direction the interface's ("egress", "ingress").
 type jsonReport struct {
 	At         time.Time   `json:"at"`
 	Users      []jsonUser  `json:"users"`
@@ -223,13 +226,14 @@ type jsonReport struct {
 }
 
 type jsonUser struct {
-	User      string `json:"user"`
-	Tier      string `json:"tier,omitempty"`
-	Node      string `json:"node,omitempty"`
-	Interface string `json:"interface"`
-	Direction string `json:"direction"`
-	// Demand is "max" or a rate; DemandBits is null for max.
-	Demand     string  `json:"demand"`
+	User           string `json:"user"`
+	Tier           string `json:"tier,omitempty"`
+	Node           string `json:"node,omitempty"`
+	Interface      string `json:"interface"`
+	Direction      string `json:"direction"`
+	IfaceDirection string `json:"interface_direction"`
+	// Demand is "max" or a rate as text; DemandBits is null for max.
+	Demand     string  `json:"demand_text"`
 	DemandBits *uint64 `json:"demand_bits_per_second"`
 	Bits       uint64  `json:"bits_per_second"`
 	LimitedBy  string  `json:"limited_by"`
@@ -242,6 +246,7 @@ type jsonIface struct {
 	Interface      string     `json:"interface"`
 	Device         string     `json:"device"`
 	Direction      string     `json:"direction"`
+	IfaceDirection string     `json:"interface_direction"`
 	Shaper         string     `json:"shaper"`
 	Bandwidth      uint64     `json:"bandwidth_bits_per_second"`
 	DemandBits     *uint64    `json:"demand_bits_per_second"`
@@ -261,18 +266,27 @@ type jsonTier struct {
 // passes through it, rate_ and ceil_bits_per_second its class's rates in
 // force, users how many users are behind it.
 type jsonNode struct {
-	Node       string  `json:"node"`
-	Parent     string  `json:"parent,omitempty"`
-	Path       string  `json:"path"`
-	Interface  string  `json:"interface"`
-	Direction  string  `json:"direction"`
-	Users      int     `json:"users"`
-	DemandBits *uint64 `json:"demand_bits_per_second"`
-	Bits       uint64  `json:"bits_per_second"`
-	Rate       uint64  `json:"rate_bits_per_second"`
-	Ceil       uint64  `json:"ceil_bits_per_second"`
-	LimitedBy  string  `json:"limited_by,omitempty"`
-	Detail     string  `json:"detail,omitempty"`
+	Node           string  `json:"node"`
+	Parent         string  `json:"parent,omitempty"`
+	Path           string  `json:"path"`
+	Interface      string  `json:"interface"`
+	Direction      string  `json:"direction"`
+	IfaceDirection string  `json:"interface_direction"`
+	Users          int     `json:"user_count"`
+	DemandBits     *uint64 `json:"demand_bits_per_second"`
+	Bits           uint64  `json:"bits_per_second"`
+	Rate           uint64  `json:"rate_bits_per_second"`
+	Ceil           uint64  `json:"ceil_bits_per_second"`
+	LimitedBy      string  `json:"limited_by,omitempty"`
+	Detail         string  `json:"detail,omitempty"`
+}
+
+// usersWord is an interface direction in the words of users' rates.
+func usersWord(d model.Direction) string {
+	if d == model.Ingress {
+		return "upload"
+	}
+	return "download"
 }
 
 // bits rounds a rate to whole bits; nil for +Inf (max).
@@ -289,11 +303,12 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	out := jsonReport{At: rep.At, Users: []jsonUser{}, Interfaces: []jsonIface{}}
 	for _, u := range rep.Users {
 		out.Users = append(out.Users, jsonUser{User: u.User, Tier: u.Tier, Node: u.Node, Interface: u.Interface,
-			Direction: string(u.Direction), Demand: u.Demand.String(), DemandBits: bits(float64(u.Demand)),
+			Direction: usersWord(u.Direction), IfaceDirection: string(u.Direction), Demand: u.Demand.String(), DemandBits: bits(float64(u.Demand)),
 			Bits: *bits(u.Rate), LimitedBy: u.LimitedBy, Detail: u.Detail, ShortBurst: u.ShortBurst, ShortQueue: u.ShortQueue})
 	}
 	for _, in := range rep.Interfaces {
-		j := jsonIface{Interface: in.Interface, Device: in.Device, Direction: string(in.Direction), Shaper: string(in.Shaper),
+		j := jsonIface{Interface: in.Interface, Device: in.Device, Direction: usersWord(in.Direction),
+			IfaceDirection: string(in.Direction), Shaper: string(in.Shaper),
 			Bandwidth: *bits(in.Bandwidth), DemandBits: bits(in.Demand), Bits: *bits(in.Rate),
 			Guaranteed: *bits(in.Guaranteed), Oversubscribed: in.Oversubscribed, Capped: in.Capped, Tiers: []jsonTier{}}
 		for _, t := range in.Tiers {
@@ -303,7 +318,7 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	}
 	for _, n := range rep.Nodes {
 		out.Nodes = append(out.Nodes, jsonNode{Node: n.Node, Parent: n.Parent, Path: n.Path, Interface: n.Interface,
-			Direction: string(n.Direction), Users: n.Users, DemandBits: bits(n.Demand), Bits: *bits(n.Rate),
+			Direction: usersWord(n.Direction), IfaceDirection: string(n.Direction), Users: n.Users, DemandBits: bits(n.Demand), Bits: *bits(n.Rate),
 			Rate: *bits(n.ClassRate), Ceil: *bits(n.ClassCeil), LimitedBy: n.LimitedBy, Detail: n.Detail})
 	}
 	enc := json.NewEncoder(w)

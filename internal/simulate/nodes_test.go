@@ -239,7 +239,7 @@ func TestJSONNodes(t *testing.T) {
 		t.Fatalf("%d nodes, want 6:\n%s", len(out.Nodes), b.String())
 	}
 	ap1 := out.Nodes[1]
-	want := map[string]any{"node": "ap-1", "parent": "north", "path": "north/ap-1", "interface": "lan0", "direction": "egress", "users": 2.0,
+	want := map[string]any{"node": "ap-1", "parent": "north", "path": "north/ap-1", "interface": "lan0", "direction": "download", "interface_direction": "egress", "user_count": 2.0,
 		"demand_bits_per_second": nil, "bits_per_second": 50e6, "rate_bits_per_second": 20e6, "ceil_bits_per_second": 50e6,
 		"limited_by": "ceil", "detail": "node ap-1"}
 	for k, v := range want {

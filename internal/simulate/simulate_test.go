@@ -254,7 +254,7 @@ func TestJSON(t *testing.T) {
 		}
 	}
 	// a1: spare 100-57 = 43 shared by gold: 20+21.5.
-	if u["user"] != "a1" || u["demand_bits_per_second"] != nil || u["demand"] != "max" || u["bits_per_second"] != 41.5e6 {
+	if u["user"] != "a1" || u["demand_bits_per_second"] != nil || u["demand_text"] != "max" || u["bits_per_second"] != 41.5e6 {
 		t.Errorf("a1: %v", u)
 	}
 	if b1 := out.Users[2]; b1["demand_bits_per_second"] != 2e6 || b1["bits_per_second"] != 2e6 || b1["limited_by"] != "demand" {

@@ -105,6 +105,11 @@ a usage error: an unknown command or flag, a flag without its value, a
 missing or extra argument, or a malformed value (a rate without a unit, a
 \-\-set, \-\-demand or address that does not parse), whether shaperctl finds it
 or the daemon does. Flags are named with two dashes, as in this page.
+.PP
+With \-\-json, a command that fails also prints one JSON object on stdout,
+{"error": MESSAGE, "exit_code": N}, and exits the same. Every \-\-json output
+has one shape (rates as integers in bit/s, the keys user, direction and
+interface_direction): see docs/json.md.
 `, cli.ExitOK, cli.ExitError, cli.ExitUsage)
 
 // shaperctlSignals is shaperctl(8)'s SIGNALS.

@@ -3,7 +3,6 @@ package cli_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/control/cli"
 	"github.com/shaperd/shaperd/internal/control/controltest"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -109,7 +109,7 @@ func TestSetRateFlagsAfterPositionals(t *testing.T) {
 
 	code, out, _ = run(t, cli.Env{}, "set-rate", "bob", "--json", "--socket="+sock, "1.5mbit")
 	var resp control.SetRateResponse
-	if code != 0 || json.Unmarshal([]byte(out), &resp) != nil || resp.Rate != 1500*tbf.Kbit || resp.Ceil != 1500*tbf.Kbit {
+	if code != 0 || jsonout.Decode([]byte(out), &resp) != nil || resp.Rate != 1500*tbf.Kbit || resp.Ceil != 1500*tbf.Kbit {
 		t.Errorf("--json: exit %d, %q", code, out)
 	}
 }
@@ -175,15 +175,15 @@ func TestStatusJSON(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var got control.Status
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
+	if err := jsonout.Decode([]byte(out), &got); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
 	want, _ := fake.Status(context.Background())
 	if !reflect.DeepEqual(&got, want) {
 		t.Errorf("got %+v\nwant %+v", got, *want)
 	}
-	if !strings.Contains(out, `"effective_ceil": "60mbit"`) || !strings.Contains(out, `"direction": "upload"`) || !strings.Contains(out, `"device": "ifb-wan0"`) {
-		t.Errorf("rates not tc strings in %s", out)
+	if !strings.Contains(out, `"effective_ceil": 60000000`) || !strings.Contains(out, `"direction": "upload"`) || !strings.Contains(out, `"device": "ifb-wan0"`) {
+		t.Errorf("rates not integers in bit/s in %s", out)
 	}
 }
 

@@ -60,10 +60,11 @@ type exportUser struct {
 	Reason                                         string
 }
 
-// exportJSON is one user of `export --json`; rates as tc strings, a
-// user's own rates only where they differ from the tier's.
+// exportJSON is one user of `export --json`; rates in bit/s (printed
+// by writeJSON), a user's own rates only where they differ from the
+// tier's.
 type exportJSON struct {
-	Name                string   `json:"name"`
+	Name                string   `json:"user"`
 	Tier                string   `json:"tier"`
 	Addresses           []string `json:"addresses"`
 	Rate                tbf.Rate `json:"rate,omitempty"`

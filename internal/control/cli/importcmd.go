@@ -86,8 +86,8 @@ Examples:
 
 // importResult is what import wrote, for --json.
 type importResult struct {
-	Users int      `json:"users"`
-	Tiers []string `json:"tiers,omitempty"`
+	UserCount int      `json:"user_count"`
+	Tiers     []string `json:"tiers,omitempty"`
 	// Nodes are the nodes written (--network), parents first; Renamed
 	// those whose name is not network.json's; Virtual network.json's
 	// virtual nodes, not shaped.
@@ -102,7 +102,7 @@ type importResult struct {
 // renamedNode is a node of network.json with another name in shaperd.
 type renamedNode struct {
 	NetworkJSON string `json:"network_json"`
-	Name        string `json:"name"`
+	Name        string `json:"node"`
 }
 
 func runImport(_ context.Context, _ *control.Client, args []string, out io.Writer, env Env) error {
@@ -249,7 +249,7 @@ func runImport(_ context.Context, _ *control.Client, args []string, out io.Write
 			return err
 		}
 	}
-	res := importResult{Users: len(users), Files: []string{}}
+	res := importResult{UserCount: len(users), Files: []string{}}
 	for _, t := range tiers {
 		res.Tiers = append(res.Tiers, t.Name)
 	}

@@ -121,7 +121,7 @@ func importNetwork(o networkImport, out io.Writer, env Env) error {
 	case err != nil && !errors.Is(err, iofs.ErrNotExist):
 		return err
 	}
-	res := importResult{Users: len(users), Files: []string{}}
+	res := importResult{UserCount: len(users), Files: []string{}}
 	for _, f := range []struct {
 		path      string
 		old, text []byte
@@ -210,7 +210,7 @@ func printNetworkImport(out io.Writer, res importResult, usersPath, mainPath, ne
 		}
 		fmt.Fprintf(out, "wrote %s to %s%s\n", what, path, where)
 	}
-	say(usersPath, plural(res.Users, "user"), "")
+	say(usersPath, plural(res.UserCount, "user"), "")
 	what := plural(len(res.Nodes), "node")
 	if len(res.Nodes) == 0 {
 		what = "no nodes (a flat network)"

@@ -93,7 +93,7 @@ func TestImportLibreQoSMappedTiers(t *testing.T) {
 	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stdout, `"users": 4`) {
+	if !strings.Contains(stdout, `"user_count": 4`) {
 		t.Errorf("--json: %s", stdout)
 	}
 	users := readFile(t, out)
@@ -203,7 +203,7 @@ func TestExportRoundTrip(t *testing.T) {
 		t.Errorf("shaperd --check of the TOML export: %v", errs)
 	}
 	code, jsonOut, _ := run(t, cli.Env{}, "--socket", sock, "export", "--json")
-	if code != cli.ExitOK || !strings.Contains(jsonOut, `"name": "bob"`) || !strings.Contains(jsonOut, `"rate": "25mbit"`) {
+	if code != cli.ExitOK || !strings.Contains(jsonOut, `"user": "bob"`) || !strings.Contains(jsonOut, `"rate": 25000000`) {
 		t.Errorf("json: exit %d\n%s", code, jsonOut)
 	}
 	if code, _, stderr := run(t, cli.Env{}, "--socket", sock, "export", "--format", "yaml"); code != cli.ExitUsage || !strings.Contains(stderr, "toml or csv") {

@@ -1,12 +1,12 @@
 package cli_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/control/cli"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 )
 
 func TestNodeCommandsSendTheirRequests(t *testing.T) {
@@ -31,7 +31,7 @@ func TestNodeCommandsSendTheirRequests(t *testing.T) {
 	}
 	code, out, _ := run(t, cli.Env{}, "node", "add", "ap-4", "--rate", "1mbit", "--json", "--socket", sock)
 	var resp control.NodeResponse
-	if code != cli.ExitOK || json.Unmarshal([]byte(out), &resp) != nil || resp.Node == nil || resp.Node.Rate.String() != "1mbit" {
+	if code != cli.ExitOK || jsonout.Decode([]byte(out), &resp) != nil || resp.Node == nil || resp.Node.Rate.String() != "1mbit" {
 		t.Errorf("node add --json: exit %d, %q", code, out)
 	}
 	code, out, _ = run(t, cli.Env{}, "node", "list", "--socket", sock)

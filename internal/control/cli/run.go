@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 	"github.com/shaperd/shaperd/internal/fleet/fleetcli"
 	"github.com/shaperd/shaperd/pkg/config"
 )
@@ -66,13 +67,28 @@ var commands = map[string]command{
 // to stdout and errors to stderr, and returns the exit code: ExitOK,
 // ExitError or ExitUsage. It never exits the process. ctx ends the command
 // (main cancels it on SIGINT/SIGTERM; top then quits with ExitOK).
+//
+// With --json a failing command also prints one JSON object on stdout,
+// {"error": ..., "exit_code": N} (docs/json.md), unless it printed its
+// result already (status of a degraded daemon: the status, exit 1).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) int {
+	out := &jsonout.Tracker{W: stdout}
+	code, err := run(ctx, args, out, stderr, env)
+	if err != nil && !out.Wrote && jsonout.Requested(args) {
+		_ = jsonout.WriteError(stdout, ErrorObject(err, code))
+	}
+	return code
+}
+
+// run is Run without the error object: it returns the exit code and the
+// error it reported on stderr (nil with ExitOK).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) (int, error) {
 	fs := newFlagSet("shaperctl")
 	socket := fs.String("socket", "", "control socket")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printHelp(stdout, "")
-			return ExitOK
+			return ExitOK, nil
 		}
 		return usage(stderr, usagef("", "%v", err))
 	}
@@ -93,7 +109,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 			}
 		}
 		printHelp(stdout, topic)
-		return ExitOK
+		return ExitOK, nil
 	}
 	cmd, ok := commands[name]
 	if !ok {
@@ -114,10 +130,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 	var br *control.BadRequestError
 	switch {
 	case err == nil:
-		return ExitOK
+		return ExitOK, nil
 	case errors.Is(err, flag.ErrHelp):
 		printHelp(stdout, name)
-		return ExitOK
+		return ExitOK, nil
 	case errors.As(err, &ue):
 		return usage(stderr, err)
 	case errors.As(err, &br) && br.Usage:
@@ -126,12 +142,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 		return usage(stderr, usagef(name, "%s", strings.TrimPrefix(err.Error(), name+": ")))
 	default:
 		fmt.Fprintf(stderr, "shaperctl: %v\n", err)
-		return ExitError
+		return ExitError, err
 	}
 }
 
-// usage reports a usage error and returns ExitUsage.
-func usage(stderr io.Writer, err error) int {
+// usage reports a usage error and returns ExitUsage with the error as
+// reported (flags named with two dashes).
+func usage(stderr io.Writer, err error) (int, error) {
 	var ue *usageError
 	cmd := ""
 	if errors.As(err, &ue) {
@@ -143,7 +160,7 @@ func usage(stderr io.Writer, err error) int {
 	} else {
 		fmt.Fprintf(stderr, "shaperctl %s: %s\nRun 'shaperctl help %s' for usage.\n", cmd, msg, cmd)
 	}
-	return ExitUsage
+	return ExitUsage, &usageError{cmd: cmd, msg: msg}
 }
 
 // extractSocket removes "--socket PATH" / "--socket=PATH" (or one dash) from

@@ -1,13 +1,13 @@
 package cli_test
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/control/cli"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 )
 
 // statusUsers runs status --json with args and returns the user/interface
@@ -20,7 +20,7 @@ func statusUsers(t *testing.T, sock string, args ...string) (users, ifaces []str
 		t.Fatalf("status %q: exit %d: %s", args, code, errOut)
 	}
 	var st control.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
+	if err := jsonout.Decode([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}
 	for _, u := range st.Users {
@@ -85,16 +85,16 @@ func TestTopOnceAndJSON(t *testing.T) {
 		t.Fatalf("top --json --iterations 2: %d lines, want 2:\n%s", len(lines), out)
 	}
 	var snap struct {
-		Total string `json:"total"`
+		Total int64 `json:"total"`
 		Users []struct {
-			Name       string `json:"name"`
-			Throughput string `json:"throughput"`
+			User       string `json:"user"`
+			Throughput int64  `json:"throughput"`
 		} `json:"users"`
 	}
-	if err := json.Unmarshal([]byte(lines[0]), &snap); err != nil {
+	if err := jsonout.Decode([]byte(lines[0]), &snap); err != nil {
 		t.Fatal(err)
 	}
-	if snap.Total != "47492456bit" || len(snap.Users) != 4 || snap.Users[0].Name != "bob" || snap.Users[3].Name != "carol" {
+	if snap.Total != 47492456 || len(snap.Users) != 4 || snap.Users[0].User != "bob" || snap.Users[3].User != "carol" {
 		t.Errorf("snapshot %+v", snap)
 	}
 }
@@ -103,12 +103,12 @@ func TestClearAndReloadJSON(t *testing.T) {
 	_, sock := serve(t)
 	code, out, errOut := run(t, cli.Env{}, "--socket", sock, "clear", "alice", "--json")
 	var cleared control.ClearResponse
-	if code != cli.ExitOK || json.Unmarshal([]byte(out), &cleared) != nil || cleared.Target != "alice" {
+	if code != cli.ExitOK || jsonout.Decode([]byte(out), &cleared) != nil || cleared.Target != "alice" {
 		t.Errorf("clear --json: exit %d %q %q", code, out, errOut)
 	}
 	code, out, errOut = run(t, cli.Env{}, "--socket", sock, "reload", "--json")
 	var reloaded control.ReloadStatus
-	if code != cli.ExitOK || json.Unmarshal([]byte(out), &reloaded) != nil || reloaded.Result != "ok" {
+	if code != cli.ExitOK || jsonout.Decode([]byte(out), &reloaded) != nil || reloaded.Result != "ok" {
 		t.Errorf("reload --json: exit %d %q %q", code, out, errOut)
 	}
 }

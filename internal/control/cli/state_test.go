@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/control/cli"
 	"github.com/shaperd/shaperd/internal/control/controltest"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 )
 
 // State file problems appear in the status table, one line each with the
@@ -40,7 +40,7 @@ func TestStatusShowsStateProblems(t *testing.T) {
 	var got struct {
 		StateProblems []control.StateProblem `json:"state_problems"`
 	}
-	if code != 1 || json.Unmarshal([]byte(out), &got) != nil || len(got.StateProblems) != 2 || got.StateProblems[0].MovedTo == "" {
+	if code != 1 || jsonout.Decode([]byte(out), &got) != nil || len(got.StateProblems) != 2 || got.StateProblems[0].MovedTo == "" {
 		t.Errorf("--json state_problems: exit %d, %+v\n%s", code, got, out)
 	}
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 )
 
 func runStatus(ctx context.Context, c *control.Client, args []string, out io.Writer, _ Env) error {
@@ -114,11 +114,10 @@ func flagError(cmd string, err error) error {
 	return usagef(cmd, "%v", err)
 }
 
-// writeJSON writes v as indented JSON.
+// writeJSON writes v as indented JSON in the shape of docs/json.md
+// (jsonout: rates in bit/s, snake_case keys, `out` tags over wire names).
 func writeJSON(out io.Writer, v any) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	return jsonout.Encode(out, v)
 }
 
 // writeStatus writes the human status: an interfaces table, a nodes table

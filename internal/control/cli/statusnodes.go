@@ -2,7 +2,6 @@ package cli
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -372,5 +372,5 @@ func writeTopNodesJSON(out io.Writer, st *control.Status) error {
 	if nodes == nil {
 		nodes = []topNode{}
 	}
-	return json.NewEncoder(out).Encode(topNodesSnapshot{Generated: st.Generated, Total: total, Nodes: nodes})
+	return jsonout.EncodeLine(out, topNodesSnapshot{Generated: st.Generated, Total: total, Nodes: nodes})
 }

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/control/cli"
 	"github.com/shaperd/shaperd/internal/control/controltest"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -108,15 +108,15 @@ func TestStatusNodesJSON(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var got control.Status
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
+	if err := jsonout.Decode([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}
 	want := nodesStatus()
 	if !reflect.DeepEqual(got.Interfaces[0].Nodes, want.Interfaces[0].Nodes) || got.Users[0].Node != "ap-1" {
 		t.Errorf("nodes %+v\nwant %+v", got.Interfaces[0].Nodes, want.Interfaces[0].Nodes)
 	}
-	for _, key := range []string{`"nodes": [`, `"path": "north/ap-1"`, `"parent": "north"`, `"effective_ceil": "200mbit"`,
-		`"total_users": 4`, `"throughput": "40mbit"`, `"node": "ap-1"`} {
+	for _, key := range []string{`"nodes": [`, `"path": "north/ap-1"`, `"parent": "north"`, `"effective_ceil": 200000000`,
+		`"total_users": 4`, `"throughput": 40000000`, `"node": "ap-1"`} {
 		if !strings.Contains(out, key) {
 			t.Errorf("no %s in\n%s", key, out)
 		}
@@ -194,7 +194,7 @@ func TestStatusTreeUsers(t *testing.T) {
 		{[]string{"--tree", "--users", "many"}, `--users "many"`},
 	} {
 		code, out, errOut := run(t, cli.Env{}, append([]string{"--socket", sock, "status"}, tc.args...)...)
-		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, tc.msg) {
+		if code != cli.ExitUsage || (out != "") != jsonout.Requested(tc.args) || !strings.Contains(errOut, tc.msg) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want a usage error with %q", tc.args, code, out, errOut, tc.msg)
 		}
 	}
@@ -210,7 +210,7 @@ func TestStatusNodeTarget(t *testing.T) {
 			t.Fatalf("status %s: exit %d: %s", target, code, errOut)
 		}
 		var st control.Status
-		if err := json.Unmarshal([]byte(out), &st); err != nil {
+		if err := jsonout.Decode([]byte(out), &st); err != nil {
 			t.Fatal(err)
 		}
 		var ifaces, nodes, users []string
@@ -274,20 +274,20 @@ func TestTopNodes(t *testing.T) {
 		t.Fatalf("top --nodes --json: exit %d: %s", code, errOut)
 	}
 	var snap struct {
-		Total string `json:"total"`
+		Total int64 `json:"total"`
 		Nodes []struct {
-			Name       string `json:"name"`
+			Node       string `json:"node"`
 			Interface  string `json:"interface"`
 			Direction  string `json:"direction"`
-			Throughput string `json:"throughput"`
+			Throughput int64  `json:"throughput"`
 			TotalUsers int    `json:"total_users"`
 		} `json:"nodes"`
 		Users []any `json:"users"`
 	}
-	if err := json.Unmarshal([]byte(out), &snap); err != nil {
+	if err := jsonout.Decode([]byte(out), &snap); err != nil {
 		t.Fatal(err)
 	}
-	if snap.Total != "40mbit" || len(snap.Nodes) != 3 || snap.Nodes[0].Name != "ap-2" || snap.Nodes[0].Interface != "lan0" ||
+	if snap.Total != 40e6 || len(snap.Nodes) != 3 || snap.Nodes[0].Node != "ap-2" || snap.Nodes[0].Interface != "lan0" ||
 		snap.Nodes[0].Direction != "download" || snap.Nodes[2].TotalUsers != 4 || snap.Users != nil {
 		t.Errorf("top --nodes --json: %+v\n%s", snap, out)
 	}

@@ -2,12 +2,12 @@ package cli
 
 import (
 	"cmp"
-	"encoding/json"
 	"io"
 	"slices"
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -32,5 +32,5 @@ func writeTopJSON(out io.Writer, st *control.Status) error {
 	for _, u := range users {
 		snap.Total += u.Throughput
 	}
-	return json.NewEncoder(out).Encode(snap)
+	return jsonout.EncodeLine(out, snap)
 }

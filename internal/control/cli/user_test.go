@@ -1,13 +1,13 @@
 package cli_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/internal/control/cli"
 	"github.com/shaperd/shaperd/internal/control/controltest"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 )
 
 func TestUserCommandsSendTheirRequests(t *testing.T) {
@@ -40,7 +40,7 @@ func TestUserCommandsSendTheirRequests(t *testing.T) {
 	}
 	code, out, _ := run(t, env, "user", "list", "--json", "--socket", sock)
 	var list control.UserListResponse
-	if code != cli.ExitOK || json.Unmarshal([]byte(out), &list) != nil || len(list.Users) == 0 || list.Users[0].Source != control.SourceFile {
+	if code != cli.ExitOK || jsonout.Decode([]byte(out), &list) != nil || len(list.Users) == 0 || list.Users[0].Source != control.SourceFile {
 		t.Errorf("user list --json: exit %d, %q", code, out)
 	}
 	code, out, _ = run(t, env, "user", "list", "--socket", sock)

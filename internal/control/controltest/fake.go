@@ -207,12 +207,18 @@ func (f *Fake) Simulate(ctx context.Context, req control.SimulateRequest) (*cont
 	return resp, nil
 }
 
-// PlanDiff answers that nothing would change.
+// PlanDiff answers that alice's class on lan0 would change.
 func (f *Fake) PlanDiff(ctx context.Context) (*control.PlanDiffResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls = append(f.Calls, "reload --dry-run")
-	return &control.PlanDiffResponse{Text: "nothing to change\n"}, nil
+	return &control.PlanDiffResponse{Text: "lan0/egress (lan0): 1 kernel changes (0 add, 1 change, 0 delete)\n", Changes: 1,
+		Interfaces: []control.PlanDiffInterface{{Interface: "lan0", Direction: "egress", Device: "lan0", State: control.PlanChanged,
+			Changes: []control.PlanChange{{Op: "change", Object: "class", Device: "lan0", Handle: "1:105", User: "alice",
+				Before: &control.PlanRates{Rate: 20e6, Ceil: 40e6}, After: &control.PlanRates{Rate: 20e6, Ceil: 60e6},
+				Text: "change class 1:105 (user alice) on lan0"}},
+			Users: []control.PlanUserChange{{User: "alice", Before: &control.PlanUserRates{Rate: 20e6, Ceil: 40e6, Predicted: 40e6},
+				After: control.PlanUserRates{Rate: 20e6, Ceil: 60e6, Predicted: 60e6}}}}}}, nil
 }
 
 // CallLog returns a copy of Calls.

@@ -5,7 +5,6 @@ package fleetcli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 	"github.com/shaperd/shaperd/internal/fleet"
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/policy"
@@ -138,8 +138,15 @@ func errSocket(cmd string) error {
 }
 
 // Run runs a fleet command (IsFleet(args)) and returns the exit code.
+//
+// With --json a failing command also prints one JSON object on stdout,
+// {"error": ..., "exit_code": N} (docs/json.md), unless it printed its
+// result already (fleet status of an unhealthy fleet).
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) int {
 	var err error
+	jsonArgs := args
+	tracked := &jsonout.Tracker{W: stdout}
+	stdout = tracked
 	socket, args := leadingSocket(args)
 	switch {
 	case len(args) == 0:
@@ -168,6 +175,15 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 	default:
 		err = usageErr("usage: shaperctl fleet push|pull|status [--config FILE] ...")
 	}
+	code := report(err, stderr)
+	if err != nil && !tracked.Wrote && jsonout.Requested(jsonArgs) {
+		writeError(tracked.W, err, code)
+	}
+	return code
+}
+
+// report writes err on stderr and returns the exit code for it.
+func report(err error, stderr io.Writer) int {
 	var ue usageErr
 	var ce checkErr
 	switch {
@@ -386,7 +402,7 @@ func push(ctx context.Context, args []string, out io.Writer, env Env) error {
 			if lines == nil {
 				lines = []string{}
 			}
-			return json.NewEncoder(out).Encode(map[string]any{"revision": rev, "changes": lines})
+			return writeJSON(out, pushDiffJSON{Revision: rev, Changes: lines})
 		}
 		fmt.Fprintf(out, "changes from revision %d in %s (nothing written; push without --diff to write):\n", rev, fc.Prefix)
 		for _, l := range lines {
@@ -409,8 +425,7 @@ func push(ctx context.Context, args []string, out io.Writer, env Env) error {
 		return etcdErr(fc, err)
 	}
 	if *f.asJSON {
-		return json.NewEncoder(out).Encode(map[string]any{"revision": rev, "prefix": fc.Prefix,
-			"tiers": len(plan.Tiers), "users": len(plan.Users)})
+		return writeJSON(out, pushJSON{Revision: rev, Prefix: fc.Prefix, TierCount: len(plan.Tiers), UserCount: len(plan.Users)})
 	}
 	fmt.Fprintf(out, "pushed revision %d to %s: %d tiers, %d users\n", rev, fc.Prefix, len(plan.Tiers), len(plan.Users))
 	return nil
@@ -435,7 +450,7 @@ func pull(ctx context.Context, args []string, out io.Writer, env Env) error {
 		return fmt.Errorf("no plan was pushed under %s", fc.Prefix)
 	}
 	if *f.asJSON {
-		return json.NewEncoder(out).Encode(p)
+		return writeJSON(out, newPullJSON(fc.Prefix, p))
 	}
 	fmt.Fprintf(out, "# shaperd fleet plan: %s revision %d", fc.Prefix, p.Revision)
 	if p.Meta.PushedBy != "" {
@@ -502,8 +517,8 @@ func status(ctx context.Context, args []string, out io.Writer, env Env) error {
 		if rs == nil {
 			rs = []fleet.Registration{}
 		}
-		if err := json.NewEncoder(out).Encode(map[string]any{"prefix": fc.Prefix, "revision": rev, "health": health, "routers": rs,
-			"overrides": len(ovs), "override_problems": problems}); err != nil {
+		if err := writeJSON(out, statusJSON{Prefix: fc.Prefix, Revision: rev, Health: health, Routers: rs,
+			OverrideCount: len(ovs), OverrideProblems: problems}); err != nil {
 			return err
 		}
 		return unhealthy
@@ -674,7 +689,7 @@ func setRate(ctx context.Context, args []string, out io.Writer, env Env) error {
 		return etcdErr(fc, err)
 	}
 	if *f.asJSON {
-		return json.NewEncoder(out).Encode(o)
+		return writeJSON(out, newOverrideJSON(o))
 	}
 	msg := fmt.Sprintf("%s: fleet-wide rate %s, ceil %s", o.Key(), o.Rate, max(o.Ceil, o.Rate))
 	if !o.Until.IsZero() {
@@ -712,7 +727,7 @@ func clearFleet(ctx context.Context, args []string, out io.Writer, env Env) erro
 		return etcdErr(fc, err)
 	}
 	if *f.asJSON {
-		return json.NewEncoder(out).Encode(map[string]any{"target": t.String(), "cleared": n})
+		return writeJSON(out, clearJSON{Target: t.String(), Cleared: n})
 	}
 	if n == 0 {
 		fmt.Fprintf(out, "%s: nothing to clear: no fleet override is set\n", t)

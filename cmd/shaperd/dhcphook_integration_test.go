@@ -137,7 +137,7 @@ func TestDnsmasqHook(t *testing.T) {
 	if c := u.classOf("r-lan", laptop); c.Rate != 10*tbf.Mbit {
 		t.Errorf("the laptop after users.toml took it over: %v, want bronze's 10mbit", c.Rate)
 	}
-	if out := u.mustCtl("user", "list", "--json"); !strings.Contains(out, `"name": "laptop",
+	if out := u.mustCtl("user", "list", "--json"); !strings.Contains(out, `"user": "laptop",
       "tier": "bronze",
       "source": "users.toml"`) {
 		t.Errorf("user list after the reload:\n%s", out)

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -62,7 +62,7 @@ func TestSetRateDirectionAsUnit(t *testing.T) {
 	}
 
 	var ov control.OverridesResponse
-	if err := json.Unmarshal([]byte(u.mustCtl("overrides", "--json")), &ov); err != nil {
+	if err := jsonout.Decode([]byte(u.mustCtl("overrides", "--json")), &ov); err != nil {
 		t.Fatal(err)
 	}
 	if len(ov.Overrides) != 1 || ov.Overrides[0].Target != "u0" || ov.Overrides[0].Direction != "download" ||

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 	"github.com/shaperd/shaperd/internal/fleet"
 	"github.com/shaperd/shaperd/internal/lab/etcdlab"
 	"github.com/shaperd/shaperd/internal/lab/netnslab"
@@ -204,7 +205,7 @@ func (f *fleetLab) status(r *fleetRouter) (*control.Status, error) {
 		return nil, err
 	}
 	var st control.Status
-	if err := json.Unmarshal(out, &st); err != nil {
+	if err := jsonout.Decode(out, &st); err != nil {
 		return nil, fmt.Errorf("%v: %s", err, out)
 	}
 	return &st, nil
@@ -226,7 +227,7 @@ func (f *fleetLab) fleetStatus() []fleet.Registration {
 	var st struct {
 		Routers []fleet.Registration `json:"routers"`
 	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
+	if err := jsonout.Decode([]byte(out), &st); err != nil {
 		f.t.Fatalf("fleet status --json: %v\n%s", err, out)
 	}
 	return st.Routers

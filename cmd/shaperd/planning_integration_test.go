@@ -35,7 +35,7 @@ func TestPlanningCommands(t *testing.T) {
 	}
 	found := false
 	for _, r := range rep.Users {
-		if r.User == "u0" && r.Interface == "r-lan" && r.Direction == "egress" {
+		if r.User == "u0" && r.Interface == "r-lan" && r.Direction == "download" {
 			found = true
 			if r.BitsPerSecond == nil || *r.BitsPerSecond != 5_000_000 {
 				t.Errorf("u0 with --set u0=5mbit: %v bit/s, want 5000000", r.BitsPerSecond)

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/internal/control/jsonout"
 	"github.com/shaperd/shaperd/internal/lab/netnslab"
 	"github.com/shaperd/shaperd/pkg/kernel"
 	"github.com/shaperd/shaperd/pkg/model"
@@ -215,7 +215,7 @@ func (u *unitLab) status() control.Status {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	var st control.Status
-	if jerr := json.Unmarshal(out, &st); jerr != nil {
+	if jerr := jsonout.Decode(out, &st); jerr != nil {
 		u.t.Fatalf("shaperctl status --json: %v, %v\n%s%s", err, jerr, out, stderr.String())
 	}
 	return st

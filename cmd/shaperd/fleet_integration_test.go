@@ -482,4 +482,37 @@ func TestFleetQuota(t *testing.T) {
 	if len(l) != 2 || total < 1<<20 {
 		t.Errorf("ledger: %d keys, %d bytes in total", len(l), total)
 	}
+
+	// A fleet-wide reset, as an operator runs it: both routers give alice
+	// the plan back, and their counts start again from zero.
+	began = time.Now()
+	f.mustCtl("quota", "reset", "alice", "--fleet", "--config", plan)
+	f.await(5*time.Second, "alice's plan back on both routers after quota reset --fleet", f.routers, func(r *fleetRouter) bool { return r.hasRate("50Mbit") })
+	t.Logf("quota reset --fleet: the plan back on both routers %v after the command began", time.Since(began))
+	for k, b := range ledger() {
+		if b > 100_000 {
+			t.Errorf("%s: %d bytes after the fleet-wide reset, want the count started again", k, b)
+		}
+	}
+	// Bytes after the reset count, and a restart (which reads the reset
+	// key again) does not forgive them.
+	ping(f.routers[0], 300, "0.002")
+	var after uint64
+	f.await(10*time.Second, "r1's new usage in the ledger", f.routers[:1], func(*fleetRouter) bool {
+		after = ledger()["/fleettest/usage/alice/r1"]
+		return after > 300*1000
+	})
+	f.stop(f.routers[0])
+	f.start(f.routers[0])
+	f.await(15*time.Second, "r1 back with the plan", f.routers[:1], func(r *fleetRouter) bool { return r.hasRate("50Mbit") })
+	if st, err := f.status(f.routers[0]); err != nil || st.Fleet == nil || !st.Fleet.Connected {
+		t.Fatalf("r1 after the restart: %+v, %v", st, err)
+	}
+	time.Sleep(1500 * time.Millisecond) // a usage report interval and more
+	if got := ledger()["/fleettest/usage/alice/r1"]; got < after {
+		t.Errorf("r1's count %d after a restart, %d before it: the fleet-wide reset was applied again", got, after)
+	}
+	if data, _ := os.ReadFile(filepath.Join(f.routers[0].dir, "shaperd.log")); strings.Count(string(data), "fleet quota reset") != 1 {
+		t.Errorf("r1 logged the fleet quota reset %d times over a restart, want once:\n%s", strings.Count(string(data), "fleet quota reset"), data)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -178,6 +179,9 @@ func (h fleetHandler) FleetOverrides(o []policy.Override, problems []string) {
 }
 func (h fleetHandler) FleetUsage(remote map[string][]policy.RemoteUsage) {
 	h.do(func() { h.d.applyFleetUsage(remote) })
+}
+func (h fleetHandler) FleetQuotaReset(resets map[string]fleet.QuotaReset) {
+	h.do(func() { h.d.applyFleetQuotaReset(resets) })
 }
 func (h fleetHandler) FleetConnected(up bool) {
 	h.d.fleet.connected.Store(up)
@@ -410,6 +414,38 @@ func (d *Daemon) applyFleetUsage(remote map[string][]policy.RemoteUsage) {
 		if err := d.policyTick(d.clock.Now()); err != nil {
 			d.afterReconcile(err)
 		}
+	}
+}
+
+// applyFleetQuotaReset applies the fleet-wide quota resets (`shaperctl
+// quota reset USER --fleet`) not applied yet: each user's count here
+// becomes zero as a local reset makes it, a user over quota gets the plan
+// back at once, and the usage is saved (so that a restart does not apply
+// a reset twice) and reported to the fleet from zero.
+func (d *Daemon) applyFleetQuotaReset(resets map[string]fleet.QuotaReset) {
+	now := d.clock.Now()
+	var applied bool
+	for _, user := range slices.Sorted(maps.Keys(resets)) {
+		r := resets[user]
+		was, ok := d.usage.ResetFleet(user, r.At, now)
+		if !ok {
+			continue
+		}
+		applied = true
+		d.log.Info("fleet quota reset", "user", user, "was_bytes", was, "reset_at", r.At, "by", r.By)
+	}
+	if !applied {
+		return
+	}
+	d.policyDirty = true
+	if d.ready {
+		if err := d.policyTick(now); err != nil {
+			d.afterReconcile(err)
+		}
+	}
+	d.saveUsage(now)
+	if d.fleet != nil {
+		d.fleet.lastUsage = time.Time{} // report the new counts now
 	}
 }
 

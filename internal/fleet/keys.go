@@ -16,6 +16,7 @@ const (
 	routersDir   = "/routers/"
 	aliveDir     = "/alive/"
 	usageDir     = "/usage/"
+	resetDir     = "/quota-reset/"
 )
 
 // PlanDir is the directory of the plan's keys under prefix
@@ -29,6 +30,14 @@ func OverridesDir(prefix string) string { return prefix + overridesDir }
 // UsageDir is the directory of the quota ledger under prefix
 // ("PREFIX/usage/").
 func UsageDir(prefix string) string { return prefix + usageDir }
+
+// QuotaResetDir is the directory of the fleet-wide quota resets under
+// prefix ("PREFIX/quota-reset/").
+func QuotaResetDir(prefix string) string { return prefix + resetDir }
+
+// QuotaResetKey is the fleet-wide quota reset key of user
+// ("PREFIX/quota-reset/USER").
+func QuotaResetKey(prefix, user string) string { return prefix + resetDir + user }
 
 // RouterKey is router's kept registration key ("PREFIX/routers/NAME").
 func RouterKey(prefix, router string) string { return prefix + routersDir + router }

@@ -57,6 +57,9 @@ type userUsage struct {
 	Start    time.Time         `json:"start"`
 	Used     uint64            `json:"used"`
 	Counters map[string]uint64 `json:"counters"`
+	// FleetReset is when the newest fleet-wide reset applied was made
+	// (ResetFleet); zero: none.
+	FleetReset time.Time `json:"fleet_reset,omitzero"`
 }
 
 // NewUsage returns an empty Usage counting periods in loc (nil: time.Local)
@@ -285,6 +288,30 @@ func (u *Usage) Reset(user string, now time.Time) uint64 {
 	uu.Used = 0
 	u.touch(now)
 	return was
+}
+
+// ResetFleet applies a fleet-wide reset of user's quota made at `at`
+// (every router of a fleet gets it, also again after a restart or an
+// etcd outage): unless a reset made at or after at was applied already,
+// the count of the current period becomes zero as Reset makes it, and at
+// is recorded, so that each reset is applied once and the bytes counted
+// after it are never forgiven by it again. It returns what the count was
+// and whether the reset applied.
+func (u *Usage) ResetFleet(user string, at, now time.Time) (was uint64, applied bool) {
+	uu := u.users[user]
+	if uu == nil { // nothing counted yet: remember the reset all the same
+		p := u.period(user)
+		start, _ := PeriodBounds(p, now, u.loc)
+		uu = &userUsage{Period: p, Start: start, Counters: map[string]uint64{}}
+		u.users[user] = uu
+	}
+	if !uu.FleetReset.Before(at) {
+		return 0, false
+	}
+	was = uu.Used
+	uu.Used, uu.FleetReset = 0, at
+	u.touch(now)
+	return was, true
 }
 
 // Location is the time zone periods are counted in.

@@ -320,3 +320,45 @@ func TestUsageReset(t *testing.T) {
 		t.Errorf("Reset of an unknown user returned %d", was)
 	}
 }
+
+// A fleet-wide reset applies once: again (a restart reading the key
+// again) it forgives nothing counted after it; a newer one applies; a user
+// with nothing counted yet remembers it.
+func TestUsageResetFleet(t *testing.T) {
+	u := NewUsage(time.UTC)
+	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	u.Observe("alice", "k", 0, t0)
+	u.Observe("alice", "k", 1000, t0.Add(time.Minute))
+	at := t0.Add(2 * time.Minute)
+	if was, ok := u.ResetFleet("alice", at, at.Add(time.Second)); !ok || was != 1000 {
+		t.Fatalf("first reset: was %d applied %v, want 1000, true", was, ok)
+	}
+	u.Observe("alice", "k", 1500, at.Add(time.Minute))
+	if was, ok := u.ResetFleet("alice", at, at.Add(2*time.Minute)); ok || was != 0 {
+		t.Fatalf("the same reset again: was %d applied %v, want nothing", was, ok)
+	}
+	if used, _, _ := u.Used("alice", config.PeriodMonth, at.Add(2*time.Minute)); used != 500 {
+		t.Fatalf("used %d after the repeated reset, want the 500 bytes counted after it", used)
+	}
+	if was, ok := u.ResetFleet("alice", at.Add(3*time.Minute), at.Add(3*time.Minute)); !ok || was != 500 {
+		t.Fatalf("a newer reset: was %d applied %v, want 500, true", was, ok)
+	}
+	// The reset survives a save and a load.
+	b, err := json.Marshal(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := NewUsage(time.UTC)
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v.ResetFleet("alice", at.Add(3*time.Minute), at.Add(4*time.Minute)); ok {
+		t.Fatal("a reset applied before the save applied again after the load")
+	}
+	if _, ok := v.ResetFleet("bob", at, at); !ok {
+		t.Fatal("a reset of a user with nothing counted did not apply")
+	}
+	if _, ok := v.ResetFleet("bob", at, at.Add(time.Minute)); ok {
+		t.Fatal("bob's reset applied twice")
+	}
+}

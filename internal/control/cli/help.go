@@ -207,10 +207,14 @@ Local overrides and who set them survive restarts
 (daemon.state_dir/overrides.json); fleet overrides live in etcd.
 `,
 	"quota": `Usage: shaperctl quota reset USER [--json]
+       shaperctl quota reset USER --fleet [--config FILE] [--endpoints URLS] [--prefix P] [--json]
 
 Set USER's quota usage of the current period to zero: a user over quota
 gets the plan back at once (logged as a quota_restored event). Only bytes
 after the reset count. Needs root or daemon.admin_group.
+In a fleet a router's reset forgets that router's share of the usage
+only; with --fleet the reset goes to the fleet's etcd and every router
+applies it (see shaperctl help fleet).
 Each user's usage is also in the metrics: shaperd_quota_used_bytes.
 `,
 	"node": `Usage: shaperctl node add NAME --rate R [--ceil C] [--upload-rate R] [--upload-ceil C]

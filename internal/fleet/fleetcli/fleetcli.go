@@ -82,6 +82,11 @@ keys of that file (prefix, TLS, user name) apply when it has the table.
       the same target wins on its router); --for expires it (an etcd lease).
   shaperctl clear TARGET --fleet [--direction download|upload]
       remove fleet overrides of TARGET.
+  shaperctl quota reset USER --fleet
+      start USER's quota period count again on every router (a reset
+      without --fleet forgets one router's share only): the fleet's usage
+      keys of USER go at once and every router, also one down or cut off
+      now, applies the reset once when it reads it.
 
 Flags (every fleet command):
   --config FILE        the file whose [fleet] table says where etcd is (for
@@ -107,7 +112,7 @@ func IsFleet(args []string) bool {
 		return true
 	case "help":
 		return len(args) == 2 && args[1] == "fleet"
-	case "set-rate", "clear":
+	case "set-rate", "clear", "quota":
 		return slices.ContainsFunc(args[1:], func(a string) bool { return a == "--fleet" || a == "-fleet" || a == "--fleet=true" })
 	}
 	return false
@@ -172,6 +177,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 		err = setRate(ctx, args[1:], stdout, env)
 	case args[0] == "clear":
 		err = clearFleet(ctx, args[1:], stdout, env)
+	case args[0] == "quota":
+		err = quotaResetFleet(ctx, args[1:], stdout, env)
 	default:
 		err = usageErr("usage: shaperctl fleet push|pull|status [--config FILE] ...")
 	}
@@ -267,7 +274,7 @@ func (f *flags) parse(args []string) error {
 	}
 	if *f.socket != "" {
 		name := f.fs.Name()
-		if name == "set-rate" || name == "clear" {
+		if name == "set-rate" || name == "clear" || name == "quota reset" {
 			name += " --fleet"
 		}
 		return errSocket(name)
@@ -413,13 +420,7 @@ func push(ctx context.Context, args []string, out io.Writer, env Env) error {
 		}
 		return nil
 	}
-	meta := fleet.Meta{PushedAt: time.Now().UTC(), Source: path, UsersSource: sh.UsersName}
-	if u, err := user.Current(); err == nil {
-		meta.PushedBy = u.Username
-	}
-	if h, err := os.Hostname(); err == nil {
-		meta.PushedBy += "@" + h
-	}
+	meta := fleet.Meta{PushedAt: time.Now().UTC(), Source: path, UsersSource: sh.UsersName, PushedBy: pusher()}
 	rev, err := fleet.Push(s.ctx, s.c, fc.Prefix, sh, meta)
 	if err != nil {
 		return etcdErr(fc, err)
@@ -735,4 +736,47 @@ func clearFleet(ctx context.Context, args []string, out io.Writer, env Env) erro
 	}
 	fmt.Fprintf(out, "%s: fleet override cleared on every router\n", t)
 	return nil
+}
+
+// quotaResetFleet is `shaperctl quota reset USER --fleet`.
+func quotaResetFleet(ctx context.Context, args []string, out io.Writer, env Env) error {
+	f := newFlags("quota reset", env)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if len(f.rest) != 2 || f.rest[0] != "reset" {
+		return usageErr("quota --fleet: expected 'quota reset USER --fleet'")
+	}
+	user := f.rest[1]
+	if !config.ValidName(user) {
+		return usageErr(fmt.Sprintf("quota reset --fleet: %q is not a user name", user))
+	}
+	s, err := f.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	fc := s.fc
+	r := fleet.QuotaReset{At: time.Now().UTC(), By: pusher()}
+	rev, deleted, err := fleet.ResetQuota(s.ctx, s.c, fc.Prefix, user, r)
+	if err != nil {
+		return etcdErr(fc, err)
+	}
+	if *f.asJSON {
+		return writeJSON(out, quotaResetJSON{User: user, Revision: rev, ResetAt: r.At, UsageKeysDeleted: deleted})
+	}
+	fmt.Fprintf(out, "%s: quota reset on every router at revision %d (%d routers' counts were in etcd)\n", user, rev, deleted)
+	return nil
+}
+
+// pusher is who writes to etcd, for the record: "user@host".
+func pusher() string {
+	var by string
+	if u, err := user.Current(); err == nil {
+		by = u.Username
+	}
+	if h, err := os.Hostname(); err == nil {
+		by += "@" + h
+	}
+	return by
 }

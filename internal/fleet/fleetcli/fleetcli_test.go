@@ -2,6 +2,7 @@ package fleetcli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -224,5 +225,48 @@ func TestPushWithEndpoints(t *testing.T) {
 	ovs, _, err := fleet.Overrides(context.Background(), c, "/ep")
 	if err != nil || len(ovs) != 1 || ovs[0].Target.Name != "u2" || ovs[0].Ceil != 4*tbf.Mbit {
 		t.Fatalf("fleet overrides %+v (%v); want u2 at 3mbit/4mbit", ovs, err)
+	}
+}
+
+// quota reset USER --fleet writes the reset and drops the user's usage
+// keys in one transaction; a bad name is a usage error, --socket refused.
+func TestQuotaResetFleet(t *testing.T) {
+	s := etcdlab.Start(t)
+	c, err := fleet.Dial(&config.Fleet{Endpoints: []string{s.Endpoint}, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, r := range []string{"r1", "r2"} {
+		if _, _, err := c.Txn(t.Context(), fleet.PutOp(fleet.UsageKey("/q", "alice", r), []byte(`{"start":"2026-12-01T00:00:00Z","bytes":5}`), 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) (int, string) {
+		var out, errb strings.Builder
+		code := Run(context.Background(), args, &out, &errb, Env{Getenv: func(string) string { return "" }})
+		return code, out.String() + errb.String()
+	}
+	if !IsFleet([]string{"quota", "reset", "alice", "--fleet"}) || IsFleet([]string{"quota", "reset", "alice"}) {
+		t.Fatal("IsFleet does not tell quota reset --fleet from a router's reset")
+	}
+	code, out := run("quota", "reset", "alice", "--fleet", "--endpoints", s.Endpoint, "--prefix", "/q", "--json")
+	var got struct {
+		User             string `json:"user"`
+		Revision         int64  `json:"revision"`
+		UsageKeysDeleted int64  `json:"usage_keys_deleted"`
+	}
+	if code != ExitOK || json.Unmarshal([]byte(out), &got) != nil || got.User != "alice" || got.UsageKeysDeleted != 2 || got.Revision == 0 {
+		t.Fatalf("quota reset --fleet --json: exit %d\n%s", code, out)
+	}
+	kvs, _, err := c.Range(t.Context(), fleet.UsageDir("/q"), fleet.QuotaResetDir("/q"))
+	if err != nil || len(kvs[0]) != 0 || len(kvs[1]) != 1 || !strings.Contains(string(kvs[1][0].Value), `"at":`) {
+		t.Fatalf("after the reset: usage %v, resets %v (%v); want none and alice's", kvs[0], kvs[1], err)
+	}
+	if code, out := run("quota", "reset", "Not A Name", "--fleet", "--endpoints", s.Endpoint); code != ExitUsage || !strings.Contains(out, "is not a user name") {
+		t.Errorf("a bad name: exit %d\n%s", code, out)
+	}
+	if code, out := run("--socket", "/x", "quota", "reset", "alice", "--fleet"); code == ExitOK || !strings.Contains(out, "--socket") {
+		t.Errorf("--socket: exit %d\n%s", code, out)
 	}
 }

@@ -92,6 +92,14 @@ type clearJSON struct {
 	Cleared int64  `json:"cleared"`
 }
 
+// quotaResetJSON is quota reset --fleet --json.
+type quotaResetJSON struct {
+	User             string    `json:"user"`
+	Revision         int64     `json:"revision"`
+	ResetAt          time.Time `json:"reset_at"`
+	UsageKeysDeleted int64     `json:"usage_keys_deleted"`
+}
+
 // writeJSON writes v in the shape of docs/json.md.
 func writeJSON(out io.Writer, v any) error { return jsonout.Encode(out, v) }
 

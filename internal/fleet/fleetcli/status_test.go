@@ -19,10 +19,11 @@ import (
 // nopHandler takes what an agent sees and drops it.
 type nopHandler struct{}
 
-func (nopHandler) FleetPlan(*fleet.Plan)                      {}
-func (nopHandler) FleetOverrides([]policy.Override, []string) {}
-func (nopHandler) FleetConnected(bool)                        {}
-func (nopHandler) FleetUsage(map[string][]policy.RemoteUsage) {}
+func (nopHandler) FleetPlan(*fleet.Plan)                       {}
+func (nopHandler) FleetOverrides([]policy.Override, []string)  {}
+func (nopHandler) FleetConnected(bool)                         {}
+func (nopHandler) FleetUsage(map[string][]policy.RemoteUsage)  {}
+func (nopHandler) FleetQuotaReset(map[string]fleet.QuotaReset) {}
 
 // startRouter runs a fleet agent for router under prefix reporting r; stop
 // ends it (its lease is revoked: the router is down).

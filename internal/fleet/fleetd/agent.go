@@ -42,6 +42,10 @@ type Handler interface {
 	// FleetUsage is, for each user whose usage changed on another router,
 	// their usage on every other router (the quota ledger).
 	FleetUsage(remote map[string][]policy.RemoteUsage)
+	// FleetQuotaReset is the fleet-wide quota resets read (every one at
+	// the first read and after a reconnect, then each new one), by user;
+	// the handler applies each once (policy.Usage.ResetFleet).
+	FleetQuotaReset(resets map[string]fleet.QuotaReset)
 }
 
 // Agent is a router's side of the fleet: it follows the plan and override
@@ -202,6 +206,7 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 		clientv3.OpGet(fleet.PlanDir(a.prefix), clientv3.WithPrefix()),
 		clientv3.OpGet(fleet.OverridesDir(a.prefix), clientv3.WithPrefix()),
 		clientv3.OpGet(fleet.UsageDir(a.prefix), clientv3.WithPrefix()),
+		clientv3.OpGet(fleet.QuotaResetDir(a.prefix), clientv3.WithPrefix()),
 	).Commit()
 	cancel()
 	if err != nil {
@@ -210,11 +215,15 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 	ok()
 	st := fleet.NewState(a.prefix)
 	users := map[string]bool{}
+	resets := map[string]fleet.QuotaReset{}
 	for _, r := range resp.Responses {
 		for _, kv := range r.GetResponseRange().Kvs {
 			st.Put(string(kv.Key), kv.Value, kv.ModRevision)
 			if u := st.PutUsage(string(kv.Key), kv.Value); u != "" {
 				users[u] = true
+			}
+			if u, qr, ok := st.QuotaResetOf(string(kv.Key), kv.Value); ok {
+				resets[u] = qr
 			}
 		}
 	}
@@ -223,6 +232,9 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 	}
 	a.h.FleetOverrides(st.Overrides())
 	a.usageChanged(st, users)
+	if len(resets) > 0 {
+		a.h.FleetQuotaReset(resets)
+	}
 	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer wcancel()
 	wch := a.c.Watch(wctx, a.prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1),
@@ -236,6 +248,7 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 		}
 		var planCh, ovCh bool
 		users := map[string]bool{}
+		resets := map[string]fleet.QuotaReset{}
 		for _, ev := range wr.Events {
 			var p, o bool
 			var u string
@@ -247,6 +260,9 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 				if _, router, _ := st.UsageOf(string(ev.Kv.Key)); router != a.router {
 					u = st.PutUsage(string(ev.Kv.Key), ev.Kv.Value)
 				}
+				if ru, qr, ok := st.QuotaResetOf(string(ev.Kv.Key), ev.Kv.Value); ok {
+					resets[ru] = qr
+				}
 			}
 			planCh, ovCh = planCh || p, ovCh || o
 			if u != "" {
@@ -254,6 +270,9 @@ func (a *Agent) follow(ctx context.Context, ok func()) error {
 			}
 		}
 		a.usageChanged(st, users)
+		if len(resets) > 0 {
+			a.h.FleetQuotaReset(resets)
+		}
 		if planCh {
 			if p := st.Plan(); p != nil {
 				a.h.FleetPlan(p)

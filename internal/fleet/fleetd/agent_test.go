@@ -25,6 +25,7 @@ type recorder struct {
 	problems  []string
 	up        bool
 	usage     map[string][]policy.RemoteUsage
+	resets    []map[string]fleet.QuotaReset
 	changed   chan struct{}
 }
 
@@ -56,6 +57,12 @@ func (r *recorder) FleetUsage(u map[string][]policy.RemoteUsage) {
 	for k, v := range u {
 		r.usage[k] = v
 	}
+	r.mu.Unlock()
+	r.note()
+}
+func (r *recorder) FleetQuotaReset(q map[string]fleet.QuotaReset) {
+	r.mu.Lock()
+	r.resets = append(r.resets, q)
 	r.mu.Unlock()
 	r.note()
 }
@@ -215,4 +222,47 @@ func TestQuotaLedger(t *testing.T) {
 	})
 	agents[0].ReportUsage(map[string]policy.RemoteUsage{"alice": {Start: start, Bytes: 400}})
 	recs[2].await(t, 2*time.Second, "r3 to see r1's new count", func() bool { return sum(recs[2].usage["alice"]) == 650 })
+}
+
+// A fleet-wide quota reset reaches every agent with the deletion of the
+// user's usage keys (the remote sums drop at once), and an agent that
+// starts later reads it too.
+func TestQuotaResetFleetWide(t *testing.T) {
+	s := etcdlab.Start(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	run := func(name string) (*Agent, *recorder) {
+		rec := newRecorder()
+		a := NewAgent(dial(t, s), "/q", name, rec, log)
+		ctx, stop := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { a.Run(ctx); close(done) }()
+		t.Cleanup(func() { stop(); <-done })
+		rec.await(t, 5*time.Second, name+"'s link up", func() bool { return rec.up })
+		return a, rec
+	}
+	a1, _ := run("r1")
+	_, r2 := run("r2")
+	a1.ReportUsage(map[string]policy.RemoteUsage{"alice": {Start: start, Bytes: 900}})
+	r2.await(t, 2*time.Second, "r2 to see alice's usage on r1", func() bool {
+		return len(r2.usage["alice"]) == 1 && r2.usage["alice"][0].Bytes == 900
+	})
+
+	c, err := fleet.Dial(&config.Fleet{Endpoints: []string{s.Endpoint}, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	at := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+	_, deleted, err := fleet.ResetQuota(t.Context(), c, "/q", "alice", fleet.QuotaReset{At: at, By: "test"})
+	if err != nil || deleted != 1 {
+		t.Fatalf("ResetQuota: %d usage keys deleted, %v; want r1's", deleted, err)
+	}
+	r2.await(t, 2*time.Second, "r2 to get the reset and see no usage of alice", func() bool {
+		return len(r2.resets) == 1 && r2.resets[0]["alice"].At.Equal(at) && len(r2.usage["alice"]) == 0
+	})
+	_, r3 := run("r3")
+	r3.await(t, 2*time.Second, "a router started later to read the reset", func() bool {
+		return len(r3.resets) == 1 && r3.resets[0]["alice"].By == "test"
+	})
 }

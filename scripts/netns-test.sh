@@ -106,7 +106,20 @@ test_all() {
 	# The tests remove their own namespaces (t.Cleanup); nothing to trap here.
 	# -p 1: one package's tests at a time, so the throughput and smoothness
 	# measurements of one package are not disturbed by another's traffic.
-	run go test -race -count=1 -p 1 -timeout 15m ./...
+	# The packages' times, slowest first, and the wall time close the run
+	# (the suite's budget is watched there).
+	local log start rc
+	log=$(mktemp)
+	start=$(date +%s)
+	say go test -race -count=1 -p 1 -timeout 15m ./...
+	set +e
+	go test -race -count=1 -p 1 -timeout 15m ./... 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	set -e
+	echo "== package times, slowest first; go test took $(($(date +%s) - start)) s in all:"
+	awk '($1 == "ok" || $1 == "FAIL") && $3 ~ /^[0-9.]+s$/ { printf "%9s  %s\n", $3, $2 }' "$log" | sort -rn | head -12
+	rm -f "$log"
+	return "$rc"
 }
 
 # demo: the standing lab with shaperd shaping r-lan (downloads on egress, uploads

@@ -19,38 +19,18 @@ const (
 
 var benchSink int
 
-func BenchmarkAllow(b *testing.B) {
-	b.Run("shaperd", func(b *testing.B) {
-		lim := tbf.NewBucket(benchRate, benchBurst)
-		b.ReportAllocs()
-		n := 0
-		for b.Loop() {
-			if lim.Allow() {
-				n++
-			}
-		}
-		benchSink = n
-	})
-	b.Run("xrate", func(b *testing.B) {
-		lim := rate.NewLimiter(rate.Limit(benchRate), benchBurst)
-		b.ReportAllocs()
-		n := 0
-		for b.Loop() {
-			if lim.Allow() {
-				n++
-			}
-		}
-		benchSink = n
-	})
-}
+func BenchmarkAllow(b *testing.B) { benchAllowSerial(b, benchRate, benchBurst) }
 
 // BenchmarkAllowExtreme is BenchmarkAllow at a rate and a burst of 1e12
 // tokens, too large to count in nanotokens: the bucket counts in
 // microtokens and stays lock-free.
-func BenchmarkAllowExtreme(b *testing.B) {
-	const extreme = 1e12
+func BenchmarkAllowExtreme(b *testing.B) { benchAllowSerial(b, 1e12, 1e12) }
+
+// benchAllowSerial runs the pair of serial Allow benchmarks at rate
+// tokens/s and burst tokens.
+func benchAllowSerial(b *testing.B, r float64, burst int) {
 	b.Run("shaperd", func(b *testing.B) {
-		lim := tbf.NewBucket(extreme, extreme)
+		lim := tbf.NewBucket(r, float64(burst))
 		b.ReportAllocs()
 		n := 0
 		for b.Loop() {
@@ -61,7 +41,7 @@ func BenchmarkAllowExtreme(b *testing.B) {
 		benchSink = n
 	})
 	b.Run("xrate", func(b *testing.B) {
-		lim := rate.NewLimiter(rate.Limit(extreme), extreme)
+		lim := rate.NewLimiter(rate.Limit(r), burst)
 		b.ReportAllocs()
 		n := 0
 		for b.Loop() {

@@ -195,12 +195,7 @@ func TestQuotaLedger(t *testing.T) {
 	var recs []*recorder
 	var agents []*Agent
 	for _, name := range []string{"r1", "r2", "r3"} {
-		rec := newRecorder()
-		a := NewAgent(dial(t, s), "/q", name, rec, log)
-		ctx, stop := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { a.Run(ctx); close(done) }()
-		t.Cleanup(func() { stop(); <-done })
+		a, rec := startAgent(t, s, "/q", name, log)
 		recs, agents = append(recs, rec), append(agents, a)
 	}
 	for _, rec := range recs {
@@ -232,12 +227,7 @@ func TestQuotaResetFleetWide(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	run := func(name string) (*Agent, *recorder) {
-		rec := newRecorder()
-		a := NewAgent(dial(t, s), "/q", name, rec, log)
-		ctx, stop := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { a.Run(ctx); close(done) }()
-		t.Cleanup(func() { stop(); <-done })
+		a, rec := startAgent(t, s, "/q", name, log)
 		rec.await(t, 5*time.Second, name+"'s link up", func() bool { return rec.up })
 		return a, rec
 	}
@@ -265,4 +255,17 @@ func TestQuotaResetFleetWide(t *testing.T) {
 	r3.await(t, 2*time.Second, "a router started later to read the reset", func() bool {
 		return len(r3.resets) == 1 && r3.resets[0]["alice"].By == "test"
 	})
+}
+
+// startAgent runs an agent of router name under prefix until the test
+// ends, reporting to a new recorder.
+func startAgent(t *testing.T, s *etcdlab.Server, prefix, name string, log *slog.Logger) (*Agent, *recorder) {
+	t.Helper()
+	rec := newRecorder()
+	a := NewAgent(dial(t, s), prefix, name, rec, log)
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	return a, rec
 }

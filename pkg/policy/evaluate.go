@@ -39,6 +39,9 @@ type InterfaceResult struct {
 	// tierCaps are the tier aggregates whose ceil was capped to the
 	// bandwidth (see Caps).
 	tierCaps []Cap
+	// gsums caches the guarantee sums of each parent (sums.go); nil:
+	// none.
+	gsums *guaranteeSums
 }
 
 // Targets returns every interface's targets, in plan order.
@@ -400,16 +403,11 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 	if e.loc == nil {
 		e.loc = time.Local
 	}
-	var u *config.User
-	for i := range plan.Users {
-		if plan.Users[i].Name == user {
-			u = &plan.Users[i]
-			break
-		}
-	}
-	if u == nil {
+	ui := indexLastFirst(plan.Users, func(u *config.User) bool { return u.Name == user })
+	if ui < 0 {
 		return false
 	}
+	u := &plan.Users[ui]
 	// Each HTB interface's entry of the user changes alone unless that
 	// moves a parent's oversubscription scale (then every child changes:
 	// false, and r is restored as it was).
@@ -425,6 +423,7 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 		for k := len(changes) - 1; k >= 0; k-- {
 			c := changes[k]
 			c.ir.Targets.Users[c.j], c.ir.Users[c.j], c.ir.Oversubscriptions = c.ut, c.x, c.over
+			c.ir.invalidateSums()
 		}
 	}
 	for i := range r.Interfaces {
@@ -432,30 +431,45 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 		if i >= len(plan.Interfaces) || plan.Interfaces[i].Shaper == config.ShaperTBF {
 			continue
 		}
-		for j := range ir.Targets.Users {
-			if ir.Targets.Users[j].Name != user || j >= len(ir.Users) {
-				continue
+		// A user has one entry per interface; the newest is the last (a
+		// run-time user just added), so look there first.
+		j := indexLastFirst(ir.Targets.Users, func(t *model.UserTarget) bool { return t.Name == user })
+		if j < 0 || j >= len(ir.Users) {
+			continue
+		}
+		x := e.user(u, &plan.Interfaces[i])
+		ut := ir.Targets.Users[j]
+		if t, ok := plan.Tier(u.Tier); ok {
+			t = config.TierFor(t, u)
+			ut.Burst, ut.CBurst = targetBursts(t, &x), targetCBurst(t, &x)
+		}
+		ut.Rate, ut.Ceil = x.Rate, x.Ceil
+		capUser(&ut, &x, plan.Interfaces[i].Bandwidth)
+		if ut.Node != "" {
+			if c := nodeCeil(ir, ut.Node); c != 0 && capUserTo(&ut, &x, c, "node "+ut.Node+"'s ceil") {
+				x.CappedBy = ut.Node
 			}
-			x := e.user(u, &plan.Interfaces[i])
-			ut := ir.Targets.Users[j]
-			if t, ok := plan.Tier(u.Tier); ok {
-				t = config.TierFor(t, u)
-				ut.Burst, ut.CBurst = targetBursts(t, &x), targetCBurst(t, &x)
-			}
-			ut.Rate, ut.Ceil = x.Rate, x.Ceil
-			capUser(&ut, &x, plan.Interfaces[i].Bandwidth)
-			if ut.Node != "" {
-				if c := nodeCeil(ir, ut.Node); c != 0 && capUserTo(&ut, &x, c, "node "+ut.Node+"'s ceil") {
-					x.CappedBy = ut.Node
-				}
-			}
-			changes = append(changes, saved{ir, j, ir.Targets.Users[j], ir.Users[j], slices.Clone(ir.Oversubscriptions)})
-			if !updateOversubscribed(ir, j, ut, x) {
-				undo()
-				return false
-			}
-			break // a user has one entry per interface
+		}
+		changes = append(changes, saved{ir, j, ir.Targets.Users[j], ir.Users[j], slices.Clone(ir.Oversubscriptions)})
+		if !updateOversubscribed(ir, j, ut, x) {
+			undo()
+			return false
 		}
 	}
 	return len(changes) > 0
+}
+
+// indexLastFirst is the index of the first element of s that match
+// accepts, looking at the last element first (where AddUser puts a new
+// user); -1 when none does.
+func indexLastFirst[T any](s []T, match func(*T) bool) int {
+	if n := len(s); n > 0 && match(&s[n-1]) {
+		return n - 1
+	}
+	for i := range s {
+		if match(&s[i]) {
+			return i
+		}
+	}
+	return -1
 }

@@ -173,6 +173,7 @@ func (ir *InterfaceResult) NodeOf(node string) (Explanation, bool) {
 // rate below its children's. Then evaluate everything. It serves
 // `set-rate node:NAME` without evaluating every user.
 func (r *Result) UpdateNode(plan *config.Plan, ov Overrides, now time.Time, node string) bool {
+	r.invalidateSums() // node rates and parents change
 	n, ok := plan.Node(node)
 	if !ok || len(r.Interfaces) != len(plan.Interfaces) {
 		return false

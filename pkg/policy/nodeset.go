@@ -20,6 +20,7 @@ import (
 // not grow with the number of users, except for the sum of the guarantees
 // under the node's parent.
 func (r *Result) AddNode(plan *config.Plan, ov Overrides, now time.Time, node string) bool {
+	r.invalidateSums() // node rates and parents change
 	n, ok := plan.Node(node)
 	if !ok || len(r.Interfaces) != len(plan.Interfaces) {
 		return false
@@ -81,6 +82,7 @@ func (r *Result) AddNode(plan *config.Plan, ov Overrides, now time.Time, node st
 // its parent is oversubscribed (the scaling of the siblings moves). Then
 // evaluate everything.
 func (r *Result) RemoveNode(node string) bool {
+	r.invalidateSums() // node rates and parents change
 	type at struct{ i, j int }
 	var found []at
 	for i := range r.Interfaces {

@@ -280,10 +280,12 @@ func updateOversubscribed(ir *InterfaceResult, j int, ut model.UserTarget, x Exp
 		}
 	}
 	if oi < 0 { // the parent's guarantees fitted: do they still?
-		if oversubscribedBy(ir, tg.Users[j].Name, x.Rate) {
+		if oversubscribedBy(ir, j, x.Rate) {
 			return false
 		}
+		was := uint64(tg.Users[j].Rate)
 		tg.Users[j], ir.Users[j] = ut, x
+		ir.userRateChanged(j, was)
 		return true
 	}
 	o := ir.Oversubscriptions[oi]
@@ -296,8 +298,10 @@ func updateOversubscribed(ir *InterfaceResult, j int, ut model.UserTarget, x Exp
 	}
 	o.Guaranteed = tbf.Rate(sum)
 	ir.Oversubscriptions[oi] = o
+	was := uint64(tg.Users[j].Rate)
 	tg.Users[j], ir.Users[j] = ut, x
 	scaleUser(ir, j, x.Rate, o)
+	ir.userRateChanged(j, was)
 	return true
 }
 
@@ -320,47 +324,31 @@ func (x *Explanation) scaled(rate tbf.Rate, o Oversubscription) {
 	x.Oversubscribed = true
 }
 
-// oversubscribedBy reports whether changing user's rate on the HTB
+// oversubscribedBy reports whether changing user j's rate on the HTB
 // interface ir to rate (from what Targets holds) would leave the
 // guarantees under the interface's root, a node or a tier aggregate
-// oversubscribed.
-func oversubscribedBy(ir *InterfaceResult, user string, rate tbf.Rate) bool {
+// oversubscribed. It reads the cached sums of every parent (sums.go):
+// O(nodes + tiers), not O(users).
+func oversubscribedBy(ir *InterfaceResult, j int, rate tbf.Rate) bool {
 	tg := &ir.Targets
-	aggregate := map[string]int{}
-	for i, t := range tg.Tiers {
-		aggregate[t.Name] = i
-	}
-	sums := map[parentKey]uint64{}
-	sums[parentKey{}] = uint64(tg.Interface.DefaultRate)
-	for _, t := range tg.Tiers {
-		sums[parentKey{}] += uint64(t.Rate)
-	}
-	for _, n := range tg.Nodes {
-		k := parentKey{}
-		if n.Parent != "" {
-			k = parentKey{"node", n.Parent}
+	sums := ir.sums()
+	own := ir.userParent(&tg.Users[j])
+	sum := func(k parentKey) uint64 {
+		if k == own {
+			return sums[k] - uint64(tg.Users[j].Rate) + uint64(rate)
 		}
-		sums[k] += uint64(n.Rate)
+		return sums[k]
 	}
-	for j := range tg.Users {
-		u := &tg.Users[j]
-		r := uint64(u.Rate)
-		if u.Name == user {
-			r = uint64(rate)
-		}
-		kind, name := parentOf(u, aggregate)
-		sums[parentKey{kind, name}] += r
-	}
-	if sums[parentKey{}] > uint64(tg.Interface.Bandwidth) {
+	if sum(parentKey{}) > uint64(tg.Interface.Bandwidth) {
 		return true
 	}
 	for _, n := range tg.Nodes {
-		if sums[parentKey{"node", n.Name}] > uint64(n.Rate) {
+		if sum(parentKey{"node", n.Name}) > uint64(n.Rate) {
 			return true
 		}
 	}
 	for _, t := range tg.Tiers {
-		if sums[parentKey{"tier", t.Name}] > uint64(t.Rate) {
+		if sum(parentKey{"tier", t.Name}) > uint64(t.Rate) {
 			return true
 		}
 	}

@@ -35,6 +35,7 @@ func (r *Result) AddUser(plan *config.Plan, ov Overrides, usage *Usage, now time
 	undo := func() {
 		for _, s := range done {
 			s.ir.Targets.Users, s.ir.Users = s.users, s.xs
+			s.ir.invalidateSums()
 		}
 	}
 	for i := range r.Interfaces {
@@ -103,6 +104,9 @@ func (r *Result) RemoveUser(user string) bool {
 	// slices; the order of users in a result carries no meaning).
 	for _, f := range found {
 		ir := &r.Interfaces[f.i]
+		if ir.gsums != nil && ir.gsums.owner == ir {
+			ir.gsums.sums[ir.userParent(&ir.Targets.Users[f.j])] -= uint64(ir.Targets.Users[f.j].Rate)
+		}
 		ir.Targets.Users = swapRemove(ir.Targets.Users, f.j)
 		ir.Users = swapRemove(ir.Users, f.j)
 	}
@@ -149,6 +153,7 @@ func (r *Result) MoveUser(plan *config.Plan, ov Overrides, usage *Usage, now tim
 		for _, s := range done {
 			s.ut.Node = s.node
 		}
+		r.invalidateSums()
 	}
 	for k := range r.Interfaces {
 		ir, in := &r.Interfaces[k], &plan.Interfaces[k]
@@ -171,10 +176,18 @@ func (r *Result) MoveUser(plan *config.Plan, ov Overrides, usage *Usage, now tim
 		}
 		done = append(done, saved{ut, ut.Node})
 		ut.Node = u.Node
+		ir.invalidateSums() // the user changes parent
 	}
 	if len(done) == 0 || !r.UpdateUser(plan, ov, usage, now, user) {
 		undo()
 		return false
 	}
 	return true
+}
+
+// invalidateSums drops every interface's cached guarantee sums.
+func (r *Result) invalidateSums() {
+	for i := range r.Interfaces {
+		r.Interfaces[i].invalidateSums()
+	}
 }

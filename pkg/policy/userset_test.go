@@ -1,9 +1,13 @@
 package policy
 
 import (
+	"maps"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // AddUser and RemoveUser leave r as a full evaluation of the plan with
@@ -49,5 +53,60 @@ func TestAddAndRemoveUserMatchEvaluate(t *testing.T) {
 	r = Evaluate(noGuest, Overrides{}, nil, now)
 	if r.AddUser(twoGold, Overrides{}, nil, now, "g1") || !reflect.DeepEqual(r, before) {
 		t.Error("AddUser that oversubscribes: true, or r changed")
+	}
+}
+
+// Random single-user changes (rates up and down across the point where
+// the guarantees stop fitting, users removed and added back) applied
+// incrementally leave the same targets as a full evaluation, and the
+// cached guarantee sums equal sums made afresh.
+func TestIncrementalChangesKeepSums(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(5, 6))
+	all := loadPlan(t, oversubMain, oversubUsers(3, 2))
+	less := loadPlan(t, oversubMain, oversubUsers(3, 1)) // without x1, the last
+	var ov Overrides
+	r := Evaluate(all, ov, nil, now)
+	incremental, removed := 0, 0
+	checkSums := func(step int, what string) {
+		t.Helper()
+		ir := &r.Interfaces[0]
+		cached := maps.Clone(ir.sums())
+		fresh := *ir
+		fresh.gsums = nil
+		if got := fresh.sums(); !maps.Equal(cached, got) {
+			t.Fatalf("step %d (%s): cached sums %v, afresh %v", step, what, cached, got)
+		}
+	}
+	for step := range 400 {
+		if step%10 == 9 { // x1 leaves and comes back
+			if r.RemoveUser("x1") {
+				removed++
+				if full := Evaluate(less, ov, nil, now); !reflect.DeepEqual(r.Interfaces[0].Targets, full.Interfaces[0].Targets) {
+					t.Fatalf("step %d: RemoveUser's targets differ from a full evaluation", step)
+				}
+				checkSums(step, "x1 removed")
+				if !r.AddUser(all, ov, nil, now, "x1") {
+					r = Evaluate(all, ov, nil, now)
+				}
+			}
+			checkSums(step, "x1 back")
+		}
+		u := all.Users[rng.IntN(len(all.Users)-1)].Name // not x1
+		mustSet(t, &ov, Override{Target: Target{TargetUser, u}, Rate: tbf.Rate(1+rng.IntN(40)) * tbf.Mbit, Ceil: 100 * tbf.Mbit})
+		if r.UpdateUser(all, ov, nil, now, u) {
+			incremental++
+		} else {
+			r = Evaluate(all, ov, nil, now)
+		}
+		full := Evaluate(all, ov, nil, now)
+		ir := &r.Interfaces[0]
+		if !reflect.DeepEqual(ir.Targets, full.Interfaces[0].Targets) {
+			t.Fatalf("step %d (%s): incremental targets differ from a full evaluation:\n%+v\n%+v", step, u, ir.Targets.Users, full.Interfaces[0].Targets.Users)
+		}
+		checkSums(step, u)
+	}
+	if incremental < 100 || removed < 5 {
+		t.Errorf("%d of 400 changes incremental, %d of 40 removals; the test shows little", incremental, removed)
 	}
 }

@@ -23,8 +23,9 @@ import (
 const RSSEnv = "SHAPERD_RSS_TEST"
 
 // RSSUsersEnv sets TestRSS10kUsers' number of users (default 10,000; at
-// most 131,071, the addresses of 198.18.0.0/15): scripts/bench-memory.sh
-// runs it at 10,000 and 100,000.
+// most 65,279, the user classes one HTB tree holds: 100,000 users need
+// per-queue trees on a multi-queue device, which this test does not build
+// yet): scripts/bench-memory.sh runs it at 10,000 and 60,000.
 const RSSUsersEnv = "SHAPERD_RSS_USERS"
 
 // TestRSS10kUsers runs the daemon with 10,000 users in a namespace and
@@ -47,8 +48,8 @@ func TestRSS10kUsers(t *testing.T) {
 	users := 10000
 	if v := os.Getenv(RSSUsersEnv); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 5000 || n > 1<<17-1 {
-			t.Fatalf("%s=%q: want a number of users from 5000 to 131071", RSSUsersEnv, v)
+		if err != nil || n < 5000 || n > 65279 {
+			t.Fatalf("%s=%q: want a number of users from 5000 to 65279 (one HTB tree's user classes)", RSSUsersEnv, v)
 		}
 		users = n
 	}

@@ -59,21 +59,8 @@ prefix = "/cli"
 // set-rate of a user the plan lacks is refused.
 func TestPushRefusesInvalid(t *testing.T) {
 	s := etcdlab.Start(t)
-	dir := t.TempDir()
-	p := filepath.Join(dir, "plan.toml")
-	write := func(rate string) {
-		if err := os.WriteFile(p, []byte(fmt.Sprintf(planTOML, rate, s.Endpoint)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "users.toml"), []byte("[[user]]\nname = \"alice\"\ntier = \"basic\"\naddresses = [\"198.18.0.10\"]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) (int, string) {
-		var out, errb strings.Builder
-		code := Run(context.Background(), args, &out, &errb, Env{})
-		return code, out.String() + errb.String()
-	}
+	p, write := planFixture(t, s)
+	run := func(args ...string) (int, string) { return runCombined(Env{}, args...) }
 	write("rate = \"2mbit\"\nceil = \"1mbit\"")
 	if code, out := run("fleet", "push", "--config", p); code != ExitError || !strings.Contains(out, p+":9:1: tiers.basic.ceil") ||
 		!strings.Contains(out, "nothing was written") {
@@ -92,14 +79,14 @@ func TestPushRefusesInvalid(t *testing.T) {
 		t.Fatalf("valid push: exit %d\n%s", code, out)
 	}
 	write("rate = \"3mbit\"")
-	if err := os.WriteFile(filepath.Join(dir, "users.toml"), []byte("[[user]]\nname = \"bob\"\ntier = \"basic\"\naddresses = [\"198.18.0.11\"]\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(filepath.Dir(p), "users.toml"), []byte("[[user]]\nname = \"bob\"\ntier = \"basic\"\naddresses = [\"198.18.0.11\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code, out := run("fleet", "push", "--diff", "--config", p); code != ExitOK || !strings.Contains(out, "~ tier basic\n- user alice\n+ user bob\n") {
 		t.Fatalf("push --diff: exit %d\n%s", code, out)
 	}
 	write("rate = \"2mbit\"")
-	if err := os.WriteFile(filepath.Join(dir, "users.toml"), []byte("[[user]]\nname = \"alice\"\ntier = \"basic\"\naddresses = [\"198.18.0.10\"]\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(filepath.Dir(p), "users.toml"), []byte("[[user]]\nname = \"alice\"\ntier = \"basic\"\naddresses = [\"198.18.0.10\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code, out := run("fleet", "push", "--diff", "--config", p); code != ExitOK || !strings.Contains(out, "no change") {
@@ -180,9 +167,7 @@ func TestPushWithEndpoints(t *testing.T) {
 	}
 	env := map[string]string{}
 	run := func(args ...string) (int, string) {
-		var out, errb strings.Builder
-		code := Run(context.Background(), args, &out, &errb, Env{Getenv: func(k string) string { return env[k] }})
-		return code, out.String() + errb.String()
+		return runCombined(Env{Getenv: func(k string) string { return env[k] }}, args...)
 	}
 	if code, out := run("fleet", "push", "--config", p); code != ExitError || !strings.Contains(out, "has no [fleet] table") || !strings.Contains(out, "--endpoints") {
 		t.Fatalf("push without endpoints: exit %d\n%s", code, out)
@@ -242,11 +227,7 @@ func TestQuotaResetFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run := func(args ...string) (int, string) {
-		var out, errb strings.Builder
-		code := Run(context.Background(), args, &out, &errb, Env{Getenv: func(string) string { return "" }})
-		return code, out.String() + errb.String()
-	}
+	run := func(args ...string) (int, string) { return runCombined(Env{}, args...) }
 	if !IsFleet([]string{"quota", "reset", "alice", "--fleet"}) || IsFleet([]string{"quota", "reset", "alice"}) {
 		t.Fatal("IsFleet does not tell quota reset --fleet from a router's reset")
 	}
@@ -269,4 +250,35 @@ func TestQuotaResetFleet(t *testing.T) {
 	if code, out := run("--socket", "/x", "quota", "reset", "alice", "--fleet"); code == ExitOK || !strings.Contains(out, "--socket") {
 		t.Errorf("--socket: exit %d\n%s", code, out)
 	}
+}
+
+// planFixture writes alice's users.toml and returns the path of the
+// plan.toml beside it and a function that writes planTOML there with the
+// given tier keys and etcd s.
+func planFixture(t *testing.T, s *etcdlab.Server) (path string, write func(rate string)) {
+	t.Helper()
+	dir := t.TempDir()
+	path = filepath.Join(dir, "plan.toml")
+	if err := os.WriteFile(filepath.Join(dir, "users.toml"), []byte("[[user]]\nname = \"alice\"\ntier = \"basic\"\naddresses = [\"198.18.0.10\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, func(rate string) {
+		if err := os.WriteFile(path, []byte(fmt.Sprintf(planTOML, rate, s.Endpoint)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// runFleet runs the fleet commands as shaperctl does and returns the exit
+// code, stdout and stderr.
+func runFleet(env Env, args ...string) (code int, stdout, stderr string) {
+	var out, errb strings.Builder
+	code = Run(context.Background(), args, &out, &errb, env)
+	return code, out.String(), errb.String()
+}
+
+// runCombined is runFleet with stdout and stderr together.
+func runCombined(env Env, args ...string) (int, string) {
+	code, out, errs := runFleet(env, args...)
+	return code, out + errs
 }

@@ -1,11 +1,7 @@
 package fleetcli
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,21 +16,8 @@ import (
 // "problems"} on stdout.
 func TestFleetJSONShape(t *testing.T) {
 	s := etcdlab.Start(t)
-	dir := t.TempDir()
-	p := filepath.Join(dir, "plan.toml")
-	write := func(rate string) {
-		if err := os.WriteFile(p, []byte(fmt.Sprintf(planTOML, rate, s.Endpoint)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "users.toml"), []byte("[[user]]\nname = \"alice\"\ntier = \"basic\"\naddresses = [\"198.18.0.10\"]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) (int, string, string) {
-		var out, errb strings.Builder
-		code := Run(context.Background(), args, &out, &errb, Env{})
-		return code, out.String(), errb.String()
-	}
+	p, write := planFixture(t, s)
+	run := func(args ...string) (int, string, string) { return runFleet(Env{}, args...) }
 	write("rate = \"2mbit\"\nceil = \"1mbit\"")
 	code, out, _ := run("fleet", "push", "--config", p, "--json")
 	var e jsonout.ErrorObject

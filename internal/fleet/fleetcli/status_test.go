@@ -109,9 +109,7 @@ func TestFleetStatusHealth(t *testing.T) {
 		}
 	}
 	run := func(args ...string) (int, string, string) {
-		var out, errb strings.Builder
-		code := Run(context.Background(), append(args, "--endpoints", s.Endpoint), &out, &errb, Env{})
-		return code, out.String(), errb.String()
+		return runFleet(Env{}, append(args, "--endpoints", s.Endpoint)...)
 	}
 
 	okRev, _ := fleet.Pull(t.Context(), c, "/ok")

@@ -115,10 +115,11 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// nodeSeen is what a snapshot's classes say of a node: its class (nil
-// before the tree is built) and the users hanging directly from it.
+// nodeSeen is what a snapshot's classes say of a node: its classes (none
+// before the tree is built; a split node has one in every queue's tree)
+// and the users hanging directly from it.
 type nodeSeen struct {
-	row    *classRow
+	rows   []*classRow
 	direct int
 }
 
@@ -134,7 +135,7 @@ func collectNodes(ch chan<- prometheus.Metric, s *ifaceSnapshot) {
 		switch {
 		case nc == nil:
 		case r.labels.Kind == "node":
-			nc.row = r
+			nc.rows = append(nc.rows, r)
 		case r.labels.Kind == "user":
 			nc.direct++
 		}
@@ -158,13 +159,22 @@ func collectNodes(ch chan<- prometheus.Metric, s *ifaceSnapshot) {
 		ch <- prometheus.MustNewConstMetric(descNodeUsers, prometheus.GaugeValue, float64(total[n.name]), lv...)
 		ch <- prometheus.MustNewConstMetric(descNodeDirectUsers, prometheus.GaugeValue, float64(nc.direct), lv...)
 		ch <- prometheus.MustNewConstMetric(descNodeDrops, prometheus.CounterValue, float64(s.nodeDrops[n.name]), lv...)
-		if nc.row == nil {
+		if len(nc.rows) == 0 {
 			continue // not built yet
 		}
-		ch <- prometheus.MustNewConstMetric(descNodeRateEffective, prometheus.GaugeValue, float64(nc.row.rate)/8, lv...)
-		ch <- prometheus.MustNewConstMetric(descNodeCeilEffective, prometheus.GaugeValue, float64(nc.row.ceil)/8, lv...)
-		if j, ok := slices.BinarySearchFunc(s.counters, nc.row.handle, func(x classCounters, h model.Handle) int { return cmp.Compare(x.handle, h) }); ok {
-			ch <- prometheus.MustNewConstMetric(descNodeBytes, prometheus.CounterValue, float64(s.counters[j].stats.Bytes), lv...)
+		var rate, ceil, bytes float64
+		counted := false
+		for _, r := range nc.rows {
+			rate, ceil = rate+float64(r.rate), ceil+float64(r.ceil)
+			if j, ok := slices.BinarySearchFunc(s.counters, r.handle, func(x classCounters, h model.Handle) int { return cmp.Compare(x.handle, h) }); ok {
+				bytes += float64(s.counters[j].stats.Bytes)
+				counted = true
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descNodeRateEffective, prometheus.GaugeValue, rate/8, lv...)
+		ch <- prometheus.MustNewConstMetric(descNodeCeilEffective, prometheus.GaugeValue, ceil/8, lv...)
+		if counted {
+			ch <- prometheus.MustNewConstMetric(descNodeBytes, prometheus.CounterValue, bytes, lv...)
 		}
 	}
 }

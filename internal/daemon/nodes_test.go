@@ -211,12 +211,13 @@ func TestNodesAdoptedWithoutState(t *testing.T) {
 	}
 }
 
-// TestNodesOnPerQueueTrees: with queues = 4 a top-level node's whole
-// subtree (its nodes and users) is in one queue's tree, and a policy tick
-// that rebalances the queues keeps it there.
+// TestNodesOnPerQueueTrees: with queues = 2 a top-level node that fits
+// one queue (ceil at most 1gbit/2) has its whole subtree (its nodes and
+// users) in one queue's tree, and a policy tick that rebalances the queues
+// keeps it there.
 func TestNodesOnPerQueueTrees(t *testing.T) {
 	dir := t.TempDir()
-	cfg := strings.Replace(nodesConfig, "[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"", "[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"\nqueues = 4", 1) + `
+	cfg := strings.Replace(nodesConfig, "[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"", "[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"\nqueues = 2", 1) + `
 [nodes.south]
 rate = "300mbit"
 `
@@ -228,7 +229,7 @@ node = "south"
 addresses = ["198.18.1.40"]
 `
 	writeConfig(t, dir, cfg, users)
-	k := &queueFake{fakeKernel: newFakeKernel("lan0", "ifb-lan0"), tx: 4, bytes: make([]uint64, 4)}
+	k := &queueFake{fakeKernel: newFakeKernel("lan0", "ifb-lan0"), tx: 2, bytes: make([]uint64, 2)}
 	clk := newFakeClock()
 	d, _ := newTestDaemon(t, k, clk, dir)
 	defer d.Close()
@@ -261,5 +262,86 @@ addresses = ["198.18.1.40"]
 		if m := model.Mismatches(k.tree(st.device), *st.tree()); len(m) != 0 {
 			t.Errorf("%s: the kernel differs from the plan: %v", st.key, m)
 		}
+	}
+}
+
+// TestNodeTooBigForOneQueue: with queues = 4 on 1gbit, north (500mbit, more
+// than a queue's 250mbit) is split as tiers are: a class in every queue's
+// tree, its shares adding up to its ceil; its access points are placed
+// whole, under north's class in their queue. A policy tick moves north's
+// shares to where its traffic is, and a restart adopts them writing
+// nothing.
+func TestNodeTooBigForOneQueue(t *testing.T) {
+	dir := t.TempDir()
+	cfg := strings.Replace(nodesConfig, "[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"", "[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"\nqueues = 4", 1)
+	writeConfig(t, dir, cfg, nodesUsers)
+	k := &queueFake{fakeKernel: newFakeKernel("lan0", "ifb-lan0"), tx: 4, bytes: make([]uint64, 4), classes: map[model.Handle]uint64{}}
+	clk := newFakeClock()
+	d, _ := newTestDaemon(t, k, clk, dir)
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := d.ifaces[0]
+	north := func() []model.Class {
+		out := make([]model.Class, 4)
+		var sum tbf.Rate
+		for _, c := range k.tree("lan0").Classes {
+			if c.Labels.Kind == "node" && c.Labels.Node == "north" {
+				out[model.QueueOf(c.Handle)] = c
+				sum += c.Ceil
+			}
+		}
+		if sum != 500*tbf.Mbit {
+			t.Fatalf("north's classes %v: ceils add up to %s, want 500mbit in 4 queues", out, sum)
+		}
+		return out
+	}
+	before := north()
+	for _, ap := range []string{"ap-1", "ap-2"} {
+		for _, c := range k.tree("lan0").Classes {
+			if c.Labels.Kind == "node" && c.Labels.Node == ap && c.Parent != before[model.QueueOf(c.Handle)].Handle {
+				t.Errorf("%s under %s, want north's class in its queue %d", ap, c.Parent, model.QueueOf(c.Handle))
+			}
+		}
+	}
+	ha, _ := userHandle(st, "alice")
+	qa := model.QueueOf(ha)
+	now := clk.Now()
+	tick := func() {
+		t.Helper()
+		now = now.Add(time.Second)
+		if err := d.policyTick(now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick()                   // the first reading
+	for i := 0; i < 3; i++ { // only alice busy: north's class in her queue gets north's ceil, but for the floors
+		c := north()[qa]
+		k.classes[c.Handle] += uint64(c.Ceil / 8)
+		k.send(qa, c.Ceil, time.Second)
+		tick()
+	}
+	// All of north's ceil but the floors of its other classes: ap-2's
+	// guarantee (100mbit) in its queue and 1/200 of 500mbit in the others.
+	if c := north()[qa].Ceil; c < 390*tbf.Mbit {
+		t.Errorf("only alice busy: north's class in her queue %d has ceil %s, want >= 390mbit (500 less ap-2's 100mbit floor)", qa, c)
+	}
+	if s := st.targets().NodeQueues["north"]; len(s) != 4 || s[qa] != (model.QueueTarget{Rate: north()[qa].Rate, Ceil: north()[qa].Ceil}) {
+		t.Errorf("targets' split of north %v, want the kernel's", s)
+	}
+	if m := model.Mismatches(k.tree(st.device), *st.tree()); len(m) != 0 {
+		t.Errorf("the kernel differs from the plan: %v", m)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writes := k.writeCount()
+	d2, _ := newTestDaemon(t, k, clk, dir)
+	defer d2.Close()
+	if err := d2.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.writeCount() - writes; got != 0 {
+		t.Errorf("a restart wrote %d objects; want none (north %v -> %v)", got, st.targets().NodeQueues["north"], d2.ifaces[0].targets().NodeQueues["north"])
 	}
 }

@@ -26,12 +26,13 @@ type queueKernel interface {
 }
 
 // queueMeter is what the last policy tick saw of an interface's queues:
-// each queue's bytes sent, and each tier's (with an aggregate class) in
-// each queue.
+// each queue's bytes sent, and each tier's (with an aggregate class) and
+// each split node's (model.SplitNodes) in each queue.
 type queueMeter struct {
 	at    time.Time
 	bytes []uint64
 	tiers map[string][]uint64
+	nodes map[string][]uint64
 }
 
 // resolveQueues turns queues = "auto" in plan into the device's transmit
@@ -94,14 +95,11 @@ func (d *Daemon) rebalanceQueues(now time.Time) error {
 			continue
 		}
 		tg := st.targets()
-		used := model.MQRates{Queues: usedSince(prev.bytes, m.bytes, dt), Tiers: map[string][]tbf.Rate{}}
-		for name, b := range m.tiers {
-			if was, ok := prev.tiers[name]; ok && len(was) == n {
-				used.Tiers[name] = usedSince(was, b, dt)
-			}
-		}
-		next := model.RebalanceMQ(tg.Interface.Bandwidth, tg.Tiers, model.MQSplit{Queues: tg.Queues, Tiers: tg.TierQueues}, used, model.QueueFloors(st.tree()))
-		if slices.Equal(next.Queues, tg.Queues) && maps.EqualFunc(next.Tiers, tg.TierQueues, slices.Equal) {
+		used := model.MQRates{Queues: usedSince(prev.bytes, m.bytes, dt),
+			Tiers: usedEach(prev.tiers, m.tiers, n, dt), Nodes: usedEach(prev.nodes, m.nodes, n, dt)}
+		next := model.RebalanceMQ(tg.Interface.Bandwidth, tg.Tiers, splitNodeTargets(*tg), model.MQSplit{Queues: tg.Queues, Tiers: tg.TierQueues, Nodes: tg.NodeQueues}, used, model.QueueFloors(st.tree()))
+		if slices.Equal(next.Queues, tg.Queues) && maps.EqualFunc(next.Tiers, tg.TierQueues, slices.Equal) &&
+			maps.EqualFunc(next.Nodes, tg.NodeQueues, slices.Equal) {
 			continue
 		}
 		if err := d.patchSplit(st, next); err != nil {
@@ -134,66 +132,107 @@ func (d *Daemon) patchSplit(st *reconciler, next model.MQSplit) error {
 }
 
 // readQueueMeter reads the byte counters of st's queues (their qdiscs) and
-// of each tier's class in each queue's tree. A tier whose class is missing
-// in some queue is left out (it is not rebalanced this tick).
+// of each tier's and each split node's class in each queue's tree. A tier
+// or node whose class is missing in some queue is left out (it is not
+// rebalanced this tick).
 func readQueueMeter(qk queueKernel, st *reconciler, now time.Time) (*queueMeter, error) {
 	n := st.targets().Interface.Queues
 	qs, err := qk.QueueCounters(st.tree().Device)
 	if err != nil || len(qs) != n {
 		return nil, fmt.Errorf("queue counters: %d of %d queues: %w", len(qs), n, err)
 	}
-	m := &queueMeter{at: now, bytes: make([]uint64, n), tiers: map[string][]uint64{}}
+	m := &queueMeter{at: now, bytes: make([]uint64, n), tiers: map[string][]uint64{}, nodes: map[string][]uint64{}}
 	for q, qd := range qs {
 		if qd.Stats != nil {
 			m.bytes[q] = qd.Stats.Bytes
 		}
 	}
-	if len(st.targets().Tiers) == 0 {
+	big := splitNodeTargets(*st.targets())
+	if len(st.targets().Tiers) == 0 && len(big) == 0 {
 		return m, nil
 	}
-	handles := make([]model.Handle, 0, n*len(st.targets().Tiers))
-	where := map[model.Handle]struct {
-		tier string
+	// Where each class counted goes: a tier's or a node's counters, and
+	// its queue.
+	type place struct {
+		node bool
+		name string
 		q    int
-	}{}
-	for _, tier := range st.targets().Tiers {
-		for q := 0; q < n; q++ {
-			minor, ok := st.ids.QueueIDs(q).Tier(tier.Name)
-			if !ok {
-				continue
+	}
+	handles := make([]model.Handle, 0, n*(len(st.targets().Tiers)+len(big)))
+	where := map[model.Handle]place{}
+	for q := 0; q < n; q++ {
+		ids, major := st.ids.QueueIDs(q), model.QueueHandle(q).Major()
+		for _, tier := range st.targets().Tiers {
+			if minor, ok := ids.Tier(tier.Name); ok {
+				h := model.MakeHandle(major, minor)
+				handles = append(handles, h)
+				where[h] = place{false, tier.Name, q}
 			}
-			h := model.MakeHandle(model.QueueHandle(q).Major(), minor)
-			handles = append(handles, h)
-			where[h] = struct {
-				tier string
-				q    int
-			}{tier.Name, q}
+		}
+		for _, node := range big {
+			if minor, ok := ids.Node(node.Name); ok {
+				h := model.MakeHandle(major, minor)
+				handles = append(handles, h)
+				where[h] = place{true, node.Name, q}
+			}
 		}
 	}
 	cs, err := qk.ClassCounters(st.tree().Device, handles)
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]int{}
+	seen := map[place]int{}
 	for _, c := range cs {
 		w, ok := where[c.Handle]
 		if !ok || c.Stats == nil {
 			continue
 		}
-		b := m.tiers[w.tier]
-		if b == nil {
-			b = make([]uint64, n)
-			m.tiers[w.tier] = b
+		to := m.tiers
+		if w.node {
+			to = m.nodes
 		}
-		b[w.q] = c.Stats.Bytes
-		seen[w.tier]++
+		if to[w.name] == nil {
+			to[w.name] = make([]uint64, n)
+		}
+		to[w.name][w.q] = c.Stats.Bytes
+		seen[place{w.node, w.name, 0}]++
 	}
-	for tier, k := range seen {
-		if k != n {
-			delete(m.tiers, tier)
+	for p, k := range seen {
+		if k != n && p.node {
+			delete(m.nodes, p.name)
+		} else if k != n {
+			delete(m.tiers, p.name)
 		}
 	}
 	return m, nil
+}
+
+// usedEach is usedSince for each tier's (node's) counters in now that was
+// has too, n queues each.
+func usedEach(was, now map[string][]uint64, n int, dt float64) map[string][]tbf.Rate {
+	used := make(map[string][]tbf.Rate, len(now))
+	for name, b := range now {
+		if w, ok := was[name]; ok && len(w) == n {
+			used[name] = usedSince(w, b, dt)
+		}
+	}
+	return used
+}
+
+// splitNodeTargets are tg's nodes that its per-queue trees split over
+// every queue (model.SplitNodes), as RebalanceMQ takes them.
+func splitNodeTargets(tg model.Targets) []model.TierTarget {
+	split := model.SplitNodes(tg.Interface, tg.Nodes)
+	if len(split) == 0 {
+		return nil
+	}
+	out := make([]model.TierTarget, 0, len(split))
+	for _, nt := range tg.Nodes {
+		if split[nt.Name] {
+			out = append(out, model.TierTarget{Name: nt.Name, Rate: nt.Rate, Ceil: nt.Ceil, Burst: nt.Burst})
+		}
+	}
+	return out
 }
 
 // usedSince is what each queue sent between two byte counter readings dt
@@ -226,7 +265,7 @@ func keepQueues(st *reconciler, tg *model.Targets) {
 	if n <= 1 {
 		return
 	}
-	from := model.MQSplit{Queues: st.targets().Queues, Tiers: st.targets().TierQueues}
+	from := model.MQSplit{Queues: st.targets().Queues, Tiers: st.targets().TierQueues, Nodes: st.targets().NodeQueues}
 	if st.targets().Interface.Queues != n {
 		if st.adoptedSplit == nil || len(st.adoptedSplit.Queues) != n {
 			return
@@ -237,16 +276,24 @@ func keepQueues(st *reconciler, tg *model.Targets) {
 	if len(tg.Queues) == 0 && len(from.Queues) == n {
 		tg.Queues = model.FitQueues(tg.Interface.Bandwidth, from.Queues, n)
 	}
-	if tg.TierQueues != nil || len(from.Tiers) == 0 {
-		return
+	if tg.TierQueues == nil && len(from.Tiers) > 0 {
+		tg.TierQueues = fitEach(tg.Tiers, from.Tiers, n)
 	}
-	tiers := make(map[string][]model.QueueTarget, len(tg.Tiers))
-	for _, tier := range tg.Tiers {
-		if split, ok := from.Tiers[tier.Name]; ok {
-			tiers[tier.Name] = model.FitTier(tier, split, n)
+	if tg.NodeQueues == nil && len(from.Nodes) > 0 {
+		tg.NodeQueues = fitEach(splitNodeTargets(*tg), from.Nodes, n)
+	}
+}
+
+// fitEach fits each aggregate's split in from (if it has one) to its
+// rates (model.FitTier).
+func fitEach(aggs []model.TierTarget, from map[string][]model.QueueTarget, n int) map[string][]model.QueueTarget {
+	out := make(map[string][]model.QueueTarget, len(aggs))
+	for _, agg := range aggs {
+		if split, ok := from[agg.Name]; ok {
+			out[agg.Name] = model.FitTier(agg, split, n)
 		}
 	}
-	tg.TierQueues = tiers
+	return out
 }
 
 // userHandle returns the handle of user's class on st: under the single

@@ -21,16 +21,17 @@ func (d *Daemon) nodeStatus(st *reconciler, ir *policy.InterfaceResult) []contro
 			direct[u.Node]++
 		}
 	}
-	// The node classes and the drops of the classes behind each node
-	// (HTB counts drops at the users' leaves), from the desired tree.
-	handles := make(map[string]model.Handle, len(ir.Nodes))
+	// The node classes (a split node has one in every queue's tree) and
+	// the drops of the classes behind each node (HTB counts drops at the
+	// users' leaves), from the desired tree.
+	handles := make(map[string][]model.Handle, len(ir.Nodes))
 	drops := make(map[string]uint64, len(ir.Nodes))
 	for _, c := range st.tree().Classes {
 		if c.Labels.Node == "" {
 			continue
 		}
 		if c.Labels.Kind == "node" {
-			handles[c.Labels.Node] = c.Handle
+			handles[c.Labels.Node] = append(handles[c.Labels.Node], c.Handle)
 		}
 		if cc, ok := st.counter(c.Handle); ok {
 			drops[c.Labels.Node] += uint64(cc.stats.Drops)
@@ -57,9 +58,10 @@ func (d *Daemon) nodeStatus(st *reconciler, ir *policy.InterfaceResult) []contro
 		if r, ok := d.ramper.Ramp(rk); ok {
 			ns.Ramp = &control.RampStatus{From: r.From.Ceil, To: r.To.Ceil, Until: r.End}
 		}
-		if h, ok := handles[x.Node]; ok {
+		for _, h := range handles[x.Node] {
 			if c, ok := st.counter(h); ok {
-				ns.Throughput, ns.Bytes = c.throughput, c.stats.Bytes
+				ns.Throughput += c.throughput
+				ns.Bytes += c.stats.Bytes
 			}
 		}
 		ns.TotalUsers = ns.Users

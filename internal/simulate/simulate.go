@@ -244,7 +244,7 @@ func nodeRows(ir *policy.InterfaceResult, out *sim.Result, iface string, dir mod
 		switch {
 		case c.Labels.Kind == "node":
 			if k, ok := at[c.Labels.Node]; ok {
-				rows[k].Rate = c.Rate
+				rows[k].Rate += c.Rate // a split node: its classes in every queue
 				if c.LimitedBy == sim.ByCeil {
 					rows[k].LimitedBy = string(sim.ByCeil)
 					if k < len(ir.Nodes) {

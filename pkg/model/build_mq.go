@@ -56,7 +56,6 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	if err != nil {
 		return err
 	}
-	top := topNodes(t.Nodes)
 	users, userNames, err := userClasses(t.Users, leaf, spec)
 	if err != nil {
 		return err
@@ -79,25 +78,31 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	if ids == nil {
 		ids = NewAssignment()
 	}
-	// Whole subtrees go on one queue: each top-level node is placed as a
-	// user is (by its guaranteed rate), and its nodes and their users
-	// follow it.
+	// Whole subtrees go on one queue: each placement unit (a top-level
+	// node, or a node right under a split one) is placed as a user is (by
+	// its guaranteed rate), and the nodes and users under it follow it. A
+	// split node has a class in every queue; its own users are placed one
+	// by one.
+	split := SplitNodes(spec, t.Nodes)
+	unit := placementUnits(t.Nodes, split)
+	parentOf := make(map[string]string, len(t.Nodes))
 	rates := make(map[string]tbf.Rate, len(users))
 	for _, c := range users {
-		if c.Labels.Node == "" {
+		if c.Labels.Node == "" || split[c.Labels.Node] {
 			rates[c.Labels.User] = c.Rate
 		}
 	}
 	for i, nt := range t.Nodes {
-		if nt.Parent == "" {
+		parentOf[nt.Name] = nt.Parent
+		if unit[nt.Name] == nt.Name {
 			rates[nodeKeys[i]] = nt.Rate
 		}
 	}
 	work := ids.Clone() // ids stays unchanged on error
 	work.AssignQueues(n, rates)
 	for i, c := range users {
-		if c.Labels.Node != "" {
-			q, ok := work.Queue(nodeKey(top[c.Labels.Node]))
+		if u := unit[c.Labels.Node]; u != "" {
+			q, ok := work.Queue(nodeKey(u))
 			if !ok {
 				return fmt.Errorf("user %s: node %s has no target on this interface", c.Labels.User, c.Labels.Node)
 			}
@@ -105,13 +110,19 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 		}
 	}
 	for i, nt := range t.Nodes {
-		if nt.Parent != "" {
-			q, _ := work.Queue(nodeKey(top[nt.Name]))
+		if u := unit[nt.Name]; u != "" && u != nt.Name {
+			q, _ := work.Queue(nodeKey(u))
 			_ = work.SetQueue(nodeKeys[i], n, q)
 		}
 	}
 	perQueue := make([][]string, n)
 	for _, u := range append(slices.Clone(userNames), nodeKeys...) {
+		if isNodeKey(u) && split[u[len(nodeKeyPrefix):]] {
+			for q := range perQueue {
+				perQueue[q] = append(perQueue[q], u)
+			}
+			continue
+		}
 		q, _ := work.Queue(u)
 		perQueue[q] = append(perQueue[q], u)
 	}
@@ -135,25 +146,26 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 		defCeil = spec.Bandwidth
 	}
 	defShare := max(defRate/tbf.Rate(n), 8)
-	// Without a split from the policy loop, each queue and each tier's
-	// class in it gets its floor (QueueFloors) and an even share of the
-	// rest (RebalanceQueues and RebalanceTier with nothing sent yet).
+	// Without a split from the policy loop, each queue, each tier's and
+	// each split node's class in it gets its floor (QueueFloors) and an
+	// even share of the rest (RebalanceQueues and RebalanceTier with
+	// nothing sent yet).
 	idle := make([]tbf.Rate, n)
 	aggregate := make(map[string]bool, len(tiers))
 	for _, c := range tiers {
 		aggregate[c.Labels.Tier] = true
 	}
-	floors := leafFloors(n, users, func(c *Class) int { q, _ := work.Queue(c.Labels.User); return q }, aggregate)
-	for q := range perQueue {
-		for _, k := range perQueue[q] {
-			if isNodeKey(k) {
-				// A queue carrying a node keeps that node's guarantee.
-				if nt := t.Nodes[slices.Index(nodeKeys, k)]; nt.Parent == "" {
-					floors.Queues[q] = max(floors.Queues[q], nt.Rate)
-				}
-			}
+	placed := append(slices.Clone(users), nodes...)
+	floors := leafFloors(n, placed, func(c *Class) int {
+		k := c.Labels.User
+		if c.Labels.Kind == "node" {
+			k = nodeKey(c.Labels.Node)
 		}
-	}
+		if q, ok := work.Queue(k); ok {
+			return q
+		}
+		return -1
+	}, aggregate, split, func(c *Class) string { return parentOf[c.Labels.Node] })
 	qt := t.Queues
 	if len(qt) != n {
 		for q := range floors.Queues {
@@ -164,45 +176,75 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	tierSplit := make(map[string][]QueueTarget, len(tiers))
 	for _, c := range tiers {
 		name := c.Labels.Tier
-		split := t.TierQueues[name]
-		if len(split) != n {
-			split = RebalanceTier(TierTarget{Name: name, Rate: c.Rate, Ceil: c.Ceil}, nil, idle, floors.Tiers[name])
+		s := t.TierQueues[name]
+		if len(s) != n {
+			s = RebalanceTier(TierTarget{Name: name, Rate: c.Rate, Ceil: c.Ceil}, nil, idle, floors.Tiers[name])
 		}
-		tierSplit[name] = split
+		tierSplit[name] = s
+	}
+	var bigNodes []Class
+	nodeSplit := make(map[string][]QueueTarget, len(split))
+	for i, c := range nodes {
+		name := c.Labels.Node
+		if !split[name] {
+			continue
+		}
+		bigNodes = append(bigNodes, c)
+		s := t.NodeQueues[name]
+		if len(s) != n {
+			s = RebalanceTier(TierTarget{Name: name, Rate: t.Nodes[i].Rate, Ceil: t.Nodes[i].Ceil}, nil, idle, floors.Nodes[name])
+		}
+		nodeSplit[name] = s
 	}
 	rs := spec.Framing.RateSpec()
 	classes := make([]Class, 0, n*2+len(users)+len(tiers))
 	queues := make([]Qdisc, n)
 	tierHandle := make([]map[string]Handle, n)
+	nodeHandle := make(map[string]Handle, len(nodes))
+	bigHandle := make(map[string][]Handle, len(bigNodes))
 	for q := 0; q < n; q++ {
 		major := QueueHandle(q).Major()
 		queues[q] = Qdisc{Kind: ShaperHTB, Handle: QueueHandle(q), Parent: QueueParent(q),
 			DefaultMinor: DefaultClass.Minor(), SizeOverhead: spec.Framing.SizeTableOverhead()}
-		split, err := splitClasses(q, qt[q], tiers, tierSplit, work.QueueIDs(q), rs)
+		sc, err := splitClasses(q, qt[q], tiers, tierSplit, bigNodes, nodeSplit, work.QueueIDs(q), rs)
 		if err != nil {
 			return err
 		}
-		root := split[0]
+		root := sc[0]
 		def, err := makeClass(classSpec{rate: defShare, ceil: defCeil}, sizeLeaf(leaf, defCeil, spec), Labels{Kind: "default"})
 		if err != nil {
 			return fmt.Errorf("queue %d: default class: %w", q, err)
 		}
 		def.Handle, def.Parent, def.Framing = MakeHandle(major, DefaultClass.Minor()), root.Handle, rs
 		classes = append(classes, def)
-		classes = append(classes, split...)
+		classes = append(classes, sc...)
 		tierHandle[q] = map[string]Handle{}
-		for _, tc := range split[1:] {
-			tierHandle[q][tc.Labels.Tier] = tc.Handle
+		for _, c := range sc[1:] {
+			if c.Labels.Kind == "node" {
+				bigHandle[c.Labels.Node] = append(bigHandle[c.Labels.Node], c.Handle)
+			} else {
+				tierHandle[q][c.Labels.Tier] = c.Handle
+			}
 		}
 	}
-	nodeHandle := make(map[string]Handle, len(nodes))
+	// parentIn is the class a node or user in queue q hangs from when its
+	// node (or parent node) is node.
+	parentIn := func(node string, q int) Handle {
+		if split[node] {
+			return bigHandle[node][q]
+		}
+		return nodeHandle[node]
+	}
 	for i, c := range nodes {
+		if split[c.Labels.Node] {
+			continue
+		}
 		q, _ := work.Queue(nodeKeys[i])
 		m, _ := work.QueueIDs(q).Node(c.Labels.Node)
 		major := QueueHandle(q).Major()
 		c.Handle, c.Parent, c.Framing = MakeHandle(major, m), MakeHandle(major, RootClass.Minor()), rs
 		if p := t.Nodes[i].Parent; p != "" {
-			c.Parent = nodeHandle[p]
+			c.Parent = parentIn(p, q)
 		}
 		nodeHandle[c.Labels.Node] = c.Handle
 		classes = append(classes, c)
@@ -213,7 +255,7 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 		m, _ := work.QueueIDs(q).User(c.Labels.User)
 		c.Handle, c.Parent, c.Framing = MakeHandle(QueueHandle(q).Major(), m), MakeHandle(QueueHandle(q).Major(), RootClass.Minor()), rs
 		if c.Labels.Node != "" {
-			c.Parent = nodeHandle[c.Labels.Node]
+			c.Parent = parentIn(c.Labels.Node, q)
 		} else if h, ok := tierHandle[q][c.Labels.Tier]; ok {
 			c.Parent = h
 		}
@@ -233,18 +275,20 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 	return nil
 }
 
-// splitClasses makes queue q's root class (from qt) and its tier classes
-// (tiers, from tierClasses, each with its share in split), with the tier
-// minors of ids (the queue's Assignment): the classes a queue's share of
-// the split sets. The root class comes first.
-func splitClasses(q int, qt QueueTarget, tiers []Class, split map[string][]QueueTarget, ids *Assignment, rs psched.Framing) ([]Class, error) {
+// splitClasses makes queue q's root class (from qt), its tier classes
+// (tiers, from tierClasses, each with its share in split) and its split
+// nodes' classes (big, from nodeClasses, each with its share in
+// nodeSplit), with the tier and node minors of ids (the queue's
+// Assignment): the classes a queue's share of the split sets. The root
+// class comes first.
+func splitClasses(q int, qt QueueTarget, tiers []Class, split map[string][]QueueTarget, big []Class, nodeSplit map[string][]QueueTarget, ids *Assignment, rs psched.Framing) ([]Class, error) {
 	major := QueueHandle(q).Major()
 	root, err := makeClass(classSpec{rate: qt.Rate, ceil: qt.Ceil}, nil, Labels{Kind: "root"})
 	if err != nil {
 		return nil, fmt.Errorf("queue %d: root class: %w", q, err)
 	}
 	root.Handle, root.Parent, root.Framing = MakeHandle(major, RootClass.Minor()), QueueHandle(q), rs
-	out := make([]Class, 0, 1+len(tiers))
+	out := make([]Class, 0, 1+len(tiers)+len(big))
 	out = append(out, root)
 	for _, c := range tiers {
 		name := c.Labels.Tier
@@ -260,14 +304,29 @@ func splitClasses(q int, qt QueueTarget, tiers []Class, split map[string][]Queue
 		tc.Handle, tc.Parent, tc.Framing = MakeHandle(major, m), root.Handle, rs
 		out = append(out, tc)
 	}
+	for _, c := range big {
+		name := c.Labels.Node
+		share := nodeSplit[name][q]
+		nc, err := makeClass(classSpec{rate: share.Rate, ceil: share.Ceil, burst: c.Burst, cburst: c.CBurst}, nil, c.Labels)
+		if err != nil {
+			return nil, fmt.Errorf("queue %d: node %s: %w", q, name, err)
+		}
+		m, ok := ids.Node(name)
+		if !ok {
+			return nil, fmt.Errorf("queue %d: node %s has no class id", q, name)
+		}
+		nc.Handle, nc.Parent, nc.Framing = MakeHandle(major, m), root.Handle, rs
+		out = append(out, nc)
+	}
 	return out, nil
 }
 
 // SplitClasses returns the classes of t's per-queue trees that its split
-// sets (t.Queues and t.TierQueues, both complete): each queue's root class
-// and each tier's class in it, as Build makes them, with the class ids of
-// ids (a Build's). The policy loop changes just these when it moves the
-// split, without building the whole tree.
+// sets (t.Queues, t.TierQueues and t.NodeQueues, all complete): each
+// queue's root class and each tier's and each split node's class in it, as
+// Build makes them, with the class ids of ids (a Build's). The policy loop
+// changes just these when it moves the split, without building the whole
+// tree.
 func SplitClasses(t Targets, ids *Assignment) ([]Class, error) {
 	n := t.Interface.Queues
 	if n < 2 || len(t.Queues) != n || ids.QueueCount() != n {
@@ -282,10 +341,19 @@ func SplitClasses(t Targets, ids *Assignment) ([]Class, error) {
 			return nil, fmt.Errorf("interface %s: tier %s: no split of %d queues", t.Interface.Name, c.Labels.Tier, n)
 		}
 	}
+	big, err := splitNodeClasses(t)
+	if err != nil {
+		return nil, fmt.Errorf("interface %s: %w", t.Interface.Name, err)
+	}
+	for _, c := range big {
+		if len(t.NodeQueues[c.Labels.Node]) != n {
+			return nil, fmt.Errorf("interface %s: node %s: no split of %d queues", t.Interface.Name, c.Labels.Node, n)
+		}
+	}
 	rs := t.Interface.Framing.RateSpec()
-	out := make([]Class, 0, n*(1+len(tiers)))
+	out := make([]Class, 0, n*(1+len(tiers)+len(big)))
 	for q := 0; q < n; q++ {
-		cs, err := splitClasses(q, t.Queues[q], tiers, t.TierQueues, ids.QueueIDs(q), rs)
+		cs, err := splitClasses(q, t.Queues[q], tiers, t.TierQueues, big, t.NodeQueues, ids.QueueIDs(q), rs)
 		if err != nil {
 			return nil, fmt.Errorf("interface %s: %w", t.Interface.Name, err)
 		}
@@ -294,52 +362,68 @@ func SplitClasses(t Targets, ids *Assignment) ([]Class, error) {
 	return out, nil
 }
 
+// splitNodeClasses returns the classes (from nodeClasses, without handles)
+// of t's split nodes (SplitNodes).
+func splitNodeClasses(t Targets) ([]Class, error) {
+	split := SplitNodes(t.Interface, t.Nodes)
+	if len(split) == 0 {
+		return nil, nil
+	}
+	var big []NodeTarget
+	for _, nt := range t.Nodes {
+		if split[nt.Name] {
+			big = append(big, nt)
+		}
+	}
+	cs, _, err := nodeClasses(big)
+	return cs, err
+}
+
 // SplitOf returns the split per-queue tree t holds, SplitClasses' inverse:
-// each queue's root class and each tier's class in each queue, tiers named
-// by ids (a Build's). ok is false unless t has a root class in every queue;
-// a tier without a class in every queue is left out.
+// each queue's root class and each tier's and each split node's class in
+// each queue, tiers and nodes named by ids (a Build's). ok is false unless
+// t has a root class in every queue; a tier or node without a class in
+// every queue is left out.
 func SplitOf(t *Tree, ids *Assignment) (split MQSplit, ok bool) {
 	n := len(t.Queues)
 	if n < 2 || ids.QueueCount() != n {
 		return MQSplit{}, false
 	}
-	split = MQSplit{Queues: make([]QueueTarget, n), Tiers: map[string][]QueueTarget{}}
-	roots, seen := 0, map[string]int{}
+	split = MQSplit{Queues: make([]QueueTarget, n), Tiers: map[string][]QueueTarget{}, Nodes: map[string][]QueueTarget{}}
+	roots := 0
+	seenTier, seenNode := map[string]int{}, map[string]int{}
+	put := func(m map[string][]QueueTarget, seen map[string]int, name string, q int, share QueueTarget) {
+		if m[name] == nil {
+			m[name] = make([]QueueTarget, n)
+		}
+		m[name][q] = share
+		seen[name]++
+	}
 	for _, c := range t.Classes {
 		q := QueueOf(c.Handle)
 		if q < 0 || q >= n {
 			continue
 		}
 		share := QueueTarget{Rate: c.Rate, Ceil: c.Ceil}
-		if m := c.Handle.Minor(); m == RootClass.Minor() {
+		m := c.Handle.Minor()
+		if m == RootClass.Minor() {
 			split.Queues[q] = share
 			roots++
 		} else if tier, ok := ids.QueueIDs(q).TierByMinor(m); ok && m >= FirstTierMinor && m <= LastTierMinor {
-			if split.Tiers[tier] == nil {
-				split.Tiers[tier] = make([]QueueTarget, n)
-			}
-			split.Tiers[tier][q] = share
-			seen[tier]++
+			put(split.Tiers, seenTier, tier, q, share)
+		} else if node, ok := ids.QueueIDs(q).NodeByMinor(m); ok && m >= FirstUserMinor && m <= LastUserMinor && c.Parent.Minor() == RootClass.Minor() {
+			put(split.Nodes, seenNode, node, q, share)
 		}
 	}
-	for tier, k := range seen {
-		if k != n {
-			delete(split.Tiers, tier)
+	for _, c := range []struct {
+		m    map[string][]QueueTarget
+		seen map[string]int
+	}{{split.Tiers, seenTier}, {split.Nodes, seenNode}} {
+		for name, k := range c.seen {
+			if k != n {
+				delete(c.m, name)
+			}
 		}
 	}
 	return split, roots == n
-}
-
-// topNodes maps each node of ns (parents listed first) to its top-level
-// ancestor (itself for a top-level node).
-func topNodes(ns []NodeTarget) map[string]string {
-	top := make(map[string]string, len(ns))
-	for _, n := range ns {
-		if n.Parent == "" {
-			top[n.Name] = n.Name
-		} else {
-			top[n.Name] = top[n.Parent]
-		}
-	}
-	return top
 }

@@ -346,3 +346,123 @@ func TestSplitOfIsSplitClassesInverse(t *testing.T) {
 		t.Error("SplitOf of a single tree: ok")
 	}
 }
+
+// A top-level node whose ceil is more than one queue's share of the
+// bandwidth is split as tiers are: a class in every queue (shares adding up
+// to its ceil), its own users spread over the queues, and each node under
+// it placed whole, under its class in that queue. A smaller top-level node
+// stays whole on one queue.
+func TestBuildMQSplitsANodeTooBigForOneQueue(t *testing.T) {
+	nodes := []model.NodeTarget{
+		{Name: "campus", Rate: 600 * tbf.Mbit, Ceil: tbf.Gbit},
+		{Name: "dorm", Parent: "campus", Rate: 200 * tbf.Mbit, Ceil: 400 * tbf.Mbit},
+		{Name: "ap", Parent: "dorm", Rate: 100 * tbf.Mbit, Ceil: 300 * tbf.Mbit},
+		{Name: "lab", Parent: "campus", Rate: 200 * tbf.Mbit, Ceil: 400 * tbf.Mbit},
+		{Name: "shop", Rate: 50 * tbf.Mbit, Ceil: 200 * tbf.Mbit},
+	}
+	users := manyUsers(16)
+	for i := range users {
+		users[i].Node = []string{"campus", "campus", "ap", "lab", "shop", ""}[i%6]
+		users[i].Rate, users[i].Ceil = 30*tbf.Mbit, 100*tbf.Mbit
+	}
+	spec := mqSpec(2)
+	if got := model.SplitNodes(spec, nodes); len(got) != 1 || !got["campus"] {
+		t.Fatalf("SplitNodes = %v, want campus only (ceil 1gbit > 500mbit a queue; shop 200mbit)", got)
+	}
+	ids := model.NewAssignment()
+	tree := mustBuild(t, model.Targets{Interface: spec, Nodes: nodes, Users: users}, ids)
+	byNode := map[string][]model.Class{}
+	for _, c := range tree.Classes {
+		if c.Labels.Kind == "node" {
+			byNode[c.Labels.Node] = append(byNode[c.Labels.Node], c)
+		}
+	}
+	campus := byNode["campus"]
+	if len(campus) != 2 || model.QueueOf(campus[0].Handle) == model.QueueOf(campus[1].Handle) {
+		t.Fatalf("campus classes %+v, want one in each queue", campus)
+	}
+	inQueue := map[int]model.Handle{}
+	var ceils, rates tbf.Rate
+	for _, c := range campus {
+		q := model.QueueOf(c.Handle)
+		if c.Parent != model.MakeHandle(model.QueueHandle(q).Major(), model.RootClass.Minor()) {
+			t.Errorf("campus class %s under %s, want queue %d's root class", c.Handle, c.Parent, q)
+		}
+		inQueue[q] = c.Handle
+		ceils += c.Ceil
+		rates += c.Rate
+	}
+	if ceils != tbf.Gbit || rates < 590*tbf.Mbit || rates > 610*tbf.Mbit {
+		t.Errorf("campus shares: ceils add up to %s, rates to %s; want 1gbit and about 600mbit", ceils, rates)
+	}
+	for _, name := range []string{"dorm", "ap", "lab", "shop"} {
+		if len(byNode[name]) != 1 {
+			t.Fatalf("node %s has %d classes, want 1", name, len(byNode[name]))
+		}
+	}
+	dorm, ap, lab := byNode["dorm"][0], byNode["ap"][0], byNode["lab"][0]
+	if dorm.Parent != inQueue[model.QueueOf(dorm.Handle)] || lab.Parent != inQueue[model.QueueOf(lab.Handle)] {
+		t.Errorf("dorm under %s, lab under %s: want campus's class in their queue", dorm.Parent, lab.Parent)
+	}
+	if model.QueueOf(dorm.Handle) == model.QueueOf(lab.Handle) {
+		t.Errorf("dorm and lab (200mbit each) both on queue %d: want them balanced", model.QueueOf(dorm.Handle))
+	}
+	if ap.Parent != dorm.Handle {
+		t.Errorf("ap under %s, want dorm %s (its whole subtree on dorm's queue)", ap.Parent, dorm.Handle)
+	}
+	queuesOfCampusUsers := map[int]bool{}
+	for _, u := range users {
+		c := classOfUser(t, tree, u.Name)
+		q := model.QueueOf(c.Handle)
+		switch u.Node {
+		case "campus":
+			queuesOfCampusUsers[q] = true
+			if c.Parent != inQueue[q] {
+				t.Errorf("user %s under %s, want campus's class in queue %d", u.Name, c.Parent, q)
+			}
+		case "ap":
+			if c.Parent != ap.Handle {
+				t.Errorf("user %s under %s, want ap %s", u.Name, c.Parent, ap.Handle)
+			}
+		case "shop":
+			if c.Parent != byNode["shop"][0].Handle {
+				t.Errorf("user %s under %s, want shop", u.Name, c.Parent)
+			}
+		}
+	}
+	if len(queuesOfCampusUsers) != 2 {
+		t.Errorf("campus's own users on queues %v, want both", queuesOfCampusUsers)
+	}
+	// The floors of campus's classes: the largest guarantee right under
+	// it in each queue (dorm's and lab's 200mbit, above any user's 30mbit).
+	fl := model.QueueFloors(&tree)
+	for q := 0; q < 2; q++ {
+		if fl.Nodes["campus"][q] != 200*tbf.Mbit {
+			t.Errorf("campus's floor in queue %d = %s, want 200mbit", q, fl.Nodes["campus"][q])
+		}
+	}
+	// SplitOf reads back what SplitClasses writes, campus included; shop
+	// (one queue) is not a split.
+	split, ok := model.SplitOf(&tree, ids)
+	if !ok || len(split.Nodes) != 1 || len(split.Nodes["campus"]) != 2 {
+		t.Fatalf("SplitOf = %+v (%v), want campus's classes", split, ok)
+	}
+	tg := model.Targets{Interface: spec, Nodes: nodes, Users: users, Queues: split.Queues, TierQueues: split.Tiers,
+		NodeQueues: map[string][]model.QueueTarget{"campus": {{Rate: 500 * tbf.Mbit, Ceil: 900 * tbf.Mbit}, {Rate: 100 * tbf.Mbit, Ceil: 100 * tbf.Mbit}}}}
+	cs, err := model.SplitClasses(tg, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := tree
+	again.Classes = slices.Clone(tree.Classes)
+	for _, c := range cs {
+		for i := range again.Classes {
+			if again.Classes[i].Handle == c.Handle {
+				again.Classes[i] = c
+			}
+		}
+	}
+	if got, _ := model.SplitOf(&again, ids); !slices.Equal(got.Nodes["campus"], tg.NodeQueues["campus"]) {
+		t.Errorf("SplitOf after SplitClasses: campus %v, want %v", got.Nodes["campus"], tg.NodeQueues["campus"])
+	}
+}

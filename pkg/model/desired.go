@@ -259,15 +259,22 @@ func (d *Desired) RemoveUser(name string) (Step, error) {
 }
 
 // SetSplit gives per-queue trees the split s: only the classes it sets
-// (each queue's root class and each tier's class in it, SplitClasses)
-// change, in place. When the tree lacks one of those classes it is built
-// again (Step.Rebuilt).
+// (each queue's root class and each tier's and split node's class in it,
+// SplitClasses) change, in place. When the tree lacks one of those classes
+// it is built again (Step.Rebuilt).
 func (d *Desired) SetSplit(s MQSplit) (Step, error) {
 	if !d.built {
 		return Step{}, errNotBuilt
 	}
 	tg := d.targets
-	tg.Queues, tg.TierQueues = s.Queues, s.Tiers
+	tg.Queues, tg.TierQueues, tg.NodeQueues = s.Queues, s.Tiers, s.Nodes
+	return d.patchSplit(tg)
+}
+
+// patchSplit takes the targets tg, which differ from the ones in force in
+// their split or in a split node's rates only, changing just the classes
+// SplitClasses makes (or building again when the tree lacks one).
+func (d *Desired) patchSplit(tg Targets) (Step, error) {
 	cs, err := SplitClasses(tg, d.ids)
 	if err != nil {
 		return d.rebuild(tg)
@@ -282,7 +289,7 @@ func (d *Desired) SetSplit(s MQSplit) (Step, error) {
 			changes = append(changes, Change{Op: OpChange, Device: d.tree.Device, Class: &cs[i], FromClass: &was})
 		}
 	}
-	d.targets.Queues, d.targets.TierQueues = tg.Queues, tg.TierQueues
+	d.targets = tg
 	d.patchTree(changes)
 	return Step{Changes: changes}, nil
 }
@@ -306,8 +313,8 @@ func (d *Desired) patchUser(name string, old, new *UserTarget) (Step, error) {
 	if !d.built {
 		return Step{}, errNotBuilt
 	}
-	if d.targets.Interface.Queues > 1 && (!d.splitComplete() || old != nil && new != nil && d.topOf(old.Node) != d.topOf(new.Node)) {
-		// (A user moved to another top-level node moves to its queue: a
+	if d.targets.Interface.Queues > 1 && (!d.splitComplete() || old != nil && new != nil && d.unitOf(old.Node) != d.unitOf(new.Node)) {
+		// (A user moved to a node placed elsewhere moves to its queue: a
 		// class cannot move between queues' trees.)
 		return d.rebuild(d.withUser(old, new))
 	}
@@ -453,12 +460,10 @@ func (d *Desired) placeUser(user string, new *UserTarget) error {
 			rate = new.Rate
 		}
 		q, ok := 0, false
-		if new != nil && new.Node != "" {
-			// A node's users are on its top-level node's queue.
-			if chain := d.chains(new.Node); len(chain) > 0 {
-				if q, ok = d.ids.Queue(nodeKey(chain[0].Name)); ok {
-					_ = d.ids.SetQueue(user, n, q) // q < n
-				}
+		if unit := d.unitOf(nodeOf(new)); unit != "" {
+			// A node's users are on its placement unit's queue.
+			if q, ok = d.ids.Queue(nodeKey(unit)); ok {
+				_ = d.ids.SetQueue(user, n, q) // q < n
 			}
 		} else {
 			q, ok = d.ids.PlaceUser(user, rate)
@@ -543,6 +548,18 @@ func (d *Desired) miniIDs(nodes []NodeTarget, users ...string) (*Assignment, err
 	}
 	for _, nt := range nodes {
 		k := nodeKey(nt.Name)
+		if splitNode(d.targets.Interface, nt) {
+			// In every queue's tree.
+			for q := 0; q < n; q++ {
+				if m, ok := d.ids.QueueIDs(q).Node(nt.Name); ok {
+					ids.UseQueues(n)
+					if err := ids.QueueIDs(q).SetNode(nt.Name, m); err != nil {
+						return nil, err
+					}
+				}
+			}
+			continue
+		}
 		q, ok := d.ids.Queue(k)
 		if !ok {
 			continue
@@ -576,7 +593,7 @@ func (d *Desired) miniIDs(nodes []NodeTarget, users ...string) (*Assignment, err
 // tree.
 func (d *Desired) miniTargets(nodes []NodeTarget) Targets {
 	t := &d.targets
-	return Targets{Interface: t.Interface, Tiers: t.Tiers, Nodes: nodes, Queues: t.Queues, TierQueues: t.TierQueues}
+	return Targets{Interface: t.Interface, Tiers: t.Tiers, Nodes: nodes, Queues: t.Queues, TierQueues: t.TierQueues, NodeQueues: t.NodeQueues}
 }
 
 // nodeIndex returns the index of node in targets.Nodes, or -1.
@@ -616,12 +633,30 @@ func (d *Desired) chains(nodes ...string) []NodeTarget {
 	return out
 }
 
-// topOf is the top-level ancestor of node ("" for none).
-func (d *Desired) topOf(node string) string {
-	if chain := d.chains(node); len(chain) > 0 {
-		return chain[0].Name
+// unitOf is the node that node is placed on a queue with
+// (placementUnits): "" for none, a split node, or a single tree.
+func (d *Desired) unitOf(node string) string {
+	if node == "" || d.targets.Interface.Queues < 2 {
+		return ""
+	}
+	chain := d.chains(node)
+	for i, nt := range chain {
+		if splitNode(d.targets.Interface, nt) {
+			continue
+		}
+		if i == 0 || splitNode(d.targets.Interface, chain[i-1]) {
+			return nt.Name
+		}
 	}
 	return ""
+}
+
+// nodeOf is u's node ("" for none or nil).
+func nodeOf(u *UserTarget) string {
+	if u == nil {
+		return ""
+	}
+	return u.Node
 }
 
 // PutNode adds node n (its parent must be there), or gives the node of
@@ -641,6 +676,40 @@ func (d *Desired) PutNode(n NodeTarget) (Step, error) {
 	}
 	if n.Parent != "" && d.nodeIndex(n.Parent) < 0 {
 		return Step{}, fmt.Errorf("node %s: unknown parent node %s", n.Name, n.Parent)
+	}
+	if nq := d.targets.Interface.Queues; nq > 1 {
+		was := j >= 0 && splitNode(d.targets.Interface, d.targets.Nodes[j])
+		now := splitNode(d.targets.Interface, n)
+		switch {
+		case was && now && d.splitComplete():
+			// Its class in every queue, each with its share of the new
+			// rates in the proportions it has now.
+			tg := d.targets
+			tg.Nodes = slices.Clone(tg.Nodes)
+			tg.Nodes[j] = n
+			tg.NodeQueues = maps.Clone(tg.NodeQueues)
+			tg.NodeQueues[n.Name] = FitTier(TierTarget{Name: n.Name, Rate: n.Rate, Ceil: n.Ceil}, tg.NodeQueues[n.Name], nq)
+			return d.patchSplit(tg)
+		case was || now && j >= 0:
+			// Split or joined: every class under it moves.
+			tg := d.targets
+			tg.Nodes = slices.Clone(tg.Nodes)
+			tg.Nodes[j] = n
+			if was {
+				tg.NodeQueues = maps.Clone(tg.NodeQueues)
+				delete(tg.NodeQueues, n.Name)
+			}
+			return d.rebuild(tg)
+		case now:
+			// A new split node without users has the idle split, as
+			// Build gives it.
+			nodeQueues := maps.Clone(d.targets.NodeQueues)
+			if nodeQueues == nil {
+				nodeQueues = map[string][]QueueTarget{}
+			}
+			nodeQueues[n.Name] = RebalanceTier(TierTarget{Name: n.Name, Rate: n.Rate, Ceil: n.Ceil}, nil, make([]tbf.Rate, nq), nil)
+			d.targets.NodeQueues = nodeQueues
+		}
 	}
 	chain := d.chains(n.Parent)
 	before := slices.Clone(chain)
@@ -693,6 +762,11 @@ func (d *Desired) RemoveNode(name string) (Step, error) {
 	}
 	d.targets.Nodes = slices.Delete(slices.Clone(d.targets.Nodes), j, j+1)
 	d.nodeAt = nil
+	if _, ok := d.targets.NodeQueues[name]; ok {
+		nodeQueues := maps.Clone(d.targets.NodeQueues)
+		delete(nodeQueues, name)
+		d.targets.NodeQueues = nodeQueues
+	}
 	d.patchTree(changes)
 	return Step{Changes: changes}, nil
 }
@@ -722,16 +796,31 @@ func (d *Desired) nodeDiff(before, after []NodeTarget) ([]Change, error) {
 func (d *Desired) placeNode(n NodeTarget) error {
 	ids, have := d.ids, len(d.targets.Users)+len(d.targets.Nodes)
 	if nq := d.targets.Interface.Queues; nq > 1 {
-		// A top-level node is placed as a user is; the others follow
-		// their top-level node.
+		// A split node has a class in every queue; a placement unit is
+		// placed as a user is; the others follow their unit.
 		k := nodeKey(n.Name)
-		q, ok := 0, false
-		if n.Parent == "" {
-			q, ok = d.ids.PlaceUser(k, n.Rate)
-		} else if chain := d.chains(n.Parent); len(chain) > 0 {
-			if q, ok = d.ids.Queue(nodeKey(chain[0].Name)); ok {
-				_ = d.ids.SetQueue(k, nq, q) // q < nq
+		if splitNode(d.targets.Interface, n) {
+			d.ids.UseQueues(nq)
+			for q := 0; q < nq; q++ {
+				qids := d.ids.QueueIDs(q)
+				if _, ok := qids.Node(n.Name); ok {
+					continue
+				}
+				m, ok := freeMinor(qids, have/nq)
+				if !ok {
+					return fmt.Errorf("node %s: queue %d: %w", n.Name, q, ErrTooManyUsers)
+				}
+				if err := qids.SetNode(n.Name, m); err != nil {
+					return err
+				}
 			}
+			return nil
+		}
+		q, ok := 0, false
+		if unit := d.unitOf(n.Parent); unit == "" {
+			q, ok = d.ids.PlaceUser(k, n.Rate)
+		} else if q, ok = d.ids.Queue(nodeKey(unit)); ok {
+			_ = d.ids.SetQueue(k, nq, q) // q < nq
 		}
 		if !ok {
 			return fmt.Errorf("node %s: no queue placement", n.Name)
@@ -779,6 +868,11 @@ func (d *Desired) splitComplete() bool {
 			return false
 		}
 	}
+	for _, nt := range d.targets.Nodes {
+		if splitNode(d.targets.Interface, nt) && len(d.targets.NodeQueues[nt.Name]) != n {
+			return false
+		}
+	}
 	return true
 }
 
@@ -798,6 +892,9 @@ func (d *Desired) completeSplit() {
 	tiers := maps.Clone(have.Tiers)
 	maps.Copy(tiers, d.targets.TierQueues) // the targets' own splits stay
 	d.targets.TierQueues = tiers
+	nodes := maps.Clone(have.Nodes)
+	maps.Copy(nodes, d.targets.NodeQueues)
+	d.targets.NodeQueues = nodes
 }
 
 // targetsEqual reports whether a and b would build the same tree with the
@@ -806,7 +903,8 @@ func (d *Desired) completeSplit() {
 // the plan's backing arrays.
 func targetsEqual(a, b *Targets) bool {
 	if !specEqual(&a.Interface, &b.Interface) || !slices.Equal(a.Tiers, b.Tiers) || !slices.Equal(a.Nodes, b.Nodes) || len(a.Users) != len(b.Users) ||
-		!slices.Equal(a.Queues, b.Queues) || !maps.EqualFunc(a.TierQueues, b.TierQueues, slices.Equal) {
+		!slices.Equal(a.Queues, b.Queues) || !maps.EqualFunc(a.TierQueues, b.TierQueues, slices.Equal) ||
+		!maps.EqualFunc(a.NodeQueues, b.NodeQueues, slices.Equal) {
 		return false
 	}
 	for i := range a.Users {

@@ -87,6 +87,18 @@ func (u *desiredUniverse) split(bw tbf.Rate, n int) model.MQSplit {
 		}
 		s.Tiers[t.Name] = qs
 	}
+	spec := model.InterfaceSpec{Bandwidth: bw, Queues: n}
+	for name := range model.SplitNodes(spec, u.nodes) {
+		if s.Nodes == nil {
+			s.Nodes = map[string][]model.QueueTarget{}
+		}
+		i := slices.IndexFunc(u.nodes, func(nt model.NodeTarget) bool { return nt.Name == name })
+		qs := model.EvenTierTargets(model.TierTarget{Name: name, Rate: u.nodes[i].Rate, Ceil: u.nodes[i].Ceil}, n)
+		for q := range qs {
+			qs[q].Ceil += tbf.Rate(u.rng.IntN(3)) * tbf.Mbit
+		}
+		s.Nodes[name] = qs
+	}
 	return s
 }
 
@@ -96,6 +108,7 @@ func (u *desiredUniverse) split(bw tbf.Rate, n int) model.MQSplit {
 // Build makes of its targets with its class ids, and (2) the kernel (an
 // in-memory one) that got every operation's changes holds that tree.
 func TestDesiredOperationsMatchBuild(t *testing.T) {
+	splitInPlace := 0
 	for seed := uint64(1); seed <= 40; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		u := &desiredUniverse{rng: rng}
@@ -119,12 +132,19 @@ func TestDesiredOperationsMatchBuild(t *testing.T) {
 			u.nodes = universeNodes()
 		}
 		t.Run(fmt.Sprintf("seed%d-queues%d-%s", seed, spec.Queues, spec.Direction), func(t *testing.T) {
-			runDesiredOps(t, u, spec, 60)
+			splitInPlace += runDesiredOps(t, u, spec, 60)
 		})
+	}
+	t.Logf("%d operations in place beside a split node", splitInPlace)
+	if splitInPlace < 50 {
+		t.Errorf("%d operations done in place beside a node split over every queue, want 50 or more", splitInPlace)
 	}
 }
 
-func runDesiredOps(t *testing.T, u *desiredUniverse, spec model.InterfaceSpec, ops int) {
+// runDesiredOps runs ops random operations on a Desired of u's targets for
+// spec and checks each (TestDesiredOperationsMatchBuild). It returns how
+// many were done in place (not rebuilt) with a node split over the queues.
+func runDesiredOps(t *testing.T, u *desiredUniverse, spec model.InterfaceSpec, ops int) (splitInPlace int) {
 	rng := u.rng
 	d := model.NewDesired(nil)
 	edits := 0
@@ -157,15 +177,23 @@ func runDesiredOps(t *testing.T, u *desiredUniverse, spec model.InterfaceSpec, o
 			}
 			what = fmt.Sprintf("rates of %d users", len(rs))
 			step, err = d.SetUserRates(rs)
-		case n < 9 && spec.Queues > 1:
+		case n < 8 && spec.Queues > 1:
 			what = "split"
 			step, err = d.SetSplit(u.split(spec.Bandwidth, spec.Queues))
 		case n < 9 && len(u.nodes) > 0:
+			// A spare node, under a node or at the top, small or too big
+			// for one queue (split over every queue).
 			nt := model.NodeTarget{Name: "spare", Parent: nodeNames[rng.IntN(len(nodeNames))], Rate: 5 * tbf.Mbit, Ceil: 10 * tbf.Mbit}
+			if nt.Parent == "" && rng.IntN(2) == 0 {
+				nt.Ceil = 400 * tbf.Mbit
+			}
 			switch rng.IntN(4) {
 			case 0:
 				nt = u.nodes[rng.IntN(len(u.nodes))]
 				nt.Ceil += tbf.Rate(1+rng.IntN(5)) * tbf.Mbit
+				if rng.IntN(3) == 0 {
+					nt.Ceil = nt.Rate // n0 joins again on two queues
+				}
 			case 1:
 				what = "remove node spare"
 				step, err = d.RemoveNode("spare")
@@ -182,7 +210,7 @@ func runDesiredOps(t *testing.T, u *desiredUniverse, spec model.InterfaceSpec, o
 			tg := u.targets(spec)
 			if spec.Queues > 1 && rng.IntN(2) == 0 {
 				s := u.split(spec.Bandwidth, spec.Queues)
-				tg.Queues, tg.TierQueues = s.Queues, s.Tiers
+				tg.Queues, tg.TierQueues, tg.NodeQueues = s.Queues, s.Tiers, s.Nodes
 			}
 			step, err = d.Set(tg)
 		}
@@ -209,10 +237,14 @@ func runDesiredOps(t *testing.T, u *desiredUniverse, spec model.InterfaceSpec, o
 				t.Fatalf("op %d (%s): class %s at %d indexed at %d", op, what, c.Handle, i, j)
 			}
 		}
+		if !step.Rebuilt && len(step.Changes) > 0 && len(model.SplitNodes(spec, d.Targets().Nodes)) > 0 {
+			splitInPlace++
+		}
 	}
 	if edits == 0 {
 		t.Error("the watcher saw no class edits")
 	}
+	return splitInPlace
 }
 
 // TestDesiredOneUserTouchesOneUser checks that one user's operations

@@ -239,9 +239,12 @@ func shareOut(total tbf.Rate, prev []QueueTarget, used, floors []tbf.Rate) (give
 }
 
 // QueueFloors returns, by queue, the largest guaranteed rate of a leaf
-// class (a user or the default class) in each queue's tree of per-queue
-// tree t, and the largest of each tier's users in each queue by tier name:
-// RebalanceQueues' and RebalanceTier's floors.
+// class (a user or the default class) or of a placed node (a top-level
+// node, or one right under a split node) in each queue's tree of
+// per-queue tree t; by tier name, the largest of each tier's users in each
+// queue; and by split node name (SplitNodes), the largest of the users and
+// nodes right under it in each queue: RebalanceQueues' and RebalanceTier's
+// floors.
 //
 // Why the largest: HTB lets a class send at its own rate whatever its
 // parents' ceils, charging them, and a parent driven below zero this way
@@ -257,38 +260,66 @@ func QueueFloors(t *Tree) MQRates {
 		return MQRates{}
 	}
 	aggregate := map[string]bool{}
+	nodeOf := map[Handle]string{}
+	inQueues := map[string]int{}
 	for _, c := range t.Classes {
-		if c.Labels.Kind == "tier" {
+		switch c.Labels.Kind {
+		case "tier":
 			aggregate[c.Labels.Tier] = true
+		case "node":
+			nodeOf[c.Handle] = c.Labels.Node
+			inQueues[c.Labels.Node]++
 		}
 	}
-	return leafFloors(n, t.Classes, func(c *Class) int { return QueueOf(c.Handle) }, aggregate)
+	split := map[string]bool{}
+	for name, k := range inQueues {
+		if k > 1 {
+			split[name] = true // a class in every queue (SplitNodes)
+		}
+	}
+	return leafFloors(n, t.Classes, func(c *Class) int { return QueueOf(c.Handle) }, aggregate, split,
+		func(c *Class) string { return nodeOf[c.Parent] })
 }
 
-// leafFloors is QueueFloors over classes (only users and default classes
-// count), queue giving each one's queue (-1: none), aggregate the tiers
-// with an aggregate class.
-func leafFloors(n int, classes []Class, queue func(*Class) int, aggregate map[string]bool) MQRates {
-	f := MQRates{Queues: make([]tbf.Rate, n), Tiers: map[string][]tbf.Rate{}}
+// leafFloors is QueueFloors over classes (users, default classes and
+// nodes count), queue giving each one's queue (-1: none), aggregate the
+// tiers with an aggregate class, split the split nodes and parentNode a
+// node class's parent node ("" for none).
+func leafFloors(n int, classes []Class, queue func(*Class) int, aggregate, split map[string]bool, parentNode func(*Class) string) MQRates {
+	f := MQRates{Queues: make([]tbf.Rate, n), Tiers: map[string][]tbf.Rate{}, Nodes: map[string][]tbf.Rate{}}
+	under := func(m map[string][]tbf.Rate, name string, q int, r tbf.Rate) {
+		if m[name] == nil {
+			m[name] = make([]tbf.Rate, n)
+		}
+		m[name][q] = max(m[name][q], r)
+	}
 	for i := range classes {
 		c := &classes[i]
 		q := queue(c)
 		if q < 0 || q >= n {
 			continue
 		}
-		if c.Labels.Kind == "node" && c.Parent.Minor() == RootClass.Minor() {
-			f.Queues[q] = max(f.Queues[q], c.Rate) // a top-level node's guarantee
-			continue
-		}
-		if c.Labels.Kind != "user" && c.Labels.Kind != "default" {
-			continue
-		}
-		f.Queues[q] = max(f.Queues[q], c.Rate)
-		if c.Labels.Kind == "user" && c.Labels.Node == "" && aggregate[c.Labels.Tier] {
-			if f.Tiers[c.Labels.Tier] == nil {
-				f.Tiers[c.Labels.Tier] = make([]tbf.Rate, n)
+		switch c.Labels.Kind {
+		case "node":
+			if split[c.Labels.Node] {
+				continue // its users and nodes count
 			}
-			f.Tiers[c.Labels.Tier][q] = max(f.Tiers[c.Labels.Tier][q], c.Rate)
+			if p := parentNode(c); p == "" || split[p] {
+				f.Queues[q] = max(f.Queues[q], c.Rate) // a placed node's guarantee
+				if p != "" {
+					under(f.Nodes, p, q, c.Rate)
+				}
+			}
+		case "user", "default":
+			f.Queues[q] = max(f.Queues[q], c.Rate)
+			if c.Labels.Kind != "user" {
+				continue
+			}
+			if split[c.Labels.Node] {
+				under(f.Nodes, c.Labels.Node, q, c.Rate)
+			} else if c.Labels.Node == "" && aggregate[c.Labels.Tier] {
+				under(f.Tiers, c.Labels.Tier, q, c.Rate)
+			}
 		}
 	}
 	return f
@@ -309,38 +340,42 @@ func sumCeil(qs []QueueTarget) tbf.Rate {
 	return s
 }
 
-// MQSplit is how per-queue trees share the interface bandwidth and each
-// tier's aggregate: the queues' root classes and, by tier name, the tier's
-// class in each queue (Targets.Queues and Targets.TierQueues).
+// MQSplit is how per-queue trees share the interface bandwidth, each
+// tier's aggregate and each split node: the queues' root classes and, by
+// tier (node) name, the tier's (node's) class in each queue
+// (Targets.Queues, Targets.TierQueues and Targets.NodeQueues).
 type MQSplit struct {
 	Queues []QueueTarget
 	Tiers  map[string][]QueueTarget
+	Nodes  map[string][]QueueTarget
 }
 
 // MQRates are rates of per-queue trees by queue: of the queues' roots and,
-// by tier name, of each tier's class in each queue. RebalanceMQ takes what
-// they sent in the last tick and their floors (QueueFloors) in this form.
+// by tier (split node) name, of each tier's (node's) class in each queue.
+// RebalanceMQ takes what they sent in the last tick and their floors
+// (QueueFloors) in this form.
 type MQRates struct {
 	Queues []tbf.Rate
 	Tiers  map[string][]tbf.Rate
+	Nodes  map[string][]tbf.Rate
 }
 
 // RebalanceMQ is one policy tick of per-queue trees: it rebalances each
-// tier in tiers (RebalanceTier) and then the queues (RebalanceQueues) from
-// what they sent (used, len(used.Queues) queues), coupling the two levels
-// so that neither holds the other back:
+// tier in tiers and each split node in nodes (RebalanceTier) and then the
+// queues (RebalanceQueues) from what they sent (used, len(used.Queues)
+// queues), coupling the two levels so that neither holds the other back:
 //
-//   - a tier's class that sent something in a queue whose root was
-//     saturated keeps at least its share (what it sent says nothing of
+//   - a tier's (node's) class that sent something in a queue whose root
+//     was saturated keeps at least its share (what it sent says nothing of
 //     what it wants: the root held it back);
 //   - a queue counts as having sent, besides what it did, what its
-//     saturated tier classes are given beyond what they sent, so the
-//     queue's share grows with them in the same tick.
+//     saturated tier and node classes are given beyond what they sent, so
+//     the queue's share grows with them in the same tick.
 //
 // Without the coupling each level would see the other as the limit and
-// shares would grow by only QueueHeadroom per tick. A tier without usage
-// (or of another queue count) keeps its split from prev.
-func RebalanceMQ(bandwidth tbf.Rate, tiers []TierTarget, prev MQSplit, used, floors MQRates) MQSplit {
+// shares would grow by only QueueHeadroom per tick. A tier or node without
+// usage (or of another queue count) keeps its split from prev.
+func RebalanceMQ(bandwidth tbf.Rate, tiers, nodes []TierTarget, prev MQSplit, used, floors MQRates) MQSplit {
 	n := len(used.Queues)
 	prevQ := prev.Queues
 	if len(prevQ) != n {
@@ -351,17 +386,31 @@ func RebalanceMQ(bandwidth tbf.Rate, tiers []TierTarget, prev MQSplit, used, flo
 		rootSat[q] = saturated(u, prevQ[q].Ceil)
 	}
 	next := MQSplit{Tiers: make(map[string][]QueueTarget, len(tiers))}
+	if len(nodes) > 0 {
+		next.Nodes = make(map[string][]QueueTarget, len(nodes))
+	}
 	sent := slices.Clone(used.Queues)
-	for _, tier := range tiers {
-		p, u := prev.Tiers[tier.Name], used.Tiers[tier.Name]
+	rebalanceAggregates(tiers, prev.Tiers, used.Tiers, floors.Tiers, rootSat, sent, next.Tiers)
+	rebalanceAggregates(nodes, prev.Nodes, used.Nodes, floors.Nodes, rootSat, sent, next.Nodes)
+	next.Queues = RebalanceQueues(bandwidth, prev.Queues, sent, floors.Queues)
+	return next
+}
+
+// rebalanceAggregates is RebalanceMQ's pass over aggregates (tiers or
+// split nodes): each one's next split into next, and what its saturated
+// classes are given beyond what they sent added to sent (by queue).
+func rebalanceAggregates(aggs []TierTarget, prev map[string][]QueueTarget, used, floors map[string][]tbf.Rate, rootSat []bool, sent []tbf.Rate, next map[string][]QueueTarget) {
+	n := len(rootSat)
+	for _, agg := range aggs {
+		p, u := prev[agg.Name], used[agg.Name]
 		if len(u) != n {
 			if p != nil {
-				next.Tiers[tier.Name] = p
+				next[agg.Name] = p
 			}
 			continue
 		}
 		if len(p) != n {
-			p = EvenTierTargets(tier, n)
+			p = EvenTierTargets(agg, n)
 		}
 		eff := slices.Clone(u)
 		for q := range eff {
@@ -370,14 +419,12 @@ func RebalanceMQ(bandwidth tbf.Rate, tiers []TierTarget, prev MQSplit, used, flo
 				eff[q] = max(eff[q], tbf.Rate(float64(p[q].Ceil)/QueueHeadroom))
 			}
 		}
-		nt := RebalanceTier(tier, p, eff, floors.Tiers[tier.Name])
-		next.Tiers[tier.Name] = nt
+		nt := RebalanceTier(agg, p, eff, floors[agg.Name])
+		next[agg.Name] = nt
 		for q := range nt {
 			if saturated(u[q], p[q].Ceil) && nt[q].Ceil > u[q] {
 				sent[q] += nt[q].Ceil - u[q]
 			}
 		}
 	}
-	next.Queues = RebalanceQueues(bandwidth, prev.Queues, sent, floors.Queues)
-	return next
 }

@@ -174,7 +174,7 @@ func TestRebalanceMQConvergesAcrossLevels(t *testing.T) {
 				used.Tiers["agg"][q] = used.Queues[q]
 			}
 		}
-		split = model.RebalanceMQ(bw, []model.TierTarget{tier}, split, used, floors)
+		split = model.RebalanceMQ(bw, []model.TierTarget{tier}, nil, split, used, floors)
 		t.Logf("tick %d: queues %v, agg %v", tick, split.Queues, split.Tiers["agg"])
 	}
 	if s := sumCeil(split.Queues); s != bw {

@@ -30,6 +30,12 @@ type Targets struct {
 	// without an entry of length Interface.Queues is split evenly
 	// (EvenTierTargets). The map is replaced, never changed in place.
 	TierQueues map[string][]QueueTarget
+	// NodeQueues are, by node name, a split node's class in each queue's
+	// tree (Interface.Queues > 1; SplitNodes), as TierQueues are a tier's:
+	// the share of the node's rate and ceil the queue may use now. A split
+	// node without an entry of length Interface.Queues gets the idle split.
+	// The map is replaced, never changed in place.
+	NodeQueues map[string][]QueueTarget
 }
 
 // InterfaceSpec is one managed interface.

@@ -58,9 +58,13 @@ func solveMQ(t *model.Tree, demand DemandFunc, pkt float64) (*Result, error) {
 		return nil, fmt.Errorf("simulate %s: %w", t.Device, err)
 	}
 	floors := model.QueueFloors(t)
-	tierTargets := make([]model.TierTarget, len(tiers))
-	for i, tr := range tiers {
-		tierTargets[i] = tr.tier
+	var tierTargets, nodeTargets []model.TierTarget
+	for _, tr := range tiers {
+		if tr.node {
+			nodeTargets = append(nodeTargets, tr.tier)
+		} else {
+			tierTargets = append(tierTargets, tr.tier)
+		}
 	}
 	var res *Result
 	for round := 0; ; round++ {
@@ -75,18 +79,26 @@ func solveMQ(t *model.Tree, demand DemandFunc, pkt float64) (*Result, error) {
 		if res, err = solveHTB(&work, demand, pkt); err != nil {
 			return nil, err
 		}
-		prev := model.MQSplit{Queues: split, Tiers: map[string][]model.QueueTarget{}}
-		used := model.MQRates{Queues: sentBy(res, roots), Tiers: map[string][]tbf.Rate{}}
+		prev := model.MQSplit{Queues: split, Tiers: map[string][]model.QueueTarget{}, Nodes: map[string][]model.QueueTarget{}}
+		used := model.MQRates{Queues: sentBy(res, roots), Tiers: map[string][]tbf.Rate{}, Nodes: map[string][]tbf.Rate{}}
 		for _, tr := range tiers {
-			prev.Tiers[tr.tier.Name] = tr.split
-			used.Tiers[tr.tier.Name] = sentBy(res, tr.class)
+			p, u := prev.Tiers, used.Tiers
+			if tr.node {
+				p, u = prev.Nodes, used.Nodes
+			}
+			p[tr.tier.Name] = tr.split
+			u[tr.tier.Name] = sentBy(res, tr.class)
 		}
-		next := model.RebalanceMQ(bw, tierTargets, prev, used, floors)
+		next := model.RebalanceMQ(bw, tierTargets, nodeTargets, prev, used, floors)
 		moved := !slices.Equal(next.Queues, split)
 		split = next.Queues
 		for _, tr := range tiers {
-			moved = moved || !slices.Equal(next.Tiers[tr.tier.Name], tr.split)
-			tr.split = next.Tiers[tr.tier.Name]
+			ns := next.Tiers[tr.tier.Name]
+			if tr.node {
+				ns = next.Nodes[tr.tier.Name]
+			}
+			moved = moved || !slices.Equal(ns, tr.split)
+			tr.split = ns
 		}
 		if !moved || round == maxRebalanceRounds {
 			break
@@ -100,29 +112,41 @@ func solveMQ(t *model.Tree, demand DemandFunc, pkt float64) (*Result, error) {
 	return res, nil
 }
 
-// mqTier is one tier's aggregate classes in per-queue trees: their indexes
-// in the tree's classes by queue, the tier's totals, and its current split.
+// mqTier is one tier's aggregate classes in per-queue trees, or one split
+// node's (node): their indexes in the tree's classes by queue, the tier's
+// (node's) totals, and its current split.
 type mqTier struct {
 	tier  model.TierTarget
+	node  bool
 	class []int
 	split []model.QueueTarget
 }
 
 // mqTiers finds every tier's class in each of the n queues' trees (Build
-// gives a tier with an aggregate class one in every queue); the tier's
-// rate and ceil are their sums.
+// gives a tier with an aggregate class one in every queue), and every
+// split node's (a node with a class in more than one queue: Build gives
+// it one in every queue, model.SplitNodes); the tier's (node's) rate and
+// ceil are their sums.
 func mqTiers(classes []model.Class, n int) ([]*mqTier, error) {
-	byName := map[string]*mqTier{}
+	type key struct {
+		node bool
+		name string
+	}
+	byName := map[key]*mqTier{}
 	var out []*mqTier
 	for i, c := range classes {
 		q := model.QueueOf(c.Handle)
-		if c.Labels.Kind != "tier" || q < 0 || q >= n {
+		if c.Labels.Kind != "tier" && c.Labels.Kind != "node" || q < 0 || q >= n {
 			continue
 		}
-		tr := byName[c.Labels.Tier]
+		k := key{c.Labels.Kind == "node", c.Labels.Tier}
+		if k.node {
+			k.name = c.Labels.Node
+		}
+		tr := byName[k]
 		if tr == nil {
-			tr = &mqTier{tier: model.TierTarget{Name: c.Labels.Tier}, class: slices.Repeat([]int{-1}, n), split: make([]model.QueueTarget, n)}
-			byName[c.Labels.Tier] = tr
+			tr = &mqTier{tier: model.TierTarget{Name: k.name}, node: k.node, class: slices.Repeat([]int{-1}, n), split: make([]model.QueueTarget, n)}
+			byName[k] = tr
 			out = append(out, tr)
 		}
 		tr.class[q] = i
@@ -130,12 +154,26 @@ func mqTiers(classes []model.Class, n int) ([]*mqTier, error) {
 		tr.tier.Rate += c.Rate
 		tr.tier.Ceil += c.Ceil
 	}
+	kept := out[:0]
 	for _, tr := range out {
-		if q := slices.Index(tr.class, -1); q >= 0 {
-			return nil, fmt.Errorf("tier %s has no class in queue %d's tree", tr.tier.Name, q)
+		missing := 0
+		for _, i := range tr.class {
+			if i < 0 {
+				missing++
+			}
+		}
+		switch {
+		case tr.node && missing == n-1:
+			// A whole node: one queue's class.
+		case missing > 0 && tr.node:
+			return nil, fmt.Errorf("node %s has classes in %d of %d queues' trees", tr.tier.Name, n-missing, n)
+		case missing > 0:
+			return nil, fmt.Errorf("tier %s has no class in queue %d's tree", tr.tier.Name, slices.Index(tr.class, -1))
+		default:
+			kept = append(kept, tr)
 		}
 	}
-	return out, nil
+	return kept, nil
 }
 
 // sentBy is what the classes at idx (by queue) let through in res.

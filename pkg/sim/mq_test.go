@@ -72,45 +72,63 @@ func TestSolveMQRebalances(t *testing.T) {
 
 // A tier's aggregate holds across queues in the prediction as in the
 // daemon: two gold users on different queues, both busy, share gold's 30mbit
-// ceil (not 30mbit each); one of them alone gets all of it.
+// ceil (not 30mbit each); one of them alone gets all of it. So does the
+// ceil of a node too big for one queue (model.SplitNodes: 60mbit of 100 on
+// two queues), split over the queues as a tier is.
 func TestSolveMQTierAggregate(t *testing.T) {
 	bw := 100 * tbf.Mbit
-	tg := model.Targets{Interface: model.InterfaceSpec{Name: "lan0", Bandwidth: bw, Queues: 2},
-		Tiers: []model.TierTarget{{Name: "gold", Rate: 10 * tbf.Mbit, Ceil: 30 * tbf.Mbit}}}
-	for i := 0; i < 2; i++ {
-		tg.Users = append(tg.Users, model.UserTarget{Name: fmt.Sprintf("g%d", i), Tier: "gold", Rate: tbf.Mbit, Ceil: bw,
-			Prefixes: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, 0, byte(10 + i)}), 32)}})
-	}
-	ids := model.NewAssignment()
-	tree, err := model.Build(tg, ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if q0, _ := ids.Queue("g0"); q0 == func() int { q, _ := ids.Queue("g1"); return q }() {
-		t.Fatal("g0 and g1 on one queue: the test needs them apart")
-	}
-	busy := func(names ...string) DemandFunc {
-		return func(c *model.Class) Demand {
-			for _, n := range names {
-				if c.Labels.User == n {
-					return Max
-				}
+	for _, c := range []struct {
+		name string
+		tg   model.Targets
+		ceil tbf.Rate
+	}{
+		{"tier gold", model.Targets{Interface: model.InterfaceSpec{Name: "lan0", Bandwidth: bw, Queues: 2},
+			Tiers: []model.TierTarget{{Name: "gold", Rate: 10 * tbf.Mbit, Ceil: 30 * tbf.Mbit}}}, 30 * tbf.Mbit},
+		{"node campus", model.Targets{Interface: model.InterfaceSpec{Name: "lan0", Bandwidth: bw, Queues: 2},
+			Nodes: []model.NodeTarget{{Name: "campus", Rate: 10 * tbf.Mbit, Ceil: 60 * tbf.Mbit}}}, 60 * tbf.Mbit},
+	} {
+		tg := c.tg
+		for i := 0; i < 2; i++ {
+			u := model.UserTarget{Name: fmt.Sprintf("g%d", i), Rate: tbf.Mbit, Ceil: bw,
+				Prefixes: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, 0, byte(10 + i)}), 32)}}
+			if len(tg.Tiers) > 0 {
+				u.Tier = "gold"
+			} else {
+				u.Node, u.Ceil = "campus", c.ceil
 			}
-			return 0
+			tg.Users = append(tg.Users, u)
 		}
-	}
-	ceil := float64(30 * tbf.Mbit)
-	res, err := Solve(&tree, busy("g0", "g1"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Total > ceil*1.0001 || res.Total < ceil*0.97 {
-		t.Errorf("both gold users busy on different queues: %.0f, want gold's ceil %.0f", res.Total, ceil)
-	}
-	if res, err = Solve(&tree, busy("g1"), Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if res.Total > ceil*1.0001 || res.Total < ceil*0.95 {
-		t.Errorf("one gold user busy: %.0f, want gold's ceil %.0f", res.Total, ceil)
+		ids := model.NewAssignment()
+		tree, err := model.Build(tg, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q0, _ := ids.Queue("g0"); q0 == func() int { q, _ := ids.Queue("g1"); return q }() {
+			t.Fatalf("%s: g0 and g1 on one queue: the test needs them apart", c.name)
+		}
+		busy := func(names ...string) DemandFunc {
+			return func(c *model.Class) Demand {
+				for _, n := range names {
+					if c.Labels.User == n {
+						return Max
+					}
+				}
+				return 0
+			}
+		}
+		ceil := float64(c.ceil)
+		res, err := Solve(&tree, busy("g0", "g1"), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Total > ceil*1.0001 || res.Total < ceil*0.97 {
+			t.Errorf("%s: both users busy on different queues: %.0f, want the ceil %.0f", c.name, res.Total, ceil)
+		}
+		if res, err = Solve(&tree, busy("g1"), Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if res.Total > ceil*1.0001 || res.Total < ceil*0.95 {
+			t.Errorf("%s: one user busy: %.0f, want the ceil %.0f", c.name, res.Total, ceil)
+		}
 	}
 }

@@ -187,15 +187,27 @@ func benchUserAdd(b *testing.B, d *Daemon) {
 	}
 }
 
-// BenchmarkUserAdd10kUsers with 100,000 users on per-queue trees (queues
-// = 4 in both directions): a user's add is placed on a queue and patched
-// in (its class and filter), not a rebuild of the trees.
+// BenchmarkUserAddQueues is BenchmarkUserAdd10kUsers on per-queue trees
+// (queues = 4 in both directions) at 1,000 and at 100,000 users: a user's
+// add is placed on a queue and patched in (its class and filter), not a
+// rebuild of the trees, so both sizes cost the same; the output has both,
+// measured in the same run.
 //
-//	go test -run - -bench UserAddQueues100k -benchtime 200x ./internal/daemon
-func BenchmarkUserAddQueues100kUsers(b *testing.B) {
+//	go test -run - -bench UserAddQueues -benchtime 200x ./internal/daemon
+func BenchmarkUserAddQueues(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("users=%d", n), func(b *testing.B) {
+			benchUserAdd(b, queuesDaemon(b, n))
+		})
+	}
+}
+
+// queuesDaemon is a daemon that has applied n users on per-queue trees
+// (queues = 4 in both directions) to a fake kernel.
+func queuesDaemon(b *testing.B, n int) *Daemon {
 	cfg := strings.ReplaceAll(strings.ReplaceAll(roomyConfig(), `"400gbit"`, `"4000gbit"`), "[[interface]]\n", "[[interface]]\nqueues = 4\n")
 	var u strings.Builder
-	for i := 0; i < 100000; i++ {
+	for i := 0; i < n; i++ {
 		v := uint32(198)<<24 | uint32(18)<<16 | uint32(i+1)
 		if i+1 >= 250<<8|1 {
 			v++ // 198.18.250.1 is benchUserAdd's newcomer
@@ -209,8 +221,8 @@ func BenchmarkUserAddQueues100kUsers(b *testing.B) {
 	if err := d.Once(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	if n := d.ifaces[0].targets().Interface.Queues; n != 4 {
-		b.Fatalf("%d queues, want 4", n)
+	if q := d.ifaces[0].targets().Interface.Queues; q != 4 {
+		b.Fatalf("%d queues, want 4", q)
 	}
-	benchUserAdd(b, d)
+	return d
 }

@@ -34,8 +34,12 @@ type Desired struct {
 	userAt   map[string]int
 	// nodeAt indexes targets.Nodes by name (nil: not built yet).
 	nodeAt map[string]int
-	watch  func([]ClassEdit)
+	// filterAt indexes tree.Filters by prefix and match (nil: not built
+	// yet, see filterIndex); a key of several filters is not indexed.
+	filterAt map[filterKey]int
+	watch    func([]ClassEdit)
 }
+
 
 // ClassEdit says how one operation moved the classes of a Desired's tree,
 // for a caller that keeps its own copy of them (e.g. for metrics): OpAdd
@@ -145,7 +149,7 @@ func (d *Desired) setTree(tg Targets, tree Tree) {
 	for i, c := range tree.Classes {
 		d.byHandle[c.Handle] = i
 	}
-	d.userAt, d.nodeAt = nil, nil
+	d.userAt, d.nodeAt, d.filterAt = nil, nil, nil
 	d.completeSplit()
 	d.notify([]ClassEdit{{Reset: true}})
 }
@@ -433,21 +437,68 @@ func (d *Desired) patchTree(changes []Change) {
 			}
 		case c.Filter != nil && c.Op == OpAdd:
 			filters = append(filters, *c.Filter)
-		case c.Filter != nil && c.Op == OpDelete:
-			f := *c.Filter
-			for i := 0; i < len(filters); {
-				if filters[i].Prefix == f.Prefix && filters[i].Match == f.Match {
-					last := len(filters) - 1
-					filters[i] = filters[last]
-					filters = filters[:last]
-					continue
-				}
-				i++
+			at := d.filterIndex(filters[:len(filters)-1])
+			k := keyOf(*c.Filter)
+			if _, dup := at[k]; dup {
+				d.filterAt = nil // several filters of one key: look them up by scanning
+			} else {
+				at[k] = len(filters) - 1
 			}
+		case c.Filter != nil && c.Op == OpDelete:
+			filters = d.deleteFilter(filters, keyOf(*c.Filter))
 		}
 	}
 	d.tree.Classes, d.tree.Filters = classes, filters
 	d.notify(edits)
+}
+
+// filterIndex returns filterAt, building it from filters when there is
+// none.
+func (d *Desired) filterIndex(filters []Filter) map[filterKey]int {
+	if d.filterAt != nil {
+		return d.filterAt
+	}
+	at := make(map[filterKey]int, len(filters))
+	for i, f := range filters {
+		at[keyOf(f)] = i
+	}
+	if len(at) != len(filters) {
+		return at // not kept: deleteFilter scans
+	}
+	d.filterAt = at
+	return at
+}
+
+// deleteFilter removes the filters of key k from filters, the last one
+// taking each one's place, and returns the shorter slice.
+func (d *Desired) deleteFilter(filters []Filter, k filterKey) []Filter {
+	at := d.filterIndex(filters)
+	if d.filterAt == nil {
+		// Several filters share a key: every one of them goes.
+		for i := 0; i < len(filters); {
+			if filters[i].Prefix == k.prefix && filters[i].Match == k.match {
+				last := len(filters) - 1
+				filters[i] = filters[last]
+				filters = filters[:last]
+				continue
+			}
+			i++
+		}
+		return filters
+	}
+	i, ok := at[k]
+	if !ok {
+		return filters
+	}
+	last := len(filters) - 1
+	filters[i] = filters[last]
+	filters[last] = Filter{}
+	filters = filters[:last]
+	delete(at, k)
+	if i < last {
+		at[keyOf(filters[i])] = i
+	}
+	return filters
 }
 
 // placeUser gives user, when it has no class yet, a free minor and under

@@ -42,6 +42,8 @@ type InterfaceResult struct {
 	// gsums caches the guarantee sums of each parent (sums.go); nil:
 	// none.
 	gsums *guaranteeSums
+	// uidx indexes Targets.Users by name (sums.go); nil: none.
+	uidx *userIndex
 }
 
 // Targets returns every interface's targets, in plan order.
@@ -433,7 +435,7 @@ func (r *Result) UpdateUser(plan *config.Plan, ov Overrides, usage *Usage, now t
 		}
 		// A user has one entry per interface; the newest is the last (a
 		// run-time user just added), so look there first.
-		j := indexLastFirst(ir.Targets.Users, func(t *model.UserTarget) bool { return t.Name == user })
+		j := ir.userAt(user)
 		if j < 0 || j >= len(ir.Users) {
 			continue
 		}

@@ -48,11 +48,8 @@ func (r *Ramper) StepUser(desired *Result, user string, now time.Time) []Stepped
 		if in.Shaper == model.ShaperTBF {
 			continue
 		}
-		for j := range ir.Targets.Users {
+		if j := ir.userAt(user); j >= 0 {
 			u := &ir.Targets.Users[j]
-			if u.Name != user {
-				continue
-			}
 			var ramp *time.Duration
 			if j < len(ir.Users) && ir.Users[j].User == u.Name {
 				ramp = ir.Users[j].Ramp

@@ -72,3 +72,61 @@ func (ir *InterfaceResult) userRateChanged(j int, old uint64) {
 
 // invalidateSums drops ir's cached sums: the next use sums again.
 func (ir *InterfaceResult) invalidateSums() { ir.gsums = nil }
+
+// userIndex maps user names to their index in one InterfaceResult's
+// Targets.Users, so that a single user's change finds its entry without
+// scanning 100,000 of them. AddUser and RemoveUser keep it up to date;
+// owner works as guaranteeSums' does, and an entry that does not name
+// the user it points at (or a length that moved without them) makes it
+// built again.
+type userIndex struct {
+	owner *InterfaceResult
+	at    map[string]int
+	n     int
+}
+
+// userAt returns the index of user in ir.Targets.Users, or -1.
+func (ir *InterfaceResult) userAt(user string) int {
+	us := ir.Targets.Users
+	x := ir.uidx
+	if x == nil || x.owner != ir || x.n != len(us) {
+		x = &userIndex{owner: ir, at: make(map[string]int, len(us)), n: len(us)}
+		for j := range us {
+			x.at[us[j].Name] = j
+		}
+		ir.uidx = x
+	}
+	j, ok := x.at[user]
+	if !ok {
+		return -1
+	}
+	if j >= len(us) || us[j].Name != user {
+		ir.uidx = nil // stale: build again
+		return ir.userAt(user)
+	}
+	return j
+}
+
+// userAppended records in the index (if any) that the last of
+// Targets.Users was just appended.
+func (ir *InterfaceResult) userAppended() {
+	if x := ir.uidx; x != nil && x.owner == ir && x.n == len(ir.Targets.Users)-1 {
+		x.at[ir.Targets.Users[x.n].Name] = x.n
+		x.n++
+	}
+}
+
+// userSwapRemoved records in the index (if any) that user, at j, was
+// removed by moving the last user into its place.
+func (ir *InterfaceResult) userSwapRemoved(user string, j int) {
+	x := ir.uidx
+	if x == nil || x.owner != ir || x.n != len(ir.Targets.Users)+1 {
+		ir.uidx = nil
+		return
+	}
+	delete(x.at, user)
+	x.n--
+	if j < x.n {
+		x.at[ir.Targets.Users[j].Name] = j
+	}
+}

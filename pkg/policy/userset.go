@@ -36,6 +36,7 @@ func (r *Result) AddUser(plan *config.Plan, ov Overrides, usage *Usage, now time
 		for _, s := range done {
 			s.ir.Targets.Users, s.ir.Users = s.users, s.xs
 			s.ir.invalidateSums()
+			s.ir.uidx = nil
 		}
 	}
 	for i := range r.Interfaces {
@@ -56,6 +57,7 @@ func (r *Result) AddUser(plan *config.Plan, ov Overrides, usage *Usage, now time
 		// Ramper's targets are copies), and the saved headers, shorter,
 		// still see what they saw.
 		ir.Targets.Users = append(ir.Targets.Users, ut)
+		ir.userAppended()
 		ir.Users = append(ir.Users, Explanation{User: u.Name, Tier: u.Tier, Interface: in.Name, Direction: model.Direction(in.Direction)})
 	}
 	if len(done) == 0 || !r.UpdateUser(plan, ov, usage, now, user) {
@@ -75,7 +77,7 @@ func (r *Result) RemoveUser(user string) bool {
 	var found []at
 	for i := range r.Interfaces {
 		ir := &r.Interfaces[i]
-		j := slices.IndexFunc(ir.Targets.Users, func(u model.UserTarget) bool { return u.Name == user })
+		j := ir.userAt(user)
 		if j < 0 {
 			continue
 		}
@@ -108,6 +110,7 @@ func (r *Result) RemoveUser(user string) bool {
 			ir.gsums.sums[ir.userParent(&ir.Targets.Users[f.j])] -= uint64(ir.Targets.Users[f.j].Rate)
 		}
 		ir.Targets.Users = swapRemove(ir.Targets.Users, f.j)
+		ir.userSwapRemoved(user, f.j)
 		ir.Users = swapRemove(ir.Users, f.j)
 	}
 	return true
@@ -160,7 +163,7 @@ func (r *Result) MoveUser(plan *config.Plan, ov Overrides, usage *Usage, now tim
 		if in.Shaper == config.ShaperTBF {
 			continue
 		}
-		j := slices.IndexFunc(ir.Targets.Users, func(t model.UserTarget) bool { return t.Name == user })
+		j := ir.userAt(user)
 		if (j >= 0) != (nodeOn(u, ir.Targets.Nodes) && plan.UserOn(u, in.Name)) || len(ir.Oversubscriptions) > 0 {
 			undo()
 			return false

@@ -67,7 +67,7 @@ func TestIncrementalChangesKeepSums(t *testing.T) {
 	less := loadPlan(t, oversubMain, oversubUsers(3, 1)) // without x1, the last
 	var ov Overrides
 	r := Evaluate(all, ov, nil, now)
-	incremental, removed := 0, 0
+	incremental, removed, indexed := 0, 0, 0
 	checkSums := func(step int, what string) {
 		t.Helper()
 		ir := &r.Interfaces[0]
@@ -76,6 +76,19 @@ func TestIncrementalChangesKeepSums(t *testing.T) {
 		fresh.gsums = nil
 		if got := fresh.sums(); !maps.Equal(cached, got) {
 			t.Fatalf("step %d (%s): cached sums %v, afresh %v", step, what, cached, got)
+		}
+		// The user index, kept by the same changes, names every user
+		// where it is.
+		if x := ir.uidx; x != nil && x.owner == ir {
+			indexed++
+			if len(x.at) != len(ir.Targets.Users) || x.n != len(ir.Targets.Users) {
+				t.Fatalf("step %d (%s): user index of %d (n %d) for %d users", step, what, len(x.at), x.n, len(ir.Targets.Users))
+			}
+			for j, u := range ir.Targets.Users {
+				if x.at[u.Name] != j {
+					t.Fatalf("step %d (%s): user index has %s at %d, it is at %d", step, what, u.Name, x.at[u.Name], j)
+				}
+			}
 		}
 	}
 	for step := range 400 {
@@ -106,7 +119,7 @@ func TestIncrementalChangesKeepSums(t *testing.T) {
 		}
 		checkSums(step, u)
 	}
-	if incremental < 100 || removed < 5 {
-		t.Errorf("%d of 400 changes incremental, %d of 40 removals; the test shows little", incremental, removed)
+	if incremental < 100 || removed < 5 || indexed < 100 {
+		t.Errorf("%d of 400 changes incremental, %d of 40 removals, %d checks of the user index; the test shows little", incremental, removed, indexed)
 	}
 }

@@ -40,7 +40,6 @@ type Desired struct {
 	watch    func([]ClassEdit)
 }
 
-
 // ClassEdit says how one operation moved the classes of a Desired's tree,
 // for a caller that keeps its own copy of them (e.g. for metrics): OpAdd
 // appended a class at Index, OpDelete removed the class at Index by moving

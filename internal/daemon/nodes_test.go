@@ -274,6 +274,10 @@ addresses = ["198.18.1.40"]
 func TestNodeTooBigForOneQueue(t *testing.T) {
 	dir := t.TempDir()
 	cfg := strings.Replace(nodesConfig, "[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"", "[[interface]]\nname = \"lan0\"\nbandwidth = \"1gbit\"\nqueues = 4", 1)
+	// No guarantees oversubscribed on the upload side either (a user's
+	// add is then one class's change there too).
+	cfg = strings.Replace(cfg, `bandwidth = "100mbit"`, `bandwidth = "1gbit"`, 1)
+	cfg = strings.Replace(cfg, `upload_rate = "50mbit"`, `upload_rate = "300mbit"`, 1)
 	writeConfig(t, dir, cfg, nodesUsers)
 	k := &queueFake{fakeKernel: newFakeKernel("lan0", "ifb-lan0"), tx: 4, bytes: make([]uint64, 4), classes: map[model.Handle]uint64{}}
 	clk := newFakeClock()
@@ -282,6 +286,7 @@ func TestNodeTooBigForOneQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := d.ifaces[0]
+	northCeil := 500 * tbf.Mbit
 	north := func() []model.Class {
 		out := make([]model.Class, 4)
 		var sum tbf.Rate
@@ -291,8 +296,8 @@ func TestNodeTooBigForOneQueue(t *testing.T) {
 				sum += c.Ceil
 			}
 		}
-		if sum != 500*tbf.Mbit {
-			t.Fatalf("north's classes %v: ceils add up to %s, want 500mbit in 4 queues", out, sum)
+		if sum != northCeil {
+			t.Fatalf("north's classes %v: ceils add up to %s, want %s in 4 queues", out, sum, northCeil)
 		}
 		return out
 	}
@@ -332,10 +337,44 @@ func TestNodeTooBigForOneQueue(t *testing.T) {
 	if m := model.Mismatches(k.tree(st.device), *st.tree()); len(m) != 0 {
 		t.Errorf("the kernel differs from the plan: %v", m)
 	}
+	// Live changes write only what changes: a download set-rate of north
+	// its four classes (shares in the same proportions), a run-time user
+	// right under it its class and filter in each direction, placed on a
+	// queue as a user is.
+	evals, writes := d.work.evaluations, k.writeCount()
+	was := k.tree("lan0")
+	rate := 400 * tbf.Mbit
+	if _, err := d.setRate(control.SetRateRequest{Target: "node:north", Direction: "download", Rate: rate, Ceil: &rate, Ramp: control.DurationPtr(0)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.writeCount() - writes; got != 4 {
+		t.Errorf("set-rate node:north wrote %d objects, want its 4 classes: %v", got, model.Mismatches(was, k.tree("lan0")))
+	}
+	northCeil = rate
+	north() // its classes' ceils add up to the new ceil
+	writes = k.writeCount()
+	if _, err := d.changeUser(control.UserRequest{Op: control.UserAdd, Name: "erin", Tier: "gold", Node: "north", Addresses: []string{"198.18.1.50"}}); err != nil {
+		t.Fatal(err)
+	}
+	he, _ := userHandle(st, "erin")
+	for _, c := range k.tree("lan0").Classes {
+		if c.Handle == he && c.Parent != north()[model.QueueOf(he)].Handle {
+			t.Errorf("erin under %s, want north's class in her queue %d", c.Parent, model.QueueOf(he))
+		}
+	}
+	if got := k.writeCount() - writes; got != 4 {
+		t.Errorf("adding erin under north wrote %d objects, want her class and filter in each direction", got)
+	}
+	if d.work.evaluations != evals {
+		t.Errorf("the live changes evaluated the whole plan %d times", d.work.evaluations-evals)
+	}
+	if m := model.Mismatches(k.tree(st.device), *st.tree()); len(m) != 0 {
+		t.Errorf("after the live changes the kernel differs from the plan: %v", m)
+	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	writes := k.writeCount()
+	writes = k.writeCount()
 	d2, _ := newTestDaemon(t, k, clk, dir)
 	defer d2.Close()
 	if err := d2.Once(context.Background()); err != nil {

@@ -165,7 +165,7 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 			return q
 		}
 		return -1
-	}, aggregate, split, func(c *Class) string { return parentOf[c.Labels.Node] })
+	}, aggregate, split, func(node string) string { return parentOf[node] })
 	qt := t.Queues
 	if len(qt) != n {
 		for q := range floors.Queues {
@@ -206,7 +206,7 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 		major := QueueHandle(q).Major()
 		queues[q] = Qdisc{Kind: ShaperHTB, Handle: QueueHandle(q), Parent: QueueParent(q),
 			DefaultMinor: DefaultClass.Minor(), SizeOverhead: spec.Framing.SizeTableOverhead()}
-		sc, err := splitClasses(q, qt[q], tiers, tierSplit, bigNodes, nodeSplit, work.QueueIDs(q), rs)
+		sc, err := splitClasses(q, qt[q], tiers, tierSplit, bigNodes, nodeSplit, parentOf, work.QueueIDs(q), rs)
 		if err != nil {
 			return err
 		}
@@ -277,11 +277,12 @@ func buildMQ(tree *Tree, t Targets, ids *Assignment) error {
 
 // splitClasses makes queue q's root class (from qt), its tier classes
 // (tiers, from tierClasses, each with its share in split) and its split
-// nodes' classes (big, from nodeClasses, each with its share in
-// nodeSplit), with the tier and node minors of ids (the queue's
+// nodes' classes (big, from nodeClasses, parents first, each with its
+// share in nodeSplit, under its parent's (parentOf) class in the queue or
+// the root class), with the tier and node minors of ids (the queue's
 // Assignment): the classes a queue's share of the split sets. The root
 // class comes first.
-func splitClasses(q int, qt QueueTarget, tiers []Class, split map[string][]QueueTarget, big []Class, nodeSplit map[string][]QueueTarget, ids *Assignment, rs psched.Framing) ([]Class, error) {
+func splitClasses(q int, qt QueueTarget, tiers []Class, split map[string][]QueueTarget, big []Class, nodeSplit map[string][]QueueTarget, parentOf map[string]string, ids *Assignment, rs psched.Framing) ([]Class, error) {
 	major := QueueHandle(q).Major()
 	root, err := makeClass(classSpec{rate: qt.Rate, ceil: qt.Ceil}, nil, Labels{Kind: "root"})
 	if err != nil {
@@ -316,6 +317,13 @@ func splitClasses(q int, qt QueueTarget, tiers []Class, split map[string][]Queue
 			return nil, fmt.Errorf("queue %d: node %s has no class id", q, name)
 		}
 		nc.Handle, nc.Parent, nc.Framing = MakeHandle(major, m), root.Handle, rs
+		if p := parentOf[name]; p != "" {
+			pm, ok := ids.Node(p)
+			if !ok {
+				return nil, fmt.Errorf("queue %d: node %s: parent %s has no class id", q, name, p)
+			}
+			nc.Parent = MakeHandle(major, pm)
+		}
 		out = append(out, nc)
 	}
 	return out, nil
@@ -341,7 +349,7 @@ func SplitClasses(t Targets, ids *Assignment) ([]Class, error) {
 			return nil, fmt.Errorf("interface %s: tier %s: no split of %d queues", t.Interface.Name, c.Labels.Tier, n)
 		}
 	}
-	big, err := splitNodeClasses(t)
+	big, parentOf, err := splitNodeClasses(t)
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: %w", t.Interface.Name, err)
 	}
@@ -353,7 +361,7 @@ func SplitClasses(t Targets, ids *Assignment) ([]Class, error) {
 	rs := t.Interface.Framing.RateSpec()
 	out := make([]Class, 0, n*(1+len(tiers)+len(big)))
 	for q := 0; q < n; q++ {
-		cs, err := splitClasses(q, t.Queues[q], tiers, t.TierQueues, big, t.NodeQueues, ids.QueueIDs(q), rs)
+		cs, err := splitClasses(q, t.Queues[q], tiers, t.TierQueues, big, t.NodeQueues, parentOf, ids.QueueIDs(q), rs)
 		if err != nil {
 			return nil, fmt.Errorf("interface %s: %w", t.Interface.Name, err)
 		}
@@ -363,20 +371,23 @@ func SplitClasses(t Targets, ids *Assignment) ([]Class, error) {
 }
 
 // splitNodeClasses returns the classes (from nodeClasses, without handles)
-// of t's split nodes (SplitNodes).
-func splitNodeClasses(t Targets) ([]Class, error) {
+// of t's split nodes (SplitNodes), parents first, and each one's parent
+// ("" for a top-level node).
+func splitNodeClasses(t Targets) ([]Class, map[string]string, error) {
 	split := SplitNodes(t.Interface, t.Nodes)
 	if len(split) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var big []NodeTarget
+	parentOf := make(map[string]string, len(split))
 	for _, nt := range t.Nodes {
 		if split[nt.Name] {
 			big = append(big, nt)
+			parentOf[nt.Name] = nt.Parent
 		}
 	}
 	cs, _, err := nodeClasses(big)
-	return cs, err
+	return cs, parentOf, err
 }
 
 // SplitOf returns the split per-queue tree t holds, SplitClasses' inverse:
@@ -411,7 +422,7 @@ func SplitOf(t *Tree, ids *Assignment) (split MQSplit, ok bool) {
 			roots++
 		} else if tier, ok := ids.QueueIDs(q).TierByMinor(m); ok && m >= FirstTierMinor && m <= LastTierMinor {
 			put(split.Tiers, seenTier, tier, q, share)
-		} else if node, ok := ids.QueueIDs(q).NodeByMinor(m); ok && m >= FirstUserMinor && m <= LastUserMinor && c.Parent.Minor() == RootClass.Minor() {
+		} else if node, ok := ids.QueueIDs(q).NodeByMinor(m); ok && m >= FirstUserMinor && m <= LastUserMinor {
 			put(split.Nodes, seenNode, node, q, share)
 		}
 	}

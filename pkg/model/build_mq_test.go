@@ -350,8 +350,9 @@ func TestSplitOfIsSplitClassesInverse(t *testing.T) {
 // A top-level node whose ceil is more than one queue's share of the
 // bandwidth is split as tiers are: a class in every queue (shares adding up
 // to its ceil), its own users spread over the queues, and each node under
-// it placed whole, under its class in that queue. A smaller top-level node
-// stays whole on one queue.
+// it placed whole, under its class in that queue, unless it is too big for
+// a queue too (then it is split under it). A smaller top-level node stays
+// whole on one queue.
 func TestBuildMQSplitsANodeTooBigForOneQueue(t *testing.T) {
 	nodes := []model.NodeTarget{
 		{Name: "campus", Rate: 600 * tbf.Mbit, Ceil: tbf.Gbit},
@@ -359,15 +360,17 @@ func TestBuildMQSplitsANodeTooBigForOneQueue(t *testing.T) {
 		{Name: "ap", Parent: "dorm", Rate: 100 * tbf.Mbit, Ceil: 300 * tbf.Mbit},
 		{Name: "lab", Parent: "campus", Rate: 200 * tbf.Mbit, Ceil: 400 * tbf.Mbit},
 		{Name: "shop", Rate: 50 * tbf.Mbit, Ceil: 200 * tbf.Mbit},
+		// Too big for a queue itself, under a split node: split too.
+		{Name: "hall", Parent: "campus", Rate: 100 * tbf.Mbit, Ceil: 600 * tbf.Mbit},
 	}
-	users := manyUsers(16)
+	users := manyUsers(18)
 	for i := range users {
-		users[i].Node = []string{"campus", "campus", "ap", "lab", "shop", ""}[i%6]
+		users[i].Node = []string{"campus", "campus", "ap", "lab", "shop", "", "hall", "hall", "hall"}[i%9]
 		users[i].Rate, users[i].Ceil = 30*tbf.Mbit, 100*tbf.Mbit
 	}
 	spec := mqSpec(2)
-	if got := model.SplitNodes(spec, nodes); len(got) != 1 || !got["campus"] {
-		t.Fatalf("SplitNodes = %v, want campus only (ceil 1gbit > 500mbit a queue; shop 200mbit)", got)
+	if got := model.SplitNodes(spec, nodes); len(got) != 2 || !got["campus"] || !got["hall"] {
+		t.Fatalf("SplitNodes = %v, want campus and hall (ceils 1gbit and 600mbit > 500mbit a queue; shop 200mbit, dorm 400mbit)", got)
 	}
 	ids := model.NewAssignment()
 	tree := mustBuild(t, model.Targets{Interface: spec, Nodes: nodes, Users: users}, ids)
@@ -394,6 +397,11 @@ func TestBuildMQSplitsANodeTooBigForOneQueue(t *testing.T) {
 	}
 	if ceils != tbf.Gbit || rates < 590*tbf.Mbit || rates > 610*tbf.Mbit {
 		t.Errorf("campus shares: ceils add up to %s, rates to %s; want 1gbit and about 600mbit", ceils, rates)
+	}
+	for _, c := range byNode["hall"] {
+		if q := model.QueueOf(c.Handle); len(byNode["hall"]) != 2 || c.Parent != inQueue[q] {
+			t.Errorf("hall's classes %+v: want one in each queue, under campus's class there", byNode["hall"])
+		}
 	}
 	for _, name := range []string{"dorm", "ap", "lab", "shop"} {
 		if len(byNode[name]) != 1 {
@@ -433,6 +441,22 @@ func TestBuildMQSplitsANodeTooBigForOneQueue(t *testing.T) {
 	if len(queuesOfCampusUsers) != 2 {
 		t.Errorf("campus's own users on queues %v, want both", queuesOfCampusUsers)
 	}
+	hallIn := map[int]model.Handle{}
+	for _, c := range byNode["hall"] {
+		hallIn[model.QueueOf(c.Handle)] = c.Handle
+	}
+	hallQueues := map[int]bool{}
+	for _, u := range users {
+		if c := classOfUser(t, tree, u.Name); u.Node == "hall" {
+			hallQueues[model.QueueOf(c.Handle)] = true
+			if c.Parent != hallIn[model.QueueOf(c.Handle)] {
+				t.Errorf("user %s under %s, want hall's class in its queue", u.Name, c.Parent)
+			}
+		}
+	}
+	if len(hallQueues) != 2 {
+		t.Errorf("hall's users on queues %v, want both", hallQueues)
+	}
 	// The floors of campus's classes: the largest guarantee right under
 	// it in each queue (dorm's and lab's 200mbit, above any user's 30mbit).
 	fl := model.QueueFloors(&tree)
@@ -444,11 +468,12 @@ func TestBuildMQSplitsANodeTooBigForOneQueue(t *testing.T) {
 	// SplitOf reads back what SplitClasses writes, campus included; shop
 	// (one queue) is not a split.
 	split, ok := model.SplitOf(&tree, ids)
-	if !ok || len(split.Nodes) != 1 || len(split.Nodes["campus"]) != 2 {
-		t.Fatalf("SplitOf = %+v (%v), want campus's classes", split, ok)
+	if !ok || len(split.Nodes) != 2 || len(split.Nodes["campus"]) != 2 || len(split.Nodes["hall"]) != 2 {
+		t.Fatalf("SplitOf = %+v (%v), want campus's and hall's classes", split, ok)
 	}
 	tg := model.Targets{Interface: spec, Nodes: nodes, Users: users, Queues: split.Queues, TierQueues: split.Tiers,
-		NodeQueues: map[string][]model.QueueTarget{"campus": {{Rate: 500 * tbf.Mbit, Ceil: 900 * tbf.Mbit}, {Rate: 100 * tbf.Mbit, Ceil: 100 * tbf.Mbit}}}}
+		NodeQueues: map[string][]model.QueueTarget{"campus": {{Rate: 500 * tbf.Mbit, Ceil: 900 * tbf.Mbit}, {Rate: 100 * tbf.Mbit, Ceil: 100 * tbf.Mbit}},
+			"hall": {{Rate: 50 * tbf.Mbit, Ceil: 300 * tbf.Mbit}, {Rate: 50 * tbf.Mbit, Ceil: 300 * tbf.Mbit}}}}
 	cs, err := model.SplitClasses(tg, ids)
 	if err != nil {
 		t.Fatal(err)
@@ -462,7 +487,7 @@ func TestBuildMQSplitsANodeTooBigForOneQueue(t *testing.T) {
 			}
 		}
 	}
-	if got, _ := model.SplitOf(&again, ids); !slices.Equal(got.Nodes["campus"], tg.NodeQueues["campus"]) {
-		t.Errorf("SplitOf after SplitClasses: campus %v, want %v", got.Nodes["campus"], tg.NodeQueues["campus"])
+	if got, _ := model.SplitOf(&again, ids); !slices.Equal(got.Nodes["campus"], tg.NodeQueues["campus"]) || !slices.Equal(got.Nodes["hall"], tg.NodeQueues["hall"]) {
+		t.Errorf("SplitOf after SplitClasses: %v, want %v", got.Nodes, tg.NodeQueues)
 	}
 }

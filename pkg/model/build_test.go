@@ -476,9 +476,10 @@ func TestBuildNodes(t *testing.T) {
 	if _, err := model.Build(deep, nil); err == nil || !strings.Contains(err.Error(), "levels deep") {
 		t.Errorf("%d levels: %v", model.MaxNodeDepth+1, err)
 	}
-	// Per-queue trees: a whole subtree on one queue.
+	// Per-queue trees: a whole subtree on one queue (north fits one of
+	// two queues: its ceil is not above 1gbit/2).
 	mq := tg
-	mq.Interface.Queues = 4
+	mq.Interface.Queues = 2
 	mq.Nodes = append(slices.Clone(tg.Nodes), model.NodeTarget{Name: "south", Rate: 400 * tbf.Mbit, Ceil: 400 * tbf.Mbit})
 	mq.Users = append(slices.Clone(tg.Users), model.UserTarget{Name: "carol", Tier: "gold", Node: "south", Rate: 10 * tbf.Mbit,
 		Prefixes: []netip.Prefix{pfx(t, "198.18.0.3/32")}})
@@ -487,7 +488,7 @@ func TestBuildNodes(t *testing.T) {
 	qn, _ := mids.Queue("alice")
 	qs, _ := mids.Queue("carol")
 	if qn == qs {
-		t.Errorf("north and south (500 and 400mbit) share queue %d of 4", qn)
+		t.Errorf("north and south (500 and 400mbit) share queue %d of 2", qn)
 	}
 	var apClass, aliceClass model.Class
 	for _, c := range mtree.Classes {

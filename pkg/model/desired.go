@@ -596,9 +596,10 @@ func (d *Desired) miniIDs(nodes []NodeTarget, users ...string) (*Assignment, err
 			return nil, err
 		}
 	}
+	split := SplitNodes(d.targets.Interface, nodes)
 	for _, nt := range nodes {
 		k := nodeKey(nt.Name)
-		if splitNode(d.targets.Interface, nt) {
+		if split[nt.Name] {
 			// In every queue's tree.
 			for q := 0; q < n; q++ {
 				if m, ok := d.ids.QueueIDs(q).Node(nt.Name); ok {
@@ -689,16 +690,24 @@ func (d *Desired) unitOf(node string) string {
 	if node == "" || d.targets.Interface.Queues < 2 {
 		return ""
 	}
-	chain := d.chains(node)
-	for i, nt := range chain {
-		if splitNode(d.targets.Interface, nt) {
-			continue
-		}
-		if i == 0 || splitNode(d.targets.Interface, chain[i-1]) {
+	// The first node down the chain that is not split (all above it
+	// are).
+	for _, nt := range d.chains(node) {
+		if !tooBig(d.targets.Interface, nt) {
 			return nt.Name
 		}
 	}
 	return ""
+}
+
+// isSplit reports whether node is split over every queue (SplitNodes).
+func (d *Desired) isSplit(node string) bool {
+	return splitChain(d.targets.Interface, d.chains(node))
+}
+
+// splitsAsNew reports whether node n, put under its parent, is split.
+func (d *Desired) splitsAsNew(n NodeTarget) bool {
+	return tooBig(d.targets.Interface, n) && (n.Parent == "" || d.isSplit(n.Parent))
 }
 
 // nodeOf is u's node ("" for none or nil).
@@ -728,8 +737,8 @@ func (d *Desired) PutNode(n NodeTarget) (Step, error) {
 		return Step{}, fmt.Errorf("node %s: unknown parent node %s", n.Name, n.Parent)
 	}
 	if nq := d.targets.Interface.Queues; nq > 1 {
-		was := j >= 0 && splitNode(d.targets.Interface, d.targets.Nodes[j])
-		now := splitNode(d.targets.Interface, n)
+		was := j >= 0 && d.isSplit(n.Name)
+		now := d.splitsAsNew(n)
 		switch {
 		case was && now && d.splitComplete():
 			// Its class in every queue, each with its share of the new
@@ -849,7 +858,7 @@ func (d *Desired) placeNode(n NodeTarget) error {
 		// A split node has a class in every queue; a placement unit is
 		// placed as a user is; the others follow their unit.
 		k := nodeKey(n.Name)
-		if splitNode(d.targets.Interface, n) {
+		if d.splitsAsNew(n) {
 			d.ids.UseQueues(nq)
 			for q := 0; q < nq; q++ {
 				qids := d.ids.QueueIDs(q)
@@ -918,8 +927,8 @@ func (d *Desired) splitComplete() bool {
 			return false
 		}
 	}
-	for _, nt := range d.targets.Nodes {
-		if splitNode(d.targets.Interface, nt) && len(d.targets.NodeQueues[nt.Name]) != n {
+	for name := range SplitNodes(d.targets.Interface, d.targets.Nodes) {
+		if len(d.targets.NodeQueues[name]) != n {
 			return false
 		}
 	}

@@ -108,7 +108,7 @@ func (u *desiredUniverse) split(bw tbf.Rate, n int) model.MQSplit {
 // Build makes of its targets with its class ids, and (2) the kernel (an
 // in-memory one) that got every operation's changes holds that tree.
 func TestDesiredOperationsMatchBuild(t *testing.T) {
-	splitInPlace := 0
+	splitInPlace, nestedInPlace := 0, 0
 	for seed := uint64(1); seed <= 40; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		u := &desiredUniverse{rng: rng}
@@ -132,19 +132,21 @@ func TestDesiredOperationsMatchBuild(t *testing.T) {
 			u.nodes = universeNodes()
 		}
 		t.Run(fmt.Sprintf("seed%d-queues%d-%s", seed, spec.Queues, spec.Direction), func(t *testing.T) {
-			splitInPlace += runDesiredOps(t, u, spec, 60)
+			s, n := runDesiredOps(t, u, spec, 60)
+			splitInPlace, nestedInPlace = splitInPlace+s, nestedInPlace+n
 		})
 	}
-	t.Logf("%d operations in place beside a split node", splitInPlace)
-	if splitInPlace < 50 {
-		t.Errorf("%d operations done in place beside a node split over every queue, want 50 or more", splitInPlace)
+	t.Logf("%d operations in place beside a split node, %d beside one split under another", splitInPlace, nestedInPlace)
+	if splitInPlace < 50 || nestedInPlace < 10 {
+		t.Errorf("%d operations done in place beside a node split over every queue, %d beside one split under another; want 50 and 10 or more", splitInPlace, nestedInPlace)
 	}
 }
 
 // runDesiredOps runs ops random operations on a Desired of u's targets for
 // spec and checks each (TestDesiredOperationsMatchBuild). It returns how
-// many were done in place (not rebuilt) with a node split over the queues.
-func runDesiredOps(t *testing.T, u *desiredUniverse, spec model.InterfaceSpec, ops int) (splitInPlace int) {
+// many were done in place (not rebuilt) with a node split over the queues,
+// and with a node split under a split node.
+func runDesiredOps(t *testing.T, u *desiredUniverse, spec model.InterfaceSpec, ops int) (splitInPlace, nestedInPlace int) {
 	rng := u.rng
 	d := model.NewDesired(nil)
 	edits := 0
@@ -184,15 +186,18 @@ func runDesiredOps(t *testing.T, u *desiredUniverse, spec model.InterfaceSpec, o
 			// A spare node, under a node or at the top, small or too big
 			// for one queue (split over every queue).
 			nt := model.NodeTarget{Name: "spare", Parent: nodeNames[rng.IntN(len(nodeNames))], Rate: 5 * tbf.Mbit, Ceil: 10 * tbf.Mbit}
-			if nt.Parent == "" && rng.IntN(2) == 0 {
-				nt.Ceil = 400 * tbf.Mbit
+			if (nt.Parent == "" || nt.Parent == "n0") && rng.IntN(2) == 0 {
+				nt.Ceil = 400 * tbf.Mbit // split at the top or under n0 (split itself on 2 queues)
 			}
 			switch rng.IntN(4) {
 			case 0:
 				nt = u.nodes[rng.IntN(len(u.nodes))]
 				nt.Ceil += tbf.Rate(1+rng.IntN(5)) * tbf.Mbit
-				if rng.IntN(3) == 0 {
+				switch rng.IntN(3) {
+				case 0:
 					nt.Ceil = nt.Rate // n0 joins again on two queues
+				case 1:
+					nt.Ceil = 300 * tbf.Mbit // n1 splits under n0 on two queues
 				}
 			case 1:
 				what = "remove node spare"
@@ -237,14 +242,20 @@ func runDesiredOps(t *testing.T, u *desiredUniverse, spec model.InterfaceSpec, o
 				t.Fatalf("op %d (%s): class %s at %d indexed at %d", op, what, c.Handle, i, j)
 			}
 		}
-		if !step.Rebuilt && len(step.Changes) > 0 && len(model.SplitNodes(spec, d.Targets().Nodes)) > 0 {
+		if sp := model.SplitNodes(spec, d.Targets().Nodes); !step.Rebuilt && len(step.Changes) > 0 && len(sp) > 0 {
 			splitInPlace++
+			for _, nt := range d.Targets().Nodes {
+				if sp[nt.Name] && nt.Parent != "" {
+					nestedInPlace++
+					break
+				}
+			}
 		}
 	}
 	if edits == 0 {
 		t.Error("the watcher saw no class edits")
 	}
-	return splitInPlace
+	return splitInPlace, nestedInPlace
 }
 
 // TestDesiredOneUserTouchesOneUser checks that one user's operations

@@ -277,21 +277,34 @@ func QueueFloors(t *Tree) MQRates {
 			split[name] = true // a class in every queue (SplitNodes)
 		}
 	}
+	parentOf := make(map[string]string, len(inQueues))
+	for _, c := range t.Classes {
+		if c.Labels.Kind == "node" {
+			parentOf[c.Labels.Node] = nodeOf[c.Parent]
+		}
+	}
 	return leafFloors(n, t.Classes, func(c *Class) int { return QueueOf(c.Handle) }, aggregate, split,
-		func(c *Class) string { return nodeOf[c.Parent] })
+		func(node string) string { return parentOf[node] })
 }
 
 // leafFloors is QueueFloors over classes (users, default classes and
 // nodes count), queue giving each one's queue (-1: none), aggregate the
-// tiers with an aggregate class, split the split nodes and parentNode a
-// node class's parent node ("" for none).
-func leafFloors(n int, classes []Class, queue func(*Class) int, aggregate, split map[string]bool, parentNode func(*Class) string) MQRates {
+// tiers with an aggregate class, split the split nodes and parentOf a
+// node's parent node ("" for none).
+func leafFloors(n int, classes []Class, queue func(*Class) int, aggregate, split map[string]bool, parentOf func(string) string) MQRates {
 	f := MQRates{Queues: make([]tbf.Rate, n), Tiers: map[string][]tbf.Rate{}, Nodes: map[string][]tbf.Rate{}}
 	under := func(m map[string][]tbf.Rate, name string, q int, r tbf.Rate) {
 		if m[name] == nil {
 			m[name] = make([]tbf.Rate, n)
 		}
 		m[name][q] = max(m[name][q], r)
+	}
+	// up floors split node p and every split node above it in queue q:
+	// all of them carry what is under p.
+	up := func(p string, q int, r tbf.Rate) {
+		for ; p != "" && split[p]; p = parentOf(p) {
+			under(f.Nodes, p, q, r)
+		}
 	}
 	for i := range classes {
 		c := &classes[i]
@@ -304,11 +317,9 @@ func leafFloors(n int, classes []Class, queue func(*Class) int, aggregate, split
 			if split[c.Labels.Node] {
 				continue // its users and nodes count
 			}
-			if p := parentNode(c); p == "" || split[p] {
+			if p := parentOf(c.Labels.Node); p == "" || split[p] {
 				f.Queues[q] = max(f.Queues[q], c.Rate) // a placed node's guarantee
-				if p != "" {
-					under(f.Nodes, p, q, c.Rate)
-				}
+				up(p, q, c.Rate)
 			}
 		case "user", "default":
 			f.Queues[q] = max(f.Queues[q], c.Rate)
@@ -316,7 +327,7 @@ func leafFloors(n int, classes []Class, queue func(*Class) int, aggregate, split
 				continue
 			}
 			if split[c.Labels.Node] {
-				under(f.Nodes, c.Labels.Node, q, c.Rate)
+				up(c.Labels.Node, q, c.Rate)
 			} else if c.Labels.Node == "" && aggregate[c.Labels.Tier] {
 				under(f.Tiers, c.Labels.Tier, q, c.Rate)
 			}

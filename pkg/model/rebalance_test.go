@@ -193,3 +193,37 @@ func TestRebalanceMQConvergesAcrossLevels(t *testing.T) {
 		}
 	}
 }
+
+// A node split under a split node (hall under campus, both too big for one
+// of two queues) follows a user busy on one queue within a few ticks: the
+// user gets hall's whole ceil, as much as campus's and the queue's classes
+// there let through, by the third tick.
+func TestRebalanceMQNestedNodes(t *testing.T) {
+	bw, n := 100*tbf.Mbit, 2
+	campus := model.TierTarget{Name: "campus", Rate: 10 * tbf.Mbit, Ceil: 80 * tbf.Mbit}
+	hall := model.TierTarget{Name: "hall", Rate: 10 * tbf.Mbit, Ceil: 60 * tbf.Mbit}
+	nodes := []model.TierTarget{campus, hall}
+	split := model.MQSplit{Queues: model.EvenQueueTargets(bw, n),
+		Nodes: map[string][]model.QueueTarget{"campus": model.EvenTierTargets(campus, n), "hall": model.EvenTierTargets(hall, n)}}
+	got := tbf.Rate(0)
+	for tick := 1; tick <= 3; tick++ {
+		// The user on queue 0 sends as much as every level lets it.
+		got = min(split.Queues[0].Ceil, split.Nodes["campus"][0].Ceil, split.Nodes["hall"][0].Ceil)
+		used := model.MQRates{Queues: []tbf.Rate{got, 0}, Nodes: map[string][]tbf.Rate{"campus": {got, 0}, "hall": {got, 0}}}
+		split = model.RebalanceMQ(bw, nil, nodes, split, used, model.MQRates{})
+		t.Logf("tick %d: user %s; queues %v, campus %v, hall %v", tick, got, split.Queues, split.Nodes["campus"], split.Nodes["hall"])
+	}
+	got = min(split.Queues[0].Ceil, split.Nodes["campus"][0].Ceil, split.Nodes["hall"][0].Ceil)
+	if got < hall.Ceil*97/100 {
+		t.Errorf("after 3 ticks the user may send %s, want hall's ceil %s (within 3%%)", got, hall.Ceil)
+	}
+	for name, s := range split.Nodes {
+		want := campus.Ceil
+		if name == "hall" {
+			want = hall.Ceil
+		}
+		if sumCeil(s) != want {
+			t.Errorf("%s's ceils add up to %s, want %s", name, sumCeil(s), want)
+		}
+	}
+}

@@ -74,18 +74,23 @@ func TestSolveMQRebalances(t *testing.T) {
 // daemon: two gold users on different queues, both busy, share gold's 30mbit
 // ceil (not 30mbit each); one of them alone gets all of it. So does the
 // ceil of a node too big for one queue (model.SplitNodes: 60mbit of 100 on
-// two queues), split over the queues as a tier is.
+// two queues), split over the queues as a tier is, also under another
+// split node.
 func TestSolveMQTierAggregate(t *testing.T) {
 	bw := 100 * tbf.Mbit
 	for _, c := range []struct {
 		name string
 		tg   model.Targets
+		node string // the users' node
 		ceil tbf.Rate
 	}{
 		{"tier gold", model.Targets{Interface: model.InterfaceSpec{Name: "lan0", Bandwidth: bw, Queues: 2},
-			Tiers: []model.TierTarget{{Name: "gold", Rate: 10 * tbf.Mbit, Ceil: 30 * tbf.Mbit}}}, 30 * tbf.Mbit},
+			Tiers: []model.TierTarget{{Name: "gold", Rate: 10 * tbf.Mbit, Ceil: 30 * tbf.Mbit}}}, "", 30 * tbf.Mbit},
 		{"node campus", model.Targets{Interface: model.InterfaceSpec{Name: "lan0", Bandwidth: bw, Queues: 2},
-			Nodes: []model.NodeTarget{{Name: "campus", Rate: 10 * tbf.Mbit, Ceil: 60 * tbf.Mbit}}}, 60 * tbf.Mbit},
+			Nodes: []model.NodeTarget{{Name: "campus", Rate: 10 * tbf.Mbit, Ceil: 60 * tbf.Mbit}}}, "campus", 60 * tbf.Mbit},
+		{"node hall split under campus", model.Targets{Interface: model.InterfaceSpec{Name: "lan0", Bandwidth: bw, Queues: 2},
+			Nodes: []model.NodeTarget{{Name: "campus", Rate: 10 * tbf.Mbit, Ceil: 80 * tbf.Mbit},
+				{Name: "hall", Parent: "campus", Rate: 10 * tbf.Mbit, Ceil: 60 * tbf.Mbit}}}, "hall", 60 * tbf.Mbit},
 	} {
 		tg := c.tg
 		for i := 0; i < 2; i++ {
@@ -94,7 +99,7 @@ func TestSolveMQTierAggregate(t *testing.T) {
 			if len(tg.Tiers) > 0 {
 				u.Tier = "gold"
 			} else {
-				u.Node, u.Ceil = "campus", c.ceil
+				u.Node, u.Ceil = c.node, c.ceil
 			}
 			tg.Users = append(tg.Users, u)
 		}

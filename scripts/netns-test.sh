@@ -2,7 +2,7 @@
 # netns-test.sh: shaperd's network-namespace lab and integration tests.
 #
 #   scripts/netns-test.sh deps    apt-get install what the tests use (iperf3, etcd-server, ...)
-#   scripts/netns-test.sh test    deps, then go test -race -count=1 -p 1 ./... with SHAPERD_REQUIRE_NETNS=1
+#   scripts/netns-test.sh test    deps, then go test -v -race -count=1 -p 1 ./... with SHAPERD_REQUIRE_NETNS=1
 #                                 (as root; integration tests fail instead of skipping)
 #   scripts/netns-test.sh lab     build a standing router lab: namespaces shaperd-router,
 #                                 shaperd-lan, shaperd-wan (same topology as internal/lab/netnslab)
@@ -105,17 +105,21 @@ test_all() {
 	say "SHAPERD_REQUIRE_NETNS=1"
 	# The tests remove their own namespaces (t.Cleanup); nothing to trap here.
 	# -p 1: one package's tests at a time, so the throughput and smoothness
-	# measurements of one package are not disturbed by another's traffic.
-	# The packages' times, slowest first, and the wall time close the run
-	# (the suite's budget is watched there).
+	# measurements of one package are not disturbed by another's traffic (nor
+	# by another's bulk netlink work: the kernel's rtnl lock is one for all
+	# namespaces). -v gives each test's time: the slowest tests, the
+	# packages' times, slowest first, and the wall time close the run (the
+	# suite's budget is watched there).
 	local log start rc
 	log=$(mktemp)
 	start=$(date +%s)
-	say go test -race -count=1 -p 1 -timeout 15m ./...
+	say go test -v -race -count=1 -p 1 -timeout 15m ./...
 	set +e
-	go test -race -count=1 -p 1 -timeout 15m ./... 2>&1 | tee "$log"
+	go test -v -race -count=1 -p 1 -timeout 15m ./... 2>&1 | tee "$log" | grep --line-buffered -Ev '^=== (RUN|PAUSE|CONT|NAME)'
 	rc=${PIPESTATUS[0]}
 	set -e
+	echo "== slowest tests:"
+	awk '/^--- (PASS|FAIL): / { t = $4; gsub(/[()s]/, "", t); printf "%9.2fs  %s %s\n", t, $3, $2 }' "$log" | sort -rn | head -20
 	echo "== package times, slowest first; go test took $(($(date +%s) - start)) s in all:"
 	awk '($1 == "ok" || $1 == "FAIL") && $3 ~ /^[0-9.]+s$/ { printf "%9s  %s\n", $3, $2 }' "$log" | sort -rn | head -12
 	rm -f "$log"

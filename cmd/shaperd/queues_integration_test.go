@@ -11,9 +11,10 @@ import (
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
-// Per-queue trees on a 4-queue lan device, 40mbit: tier "agg" has a 20mbit
-// aggregate ceil, tier "free" none (its users may use the interface).
-const queuesConfig = `
+// queuesHead is the daemon, policy and interface of the per-queue tests:
+// per-queue trees on a 4-queue lan device, 40mbit, the policy tick every
+// second, no ramps.
+const queuesHead = `
 [daemon]
 socket = "%[1]s/shaperd.sock"
 state_dir = "%[1]s/state"
@@ -29,7 +30,11 @@ timezone = "UTC"
 name = "r-lan"
 bandwidth = "40mbit"
 queues = "auto"
+`
 
+// queuesConfig: tier "agg" has a 20mbit aggregate ceil, tier "free" none
+// (its users may use the interface).
+const queuesConfig = queuesHead + `
 [tiers.agg]
 rate = "250kbit"
 ceil = "40mbit"

@@ -15,23 +15,7 @@ import (
 // it hall (20mbit): both ceils are more than a queue's share (10mbit), so
 // both are split over the queues as a tier is, hall's classes under
 // campus's.
-const splitNodeConfig = `
-[daemon]
-socket = "%[1]s/shaperd.sock"
-state_dir = "%[1]s/state"
-metrics = "` + metricsAddr + `"
-reconcile_interval = "2s"
-
-[policy]
-interval = "1s"
-ramp = "0s"
-timezone = "UTC"
-
-[[interface]]
-name = "r-lan"
-bandwidth = "40mbit"
-queues = "auto"
-
+const splitNodeConfig = queuesHead + `
 [tiers.free]
 rate = "250kbit"
 ceil = "40mbit"

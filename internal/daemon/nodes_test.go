@@ -311,14 +311,7 @@ func TestNodeTooBigForOneQueue(t *testing.T) {
 	}
 	ha, _ := userHandle(st, "alice")
 	qa := model.QueueOf(ha)
-	now := clk.Now()
-	tick := func() {
-		t.Helper()
-		now = now.Add(time.Second)
-		if err := d.policyTick(now); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tick := policyTicker(t, d, clk)
 	tick()                   // the first reading
 	for i := 0; i < 3; i++ { // only alice busy: north's class in her queue gets north's ceil, but for the floors
 		c := north()[qa]

@@ -55,6 +55,19 @@ func (k *queueFake) QueueCounters(device string) ([]model.Qdisc, error) {
 	return out, nil
 }
 
+// policyTicker returns a function that runs d's policy tick one second
+// after the last (the first one second after clk's time).
+func policyTicker(t *testing.T, d *Daemon, clk *fakeClock) func() {
+	now := clk.Now()
+	return func() {
+		t.Helper()
+		now = now.Add(time.Second)
+		if err := d.policyTick(now); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // send adds rate bit/s for d to queue q's counter.
 func (k *queueFake) send(q int, rate tbf.Rate, d time.Duration) {
 	k.bytes[q] += uint64(float64(rate) / 8 * d.Seconds())
@@ -245,14 +258,7 @@ func TestQueuesRebalanceTiers(t *testing.T) {
 		m, _ := d.ifaces[0].ids.QueueIDs(q).Tier("gold")
 		return model.MakeHandle(model.QueueHandle(q).Major(), m)
 	}
-	now := clk.Now()
-	tick := func() {
-		t.Helper()
-		now = now.Add(time.Second)
-		if err := d.policyTick(now); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tick := policyTicker(t, d, clk)
 	send := func(q int, rate tbf.Rate) {
 		k.classes[gold(q)] += uint64(rate / 8)
 		k.send(q, rate, time.Second)

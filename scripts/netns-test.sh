@@ -122,6 +122,18 @@ test_all() {
 	awk '/^--- (PASS|FAIL): / { t = $4; gsub(/[()s]/, "", t); printf "%9.2fs  %s %s\n", t, $3, $2 }' "$log" | sort -rn | head -20
 	echo "== package times, slowest first; go test took $(($(date +%s) - start)) s in all:"
 	awk '($1 == "ok" || $1 == "FAIL") && $3 ~ /^[0-9.]+s$/ { printf "%9s  %s\n", $3, $2 }' "$log" | sort -rn | head -12
+	if [ "$rc" != 0 ]; then
+		# The failing tests' own lines (file:line: message), last, where a
+		# truncated CI log still shows them: -v streams them long before
+		# the test's --- FAIL line.
+		echo "== failing tests, their file:line lines (up to 40 each):"
+		awk '
+			/^=== (RUN|NAME|CONT) / { cur = $3; next }
+			/^ +[^ ]+\.go:[0-9]+: / { if (n[cur] < 40) { lines[cur] = lines[cur] $0 "\n"; n[cur]++ } }
+			/^ *--- FAIL: / { failed[$3] = 1 }
+			END { for (name in failed) if (name in lines) printf "%s:\n%s", name, lines[name] }
+		' "$log"
+	fi
 	rm -f "$log"
 	return "$rc"
 }

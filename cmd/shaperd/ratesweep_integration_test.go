@@ -352,6 +352,18 @@ var pingTime = regexp.MustCompile(`time=([0-9.]+) ms`)
 // a 1mbit class), and returns the 99th percentile of the round trips. A
 // ping that gets fewer than half its replies fails the test.
 func pingP99(t *testing.T, ns *netnslab.NS, addr netip.Addr, n int) time.Duration {
+	rtts := pingRTTs(t, ns, addr, n)
+	if len(rtts) == 0 {
+		return 0
+	}
+	return rtts[int(math.Ceil(0.99*float64(len(rtts))))-1]
+}
+
+// pingRTTs pings addr from ns n times, 25 ms apart, and returns the round
+// trips, sorted. A ping that gets fewer than half its replies fails the
+// test (and returns none).
+func pingRTTs(t *testing.T, ns *netnslab.NS, addr netip.Addr, n int) []time.Duration {
+	t.Helper()
 	out, _ := ns.Run("ping", "-n", "-i", "0.025", "-c", strconv.Itoa(n), "-W", "1", addr.String())
 	var rtts []time.Duration
 	for _, m := range pingTime.FindAllStringSubmatch(out, -1) {
@@ -360,10 +372,10 @@ func pingP99(t *testing.T, ns *netnslab.NS, addr netip.Addr, n int) time.Duratio
 	}
 	if len(rtts) < n/2 {
 		t.Errorf("ping %s from %s: %d of %d replies:\n%s", addr, ns.Name, len(rtts), n, out)
-		return 0
+		return nil
 	}
 	slices.Sort(rtts)
-	return rtts[int(math.Ceil(0.99*float64(len(rtts))))-1]
+	return rtts
 }
 
 var leafBacklog = regexp.MustCompile(`(?m)^qdisc \S+ \S+ parent 1:[0-9a-f]+ .*\n.*\n backlog (\d+)b (\d+)p`)

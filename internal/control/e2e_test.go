@@ -81,7 +81,7 @@ func TestStatusWireFormat(t *testing.T) {
 	// Stable field names, rates as tc strings, counters as numbers.
 	for _, want := range []string{
 		`"interfaces":[{"name":"lan0","device":"lan0","shaper":"htb","direction":"egress","bandwidth":"1gbit","users":["alice","bob","carol"],"tiers":[{"name":"bronze","rate":"5mbit","ceil":"10mbit"}`,
-		`{"name":"alice","tier":"gold","interface":"lan0","rate":"50mbit","ceil":"100mbit","effective_rate":"50mbit","effective_ceil":"60mbit","reason":"schedule peak","throughput":"9873456bit","bytes":1234567890,"drops":12,"direction":"download","device":"lan0"}`,
+		`{"name":"alice","tier":"gold","interface":"lan0","rate":"50mbit","ceil":"100mbit","effective_rate":"50mbit","effective_ceil":"60mbit","reason":"schedule peak","throughput":"9873456bit","bytes":1234567890,"drops":12,"queue_delay":"48.123456ms","direction":"download","device":"lan0"}`,
 		`"ramp":{"from":"40mbit","to":"3mbit","until":"2026-12-02T12:00:02Z"}`,
 		`"quota":{"used":10737418240,"limit":10737418240,"period_end":"2026-12-03T12:00:00Z"}`,
 		`"generated":"2026-12-02T12:00:00Z"`,

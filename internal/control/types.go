@@ -218,6 +218,12 @@ type UserStatus struct {
 	// sent and packets dropped since the class was created.
 	Bytes uint64 `json:"bytes"`
 	Drops uint64 `json:"drops"`
+	// QueueDelay is how long the bytes queued in the user's class at the
+	// last sample take to leave it: the leaf's backlog (kernel counter)
+	// over the rate the class drains at (its throughput held within its
+	// effective rate and ceil). A Go duration string; "0s" with an empty
+	// queue.
+	QueueDelay Duration `json:"queue_delay"`
 	// Ramp is set while the effective ceiling moves smoothly to a new value.
 	Ramp *RampStatus `json:"ramp,omitempty" out:"ramping,omitempty"`
 	// Quota is set for users with a data quota.

@@ -417,25 +417,33 @@ func TestNewClassCountsFromZeroAndThroughput(t *testing.T) {
 	}
 	st := d.ifaces[0]
 	alice := userClass(t, d, k, "lan0/egress", "lan0", "alice")
-	dump := func(bytes uint64) {
+	dump := func(bytes uint64, backlog uint32) {
 		tr := k.tree("lan0")
 		for i := range tr.Classes {
 			if tr.Classes[i].Handle == alice.Handle {
-				tr.Classes[i].Stats = &model.Stats{Bytes: bytes, Drops: 3}
+				tr.Classes[i].Stats = &model.Stats{Bytes: bytes, Drops: 3, Backlog: backlog}
 			}
 		}
 		d.sample(st, tr, clk.Now())
 	}
-	dump(1000)
+	dump(1000, 0)
 	if used, _, _ := d.usage.Used("alice", "month", clk.Now()); used != 1000 {
 		t.Errorf("alice used %d bytes after her new class sent 1000, want 1000", used)
 	}
 	clk.now = clk.now.Add(2 * time.Second)
-	dump(1000 + 250000) // 250 kB in 2 s: 1 Mbit/s
+	dump(1000+250000, 125000) // 250 kB in 2 s: 1 Mbit/s; 1 Mbit queued
 	for _, u := range d.status().Users {
 		if u.Name == "alice" { // the first entry is the egress interface's
 			if u.Throughput != tbf.Mbit || u.Bytes != 251000 || u.Drops != 3 {
 				t.Errorf("status of alice: throughput %v bytes %d drops %d; want 1mbit, 251000, 3", u.Throughput, u.Bytes, u.Drops)
+			}
+			// Her 1 Mbit/s is below her rate in force: the queue drains at
+			// that rate at least.
+			if u.EffectiveRate <= tbf.Mbit {
+				t.Fatalf("alice's rate in force %v: the test wants one above her 1mbit throughput", u.EffectiveRate)
+			}
+			if want := time.Duration(float64(time.Second) * 1e6 / float64(u.EffectiveRate)); u.QueueDelay.Std() != want {
+				t.Errorf("alice's queue delay %v, want 1 Mbit queued over her rate %v = %v", u.QueueDelay, u.EffectiveRate, want)
 			}
 			break
 		}

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"github.com/shaperd/shaperd/pkg/model"
 	"net/http"
 	"runtime"
 	"time"
@@ -9,6 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // daemonStats are the daemon's own counters, safe for concurrent use.
@@ -154,6 +156,7 @@ var (
 	descPackets    = prometheus.NewDesc("shaperd_class_packets_total", "Packets sent by the class (kernel counter, last dump).", classLabels, nil)
 	descDrops      = prometheus.NewDesc("shaperd_class_drops_total", "Packets dropped by the class (kernel counter, last dump).", classLabels, nil)
 	descOverlimits = prometheus.NewDesc("shaperd_class_overlimits_total", "Times the class was over its limit (kernel counter, last dump).", classLabels, nil)
+	descQueueDelay = prometheus.NewDesc("shaperd_class_queue_delay_seconds", "Time the bytes queued in the class at the last dump take to leave it: backlog over the rate it drains at (throughput within rate and ceil).", classLabels, nil)
 	// Rates are in bytes per second, Prometheus's base unit (promtool check
 	// metrics refuses bits); multiply by 8 for bits.
 	descRate = prometheus.NewDesc("shaperd_class_rate_bytes_per_second", "Rate in force for the class, bytes per second (times 8: tc's bit/s).", classLabels, nil)
@@ -161,7 +164,7 @@ var (
 )
 
 func (c *classCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descBytes, descPackets, descDrops, descOverlimits, descRate, descCeil} {
+	for _, d := range []*prometheus.Desc{descBytes, descPackets, descDrops, descOverlimits, descQueueDelay, descRate, descCeil} {
 		ch <- d
 	}
 	for _, d := range []*prometheus.Desc{descTierBytes, descTierPackets, descTierDrops, descTierUsers, descTierCeilConfigured, descTierCeilEffective} {
@@ -179,7 +182,7 @@ func (c *classCollector) Collect(ch chan<- prometheus.Metric) {
 		collectTiers(ch, s)
 		users := userFilter(s, s.perUser) // nil: every user
 		i := -1
-		s.each(func(l model.Labels, rate, ceil uint64, st *model.Stats) {
+		s.each(func(l model.Labels, rate, ceil uint64, st *model.Stats, throughput tbf.Rate) {
 			i++
 			if users != nil && l.Kind == "user" && !users[i] {
 				return
@@ -197,6 +200,8 @@ func (c *classCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descPackets, prometheus.CounterValue, float64(st.Packets), lv...)
 			ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(st.Drops), lv...)
 			ch <- prometheus.MustNewConstMetric(descOverlimits, prometheus.CounterValue, float64(st.Overlimits), lv...)
+			delay := queueDelay(st.Backlog, throughput, tbf.Rate(rate), tbf.Rate(ceil))
+			ch <- prometheus.MustNewConstMetric(descQueueDelay, prometheus.GaugeValue, delay.Seconds(), lv...)
 		})
 	}
 }

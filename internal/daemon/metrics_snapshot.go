@@ -173,20 +173,22 @@ func (d *Daemon) publish() {
 }
 
 // each calls f for every class of s (a TBF root counts as one class of
-// kind "tbf") with its last counters (nil before the first dump), found
-// by handle: the classes are not in handle order after run-time user
-// changes (added at the end, a removed one's place taken by the last).
-func (s *ifaceSnapshot) each(f func(l model.Labels, rate, ceil uint64, stats *model.Stats)) {
+// kind "tbf") with its last counters (nil before the first dump) and its
+// throughput since the dump before (bits/s; 0 for a TBF root), found by
+// handle: the classes are not in handle order after run-time user changes
+// (added at the end, a removed one's place taken by the last).
+func (s *ifaceSnapshot) each(f func(l model.Labels, rate, ceil uint64, stats *model.Stats, throughput tbf.Rate)) {
 	if s.tbf != nil {
-		f(model.Labels{Kind: "tbf"}, uint64(s.tbf.Rate), uint64(s.tbf.Rate), s.rootStats)
+		f(model.Labels{Kind: "tbf"}, uint64(s.tbf.Rate), uint64(s.tbf.Rate), s.rootStats, 0)
 		return
 	}
 	for i := 0; i < s.classes.len(); i++ {
 		c := s.classes.at(i)
 		var stats *model.Stats
+		var throughput tbf.Rate
 		if j, ok := slices.BinarySearchFunc(s.counters, c.handle, func(x classCounters, h model.Handle) int { return cmp.Compare(x.handle, h) }); ok {
-			stats = &s.counters[j].stats
+			stats, throughput = &s.counters[j].stats, s.counters[j].throughput
 		}
-		f(c.labels, uint64(c.rate), uint64(c.ceil), stats)
+		f(c.labels, uint64(c.rate), uint64(c.ceil), stats, throughput)
 	}
 }

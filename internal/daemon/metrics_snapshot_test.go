@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // Classes added at run time come after the sorted ones, and a removed
@@ -47,7 +49,7 @@ func TestSnapshotCountersByHandleAndViewUpdates(t *testing.T) {
 	}
 	slicesSortCounters(s.counters)
 	n := 0
-	s.each(func(l model.Labels, rate, ceil uint64, st *model.Stats) {
+	s.each(func(l model.Labels, rate, ceil uint64, st *model.Stats, _ tbf.Rate) {
 		n++
 		if st == nil {
 			t.Errorf("user %s without its counters", l.User)
@@ -61,4 +63,23 @@ func TestSnapshotCountersByHandleAndViewUpdates(t *testing.T) {
 // slicesSortCounters sorts counters by handle, as a dump gives them.
 func slicesSortCounters(cs []classCounters) {
 	slices.SortFunc(cs, func(a, b classCounters) int { return cmp.Compare(a.handle, b.handle) })
+}
+
+func TestQueueDelay(t *testing.T) {
+	for _, c := range []struct {
+		backlog                uint32
+		throughput, rate, ceil tbf.Rate
+		want                   time.Duration
+	}{
+		{0, 10 * tbf.Mbit, tbf.Mbit, 10 * tbf.Mbit, 0},                            // an empty queue
+		{125_000, 10 * tbf.Mbit, tbf.Mbit, 10 * tbf.Mbit, 100 * time.Millisecond}, // 1 Mbit at its throughput
+		{125_000, 0, 2 * tbf.Mbit, 10 * tbf.Mbit, 500 * time.Millisecond},         // idle until now: at its rate
+		{125_000, 40 * tbf.Mbit, tbf.Mbit, 20 * tbf.Mbit, 50 * time.Millisecond},  // never faster than its ceil
+		{125_000, 0, 0, 0, 0},       // no rate at all
+		{62_500, 0, 0, tbf.Mbit, 0}, // no rate, nothing measured
+	} {
+		if got := queueDelay(c.backlog, c.throughput, c.rate, c.ceil); got != c.want {
+			t.Errorf("queueDelay(%d B, throughput %v, rate %v, ceil %v) = %v, want %v", c.backlog, c.throughput, c.rate, c.ceil, got, c.want)
+		}
+	}
 }

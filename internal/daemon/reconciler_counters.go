@@ -142,3 +142,21 @@ func (d *Daemon) readCounters(st *reconciler, now time.Time) bool {
 	d.sample(st, actual, now)
 	return true
 }
+
+// queueDelay is how long a class's queued bytes take to leave it: its
+// leaf's backlog (bytes, the last dump) over the rate it drains at. A
+// class with a backlog is served at least at its rate in force and at most
+// at its ceiling, so the drain rate is its measured throughput (bits/s over
+// the last sampling interval) held within [rate, ceil]: a backlog that just
+// arrived at an idle class is not divided by the idle interval's
+// throughput. 0 with an empty queue or no rate at all.
+func queueDelay(backlog uint32, throughput, rate, ceil tbf.Rate) time.Duration {
+	drain := max(throughput, rate)
+	if ceil > 0 {
+		drain = min(drain, ceil)
+	}
+	if backlog == 0 || drain == 0 {
+		return 0
+	}
+	return time.Duration(float64(backlog) * 8 / float64(drain) * float64(time.Second))
+}

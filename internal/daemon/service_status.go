@@ -95,6 +95,7 @@ func (d *Daemon) userStatus(st *reconciler, x policy.Explanation, ut model.UserT
 	if h, ok := userHandle(st, x.User); ok {
 		if c, ok := st.counter(h); ok {
 			us.Throughput, us.Bytes, us.Drops = c.throughput, c.stats.Bytes, uint64(c.stats.Drops)
+			us.QueueDelay = control.Duration(queueDelay(c.stats.Backlog, c.throughput, us.EffectiveRate, us.EffectiveCeil))
 		}
 	}
 	if q := x.Quota; q != nil {

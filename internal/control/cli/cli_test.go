@@ -131,11 +131,11 @@ func TestStatusTable(t *testing.T) {
 		{"lan0", "lan0", "htb", "egress", "1gbit", "ok", "3", "bronze", "5mbit/10mbit,", "gold", "50mbit/100mbit,", "silver", "20mbit/40mbit"},
 		{"wan0", "ifb-wan0", "htb", "ingress", "100mbit", "failed", "1", "gold", "10mbit/20mbit"},
 		{"wan0", "(ingress):", "error:", "ifb-wan0:", "add", "leaf", "qdisc", "fq_codel", "of", "class", "1:100", "(user", "alice):", "Specified", "qdisc", "kind", "is", "unknown"},
-		{"USER", "INTERFACE", "DIRECTION", "DEVICE", "TIER", "RATE/CEIL", "EFFECTIVE", "THROUGHPUT", "BYTES", "DROPS", "REASON"},
-		{"alice", "lan0", "download", "lan0", "gold", "50mbit/100mbit", "50mbit/60mbit", "9.87mbit", "1.15gb", "12", "schedule", "peak"},
-		{"alice", "wan0", "upload", "ifb-wan0", "gold", "10mbit/20mbit", "10mbit/20mbit", "1.5mbit", "96.5kb", "0", "tier"},
-		{"bob", "lan0", "download", "lan0", "silver", "20mbit/40mbit", "3mbit/38mbit", "35.1mbit", "4.66gb", "3456", "override", "until", "12:00;", "ramping", "40mbit", "->", "3mbit", "until", "12:00:02"},
-		{"carol", "lan0", "download", "lan0", "bronze", "5mbit/10mbit", "1mbit/1mbit", "999kbit", "10gb", "0", "quota", "exceeded;", "quota", "10gb", "of", "10gb", "until", "2026-12-03", "12:00"},
+		{"USER", "INTERFACE", "DIRECTION", "DEVICE", "TIER", "RATE/CEIL", "EFFECTIVE", "THROUGHPUT", "BYTES", "DROPS", "DELAY", "REASON"},
+		{"alice", "lan0", "download", "lan0", "gold", "50mbit/100mbit", "50mbit/60mbit", "9.87mbit", "1.15gb", "12", "48ms", "schedule", "peak"},
+		{"alice", "wan0", "upload", "ifb-wan0", "gold", "10mbit/20mbit", "10mbit/20mbit", "1.5mbit", "96.5kb", "0", "2.3ms", "tier"},
+		{"bob", "lan0", "download", "lan0", "silver", "20mbit/40mbit", "3mbit/38mbit", "35.1mbit", "4.66gb", "3456", "12ms", "override", "until", "12:00;", "ramping", "40mbit", "->", "3mbit", "until", "12:00:02"},
+		{"carol", "lan0", "download", "lan0", "bronze", "5mbit/10mbit", "1mbit/1mbit", "999kbit", "10gb", "0", "-", "quota", "exceeded;", "quota", "10gb", "of", "10gb", "until", "2026-12-03", "12:00"},
 	} {
 		if !hasRow(lines, want) {
 			t.Errorf("no row %q in\n%s", want, out)
@@ -313,8 +313,40 @@ func TestTopIterationsPlain(t *testing.T) {
 	if !reflect.DeepEqual(order, want) {
 		t.Errorf("order %v, want %v\n%s", order, want, out)
 	}
-	if !hasRow(strings.Split(out, "\n"), []string{"bob", "lan0", "download", "lan0", "silver", "35.1mbit", "38mbit", "92%", "4.66gb", "3456"}) {
-		t.Errorf("bob's row (throughput, effective ceil, %%ceil, bytes, drops) missing:\n%s", out)
+	if !hasRow(strings.Split(out, "\n"), []string{"bob", "lan0", "download", "lan0", "silver", "35.1mbit", "38mbit", "92%", "4.66gb", "3456", "12ms"}) {
+		t.Errorf("bob's row (throughput, effective ceil, %%ceil, bytes, drops, delay) missing:\n%s", out)
+	}
+}
+
+func TestTopSort(t *testing.T) {
+	_, sock := serve(t)
+	for _, c := range []struct {
+		key  string
+		want []string
+	}{
+		{"delay", []string{"alice/lan0/48ms", "bob/lan0/12ms", "alice/wan0/2.3ms", "carol/lan0/-"}},
+		{"drops", []string{"bob/lan0/12ms", "alice/lan0/48ms", "alice/wan0/2.3ms", "carol/lan0/-"}},
+		{"name", []string{"alice/lan0/48ms", "alice/wan0/2.3ms", "bob/lan0/12ms", "carol/lan0/-"}},
+	} {
+		code, out, errOut := run(t, cli.Env{}, "top", "--once", "--sort", c.key, "--socket", sock)
+		if code != 0 {
+			t.Fatalf("--sort %s: exit %d: %s", c.key, code, errOut)
+		}
+		var order []string
+		for _, l := range strings.Split(strings.Split(out, "\n\n")[1], "\n")[1:] {
+			if f := strings.Fields(l); len(f) == 11 {
+				order = append(order, f[0]+"/"+f[1]+"/"+f[10])
+			}
+		}
+		if !reflect.DeepEqual(order, c.want) {
+			t.Errorf("--sort %s: order %v, want %v\n%s", c.key, order, c.want, out)
+		}
+	}
+	for _, args := range [][]string{{"--sort", "latency"}, {"--nodes", "--sort", "delay"}} {
+		code, _, errOut := run(t, cli.Env{}, append([]string{"top", "--once", "--socket", sock}, args...)...)
+		if code != 2 || !strings.Contains(errOut, "--sort") {
+			t.Errorf("top %v: exit %d, %q; want 2 and an error naming --sort", args, code, errOut)
+		}
 	}
 }
 

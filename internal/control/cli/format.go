@@ -3,7 +3,9 @@ package cli
 import (
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/shaperd/shaperd/internal/control"
 	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
@@ -52,5 +54,18 @@ func formatScaled(v float64, units []scaled) string {
 			s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 		}
 		return s + units[i].name
+	}
+}
+
+// formatDelay formats a queue delay: "-" for none, to 0.1 ms below 10 ms
+// ("2.3ms"), to the millisecond above ("48ms", "1.204s").
+func formatDelay(d control.Duration) string {
+	switch v := d.Std(); {
+	case v <= 0:
+		return "-"
+	case v < 10*time.Millisecond:
+		return v.Round(100 * time.Microsecond).String()
+	default:
+		return v.Round(time.Millisecond).String()
 	}
 }

@@ -54,7 +54,11 @@ var commandHelp = map[string]string{
 
 Show every managed interface and every user: the configured rate and
 ceiling, the effective ones in force now (after schedules, overrides, quotas
-and ramps) with the reason, the measured throughput, bytes and drops.
+and ramps) with the reason, the measured throughput, bytes and drops, and
+DELAY: how long the bytes queued in the user's class at the last sample take
+to leave it (the leaf's backlog over the rate the class drains at, its
+throughput held within its effective rate and ceil; "-" with an empty
+queue; queue_delay in JSON).
 With a user name, tier:NAME or iface:NAME show only that user, the tier's
 users or the interface's users (and the interfaces they are on); node:NAME
 (a name or a path, "north/ap-1") shows the node, the nodes behind it and
@@ -322,10 +326,12 @@ the kernel changes (each one) and every user whose class changes, before ->
 after, with the rate the simulator predicts when every class is busy
 (like shaperd --check --diff). The read role may ask.
 `,
-	"top": `Usage: shaperctl top [--interval DUR] [--iterations N] [--once] [--json] [--nodes]
+	"top": `Usage: shaperctl top [--interval DUR] [--iterations N] [--once] [--json] [--sort KEY] [--nodes]
 
 Show per-user throughput, heaviest first, refreshed every second, like top,
-one row per user and direction (DIRECTION, DEVICE). Press q or Ctrl-C to
+one row per user and direction (DIRECTION, DEVICE), with the queue DELAY of
+each user's class (as in status). --sort delay puts the longest queues
+first, drops the most drops, name A first. Press q or Ctrl-C to
 quit. When the output is not a terminal, print one plain snapshot per
 refresh instead.
 
@@ -349,6 +355,8 @@ Flags:
                     strings, as in status --json); with --nodes, "nodes"
                     instead of "users", each node as in status --json with
                     its interface, direction and device
+  --sort KEY        order the users by throughput (default), delay, drops
+                    or name (--json too); --nodes takes throughput only
   --nodes           show the nodes, most loaded first, instead of the users
 `,
 	"help": `Usage: shaperctl help [COMMAND]

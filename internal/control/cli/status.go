@@ -180,7 +180,7 @@ func writeStatus(out io.Writer, st *control.Status) error {
 	// The NODE column appears when some user is behind a node.
 	withNode := slices.ContainsFunc(users, func(u control.UserStatus) bool { return u.Node != "" })
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	head := "USER\tINTERFACE\tDIRECTION\tDEVICE\tTIER\tRATE/CEIL\tEFFECTIVE\tTHROUGHPUT\tBYTES\tDROPS\tREASON"
+	head := "USER\tINTERFACE\tDIRECTION\tDEVICE\tTIER\tRATE/CEIL\tEFFECTIVE\tTHROUGHPUT\tBYTES\tDROPS\tDELAY\tREASON"
 	if withNode {
 		head = strings.Replace(head, "TIER\t", "TIER\tNODE\t", 1)
 	}
@@ -196,9 +196,9 @@ func writeStatus(out io.Writer, st *control.Status) error {
 		if withNode {
 			tier += "\t" + dash(u.Node)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%d\t%s", u.Name, u.Interface, dash(u.Direction), dash(u.Device), tier,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/%s\t%s/%s\t%s\t%s\t%d\t%s\t%s", u.Name, u.Interface, dash(u.Direction), dash(u.Device), tier,
 			formatRate(u.Rate), formatRate(u.Ceil), formatRate(u.EffectiveRate), formatRate(u.EffectiveCeil),
-			formatRate(u.Throughput), formatBytes(u.Bytes), u.Drops, reason(u))
+			formatRate(u.Throughput), formatBytes(u.Bytes), u.Drops, formatDelay(u.QueueDelay), reason(u))
 		if withSource {
 			fmt.Fprintf(tw, "\t%s", cmp.Or(u.Source, control.SourceFile))
 		}

@@ -83,9 +83,9 @@ func TestStatusNodesTable(t *testing.T) {
 		t.Errorf("more than the three nodes: %q", lines[head+4])
 	}
 	for _, want := range [][]string{
-		{"USER", "INTERFACE", "DIRECTION", "DEVICE", "TIER", "NODE", "RATE/CEIL", "EFFECTIVE", "THROUGHPUT", "BYTES", "DROPS", "REASON"},
-		{"alice", "lan0", "download", "lan0", "gold", "ap-1", "50mbit/100mbit", "50mbit/100mbit", "20mbit", "0b", "0", "tier", "gold"},
-		{"carol", "lan0", "download", "lan0", "bronze", "-", "5mbit/20mbit", "5mbit/20mbit", "1mbit", "0b", "0", "tier", "bronze"},
+		{"USER", "INTERFACE", "DIRECTION", "DEVICE", "TIER", "NODE", "RATE/CEIL", "EFFECTIVE", "THROUGHPUT", "BYTES", "DROPS", "DELAY", "REASON"},
+		{"alice", "lan0", "download", "lan0", "gold", "ap-1", "50mbit/100mbit", "50mbit/100mbit", "20mbit", "0b", "0", "-", "tier", "gold"},
+		{"carol", "lan0", "download", "lan0", "bronze", "-", "5mbit/20mbit", "5mbit/20mbit", "1mbit", "0b", "0", "-", "tier", "bronze"},
 	} {
 		if !hasRow(lines, want) {
 			t.Errorf("no row %q in\n%s", want, out)

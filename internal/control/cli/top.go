@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -26,17 +28,26 @@ func runTop(ctx context.Context, c *control.Client, args []string, out io.Writer
 	once := fs.Bool("once", false, "")
 	asJSON := fs.Bool("json", false, "")
 	nodes := fs.Bool("nodes", false, "")
+	sortKey := fs.String("sort", "throughput", "")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagError("top", err)
 	}
-	screen, snapshot := writeTop, writeTopJSON
+	order, ok := topOrders[*sortKey]
+	screen := func(out io.Writer, st *control.Status, maxRows int, terminal bool) {
+		writeTop(out, st, maxRows, terminal, order)
+	}
+	snapshot := func(out io.Writer, st *control.Status) error { return writeTopJSON(out, st, order) }
 	if *nodes {
 		screen, snapshot = writeTopNodes, writeTopNodesJSON
 	}
 	switch {
 	case len(pos) > 0:
 		return usagef("top", "unexpected argument %q", pos[0])
+	case !ok:
+		return usagef("top", "--sort %q: want one of %s", *sortKey, strings.Join(slices.Sorted(maps.Keys(topOrders)), ", "))
+	case *nodes && *sortKey != "throughput":
+		return usagef("top", "--sort %s: --nodes shows the most loaded node first (throughput) only", *sortKey)
 	case *interval <= 0:
 		return usagef("top", "--interval must be positive")
 	case *iterations < 0:
@@ -131,14 +142,29 @@ func watchQuit(in io.Reader) <-chan struct{} {
 	return quit
 }
 
-// writeTop writes one top screen: a header and every user on every
-// interface, heaviest first (ties by name), at most maxRows lines in all
-// when maxRows > 0.
-func writeTop(out io.Writer, st *control.Status, maxRows int, terminal bool) {
+// topOrders are top's --sort keys: each puts first the user with the most
+// (by name: A first); ties go by name, then interface.
+var topOrders = map[string]func(a, b control.UserStatus) int{
+	"throughput": func(a, b control.UserStatus) int { return cmp.Compare(b.Throughput, a.Throughput) },
+	"delay":      func(a, b control.UserStatus) int { return cmp.Compare(b.QueueDelay, a.QueueDelay) },
+	"drops":      func(a, b control.UserStatus) int { return cmp.Compare(b.Drops, a.Drops) },
+	"name":       func(a, b control.UserStatus) int { return 0 },
+}
+
+// sortTop returns st's users in top's order.
+func sortTop(st *control.Status, order func(a, b control.UserStatus) int) []control.UserStatus {
 	users := slices.Clone(st.Users)
 	slices.SortStableFunc(users, func(a, b control.UserStatus) int {
-		return cmp.Or(cmp.Compare(b.Throughput, a.Throughput), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Interface, b.Interface))
+		return cmp.Or(order(a, b), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Interface, b.Interface))
 	})
+	return users
+}
+
+// writeTop writes one top screen: a header and every user on every
+// interface in order (topOrders), at most maxRows lines in all when
+// maxRows > 0.
+func writeTop(out io.Writer, st *control.Status, maxRows int, terminal bool, order func(a, b control.UserStatus) int) {
+	users := sortTop(st, order)
 	var total tbf.Rate
 	for _, u := range users {
 		total += u.Throughput
@@ -156,11 +182,11 @@ func writeTop(out io.Writer, st *control.Status, maxRows int, terminal bool) {
 		users = users[:keep]
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "USER\tINTERFACE\tDIRECTION\tDEVICE\tTIER\tTHROUGHPUT\tCEIL\t%CEIL\tBYTES\tDROPS")
+	fmt.Fprintln(tw, "USER\tINTERFACE\tDIRECTION\tDEVICE\tTIER\tTHROUGHPUT\tCEIL\t%CEIL\tBYTES\tDROPS\tDELAY")
 	for _, u := range users {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", u.Name, u.Interface, dash(u.Direction), dash(u.Device), dash(u.Tier),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", u.Name, u.Interface, dash(u.Direction), dash(u.Device), dash(u.Tier),
 			formatRate(u.Throughput), formatRate(u.EffectiveCeil), percent(u.Throughput, u.EffectiveCeil),
-			formatBytes(u.Bytes), u.Drops)
+			formatBytes(u.Bytes), u.Drops, formatDelay(u.QueueDelay))
 	}
 	tw.Flush()
 	if more > 0 {

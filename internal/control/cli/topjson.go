@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"cmp"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/shaperd/shaperd/internal/control"
@@ -18,13 +16,10 @@ type topSnapshot struct {
 	Users     []control.UserStatus `json:"users"`
 }
 
-// writeTopJSON writes one snapshot as a line of JSON: the users heaviest
-// first, as top shows them.
-func writeTopJSON(out io.Writer, st *control.Status) error {
-	users := slices.Clone(st.Users)
-	slices.SortStableFunc(users, func(a, b control.UserStatus) int {
-		return cmp.Or(cmp.Compare(b.Throughput, a.Throughput), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Interface, b.Interface))
-	})
+// writeTopJSON writes one snapshot as a line of JSON: the users in top's
+// order.
+func writeTopJSON(out io.Writer, st *control.Status, order func(a, b control.UserStatus) int) error {
+	users := sortTop(st, order)
 	snap := topSnapshot{Generated: st.Generated, Users: users}
 	if snap.Users == nil {
 		snap.Users = []control.UserStatus{}

@@ -3,10 +3,39 @@ package config
 import (
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // pos is a 1-based line and byte column.
 type pos struct{ Line, Col int }
+
+// positions is where the keys of one parsed file are written, found only
+// when a message needs them: the file's text is kept (a few dozen bytes a
+// user) instead of a map of every key path (several hundred bytes a user),
+// and scanned by keyPositions the first time a position is asked for.
+type positions struct {
+	src  []byte
+	once sync.Once
+	m    map[string]pos
+}
+
+// newPositions returns the lazy positions of the TOML document src.
+func newPositions(src []byte) *positions { return &positions{src: src} }
+
+// fresh returns positions of the same text not scanned yet: the Plan gets
+// these, so that the map the load's own messages needed is not kept with it.
+func (p *positions) fresh() *positions { return newPositions(p.src) }
+
+// lookup returns where path is written; ok is false when it is not
+// written, or p is nil (a Plan that Load did not make).
+func (p *positions) lookup(path string) (pos, bool) {
+	if p == nil {
+		return pos{}, false
+	}
+	p.once.Do(func() { p.m = keyPositions(p.src) })
+	at, ok := p.m[path]
+	return at, ok
+}
 
 // keyPositions maps every key path of a TOML document to where it is
 // written: "daemon.socket", "interface[1].name", "tiers.gold.schedule[0]"

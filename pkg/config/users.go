@@ -33,7 +33,7 @@ func decodeUsers(ut *table, tiers []Tier, nodes []Node, ifaces []Interface) []Us
 			}
 		}
 		for j, p := range u.Prefixes {
-			addrs = append(addrs, addrEntry{prefix: p, user: i, path: index(t.key("addresses"), at[j])})
+			addrs = append(addrs, addrEntry{prefix: p, user: i, table: t.path, at: at[j]})
 		}
 		users = append(users, u)
 	}
@@ -173,15 +173,15 @@ func reportOverlaps(f *file, users []User, addrs []addrEntry) {
 	}
 	for _, o := range overlaps(firsts) {
 		a, b := firsts[o[0]], firsts[o[1]]
-		if pa, pb := f.at(a.path), f.at(b.path); pb.Line < pa.Line || pb.Line == pa.Line && pb.Col < pa.Col {
+		if pa, pb := f.at(a.path()), f.at(b.path()); pb.Line < pa.Line || pb.Line == pa.Line && pb.Col < pa.Col {
 			a, b = b, a
 		}
 		owner := fmt.Sprintf("user %q", users[a.user].Name)
 		if a.user == b.user {
 			owner = "the same user"
 		}
-		f.errf(b.path, "%s of user %q overlaps %s of %s at %s",
-			showPrefix(b.prefix), users[b.user].Name, showPrefix(a.prefix), owner, f.where(a.path))
+		f.errf(b.path(), "%s of user %q overlaps %s of %s at %s",
+			showPrefix(b.prefix), users[b.user].Name, showPrefix(a.prefix), owner, f.where(a.path()))
 	}
 }
 
@@ -195,7 +195,7 @@ func reportShared(f *file, users []User, addrs []addrEntry, group []int) {
 		if a.user == b.user {
 			owner = "the same user"
 		}
-		f.errf(b.path, "%s of user %q is also an address of %s at %s", p, users[b.user].Name, owner, f.where(a.path))
+		f.errf(b.path(), "%s of user %q is also an address of %s at %s", p, users[b.user].Name, owner, f.where(a.path()))
 		return
 	}
 	names := make([]string, 0, sharedNames)
@@ -206,7 +206,7 @@ func reportShared(f *file, users []User, addrs []addrEntry, group []int) {
 	if n := len(group) - len(names); n > 0 {
 		more = fmt.Sprintf(" and %d more", n)
 	}
-	f.errf(b.path, "%s is written %d times, by users %s%s (first at %s)", p, len(group), strings.Join(names, ", "), more, f.where(a.path))
+	f.errf(b.path(), "%s is written %d times, by users %s%s (first at %s)", p, len(group), strings.Join(names, ", "), more, f.where(a.path()))
 }
 
 // decodeUserTierSettings reads a user's own burst, cburst, prio, quota,

@@ -333,6 +333,7 @@ func (d *Daemon) lock(plan *config.Plan) error {
 // evaluation.
 func (d *Daemon) setPlan(plan *config.Plan) {
 	d.plan = plan
+	d.setMemoryLimit(plan.Daemon.MemoryLimit)
 	d.userIdx = make(map[string]int, len(plan.Users))
 	for i, u := range plan.Users {
 		d.userIdx[u.Name] = i

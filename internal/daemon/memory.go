@@ -1,8 +1,11 @@
 package daemon
 
 import (
+	"math"
 	"runtime/debug"
 	"runtime/metrics"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // memMoment is when the loop may return freed memory to the OS.
@@ -90,4 +93,22 @@ func (d *Daemon) returnMemory(at memMoment, changes int) {
 			freeOSMemory()
 		}()
 	}
+}
+
+// goMemoryLimit is debug.SetMemoryLimit; tests replace it.
+var goMemoryLimit = debug.SetMemoryLimit
+
+// setMemoryLimit applies daemon.memory_limit (0: none) to the Go runtime,
+// when Options.ReturnMemory is set (the daemon process, not tests), at
+// the start and on every reload. The limit is soft: the collector runs
+// more often as the heap nears it, it never refuses an allocation.
+func (d *Daemon) setMemoryLimit(limit tbf.Size) {
+	if !d.opts.ReturnMemory {
+		return
+	}
+	l := int64(math.MaxInt64) // the runtime's "no limit"
+	if limit != 0 {
+		l = int64(min(uint64(limit), math.MaxInt64))
+	}
+	goMemoryLimit(l)
 }

@@ -53,10 +53,10 @@ type RemoteUsage struct {
 }
 
 type userUsage struct {
-	Period   config.Period     `json:"period"`
-	Start    time.Time         `json:"start"`
-	Used     uint64            `json:"used"`
-	Counters counterList `json:"counters"`
+	Period   config.Period `json:"period"`
+	Start    time.Time     `json:"start"`
+	Used     uint64        `json:"used"`
+	Counters counterList   `json:"counters"`
 	// FleetReset is when the newest fleet-wide reset applied was made
 	// (ResetFleet); zero: none.
 	FleetReset time.Time `json:"fleet_reset,omitzero"`

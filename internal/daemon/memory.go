@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"math"
+	"os"
 	"runtime/debug"
 	"runtime/metrics"
 
@@ -83,6 +84,7 @@ func (d *Daemon) returnMemory(at memMoment, changes int) {
 		}
 	}
 	if at == memFirstApply {
+		d.endStartGC()
 		freeOSMemory()
 		d.log.Info("memory returned after the first apply", "live_heap_mb", liveHeap()>>20)
 		return
@@ -111,4 +113,32 @@ func (d *Daemon) setMemoryLimit(limit tbf.Size) {
 		l = int64(min(uint64(limit), math.MaxInt64))
 	}
 	goMemoryLimit(l)
+}
+
+// StartGCPercent is the garbage collector's GOGC from the start until the
+// first apply is done: loading, checking and first applying a large plan
+// leave more garbage than anything later, and the peak resident memory is
+// the live heap plus the garbage the collector lets pile up (GOGC percent
+// of it). Not used when the GOGC environment variable is set.
+const StartGCPercent = 50
+
+// gcPercent is debug.SetGCPercent; tests replace it.
+var gcPercent = debug.SetGCPercent
+
+// startGC sets StartGCPercent for the start (Options.ReturnMemory: the
+// daemon process; GOGC unset).
+func (d *Daemon) startGC() {
+	if !d.opts.ReturnMemory || os.Getenv("GOGC") != "" {
+		return
+	}
+	d.startGOGC = gcPercent(StartGCPercent)
+	d.startGCSet = true
+}
+
+// endStartGC restores the GOGC in force before startGC.
+func (d *Daemon) endStartGC() {
+	if d.startGCSet {
+		gcPercent(d.startGOGC)
+		d.startGCSet = false
+	}
 }

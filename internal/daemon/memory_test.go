@@ -107,3 +107,33 @@ func TestMemoryLimit(t *testing.T) {
 		t.Errorf("limits set %v, want %v", got, want)
 	}
 }
+
+// TestStartGC: with Options.ReturnMemory the start runs at StartGCPercent
+// and the first apply restores the GOGC before it; GOGC set in the
+// environment is left alone.
+func TestStartGC(t *testing.T) {
+	gogc := 100
+	gcPercent = func(p int) int { old := gogc; gogc = p; return old }
+	t.Cleanup(func() { gcPercent = debug.SetGCPercent })
+	countReturns(t)
+	t.Setenv("GOGC", "")
+	d, _ := newTestDaemon(t, newFakeKernel("lan0"), newFakeClock(), "")
+	d.startGC()
+	if gogc != 100 {
+		t.Fatalf("without ReturnMemory GOGC became %d", gogc)
+	}
+	d.opts.ReturnMemory = true
+	d.startGC()
+	if gogc != StartGCPercent {
+		t.Fatalf("GOGC %d during the start, want %d", gogc, StartGCPercent)
+	}
+	d.returnMemory(memFirstApply, 0)
+	if gogc != 100 {
+		t.Errorf("GOGC %d after the first apply, want 100 again", gogc)
+	}
+	t.Setenv("GOGC", "200")
+	d.startGC()
+	if gogc != 100 {
+		t.Errorf("with GOGC set GOGC became %d", gogc)
+	}
+}

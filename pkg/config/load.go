@@ -84,6 +84,9 @@ func load(mainPath string, sh *Shared, read func(string) ([]byte, error), resolv
 		c.order[plan.UsersPath] = 1
 		if data, err := read(plan.UsersPath); err != nil {
 			mf.errf("daemon.users_file", "cannot read the users file: %v", err)
+		} else if users, uf, ok := decodeUsersChunked(plan.UsersPath, data, c, plan.Tiers, plan.Nodes, plan.Interfaces); ok {
+			plan.keys.users = uf.pos.fresh()
+			plan.Users = users
 		} else if users, uf, ok := parseFile(plan.UsersPath, data, c); ok {
 			plan.keys.users = uf.pos.fresh()
 			ut := uf.table("", users)

@@ -66,7 +66,10 @@ func loadShared(mainPath string, sh *Shared, read func(string) ([]byte, error), 
 	plan.Fleet = decodeFleet(rt)
 	rt.allow("policy", "tiers", "nodes") // the fleet's are in force
 	rt.finish()
-	if users, uf, ok := parseFile(sh.UsersName, sh.Users, c); ok {
+	if users, uf, ok := decodeUsersChunked(sh.UsersName, sh.Users, c, plan.Tiers, plan.Nodes, plan.Interfaces); ok {
+		plan.keys.users = uf.pos.fresh()
+		plan.Users = users
+	} else if users, uf, ok := parseFile(sh.UsersName, sh.Users, c); ok {
 		plan.keys.users = uf.pos.fresh()
 		ut := uf.table("", users)
 		plan.Users = decodeUsers(ut, plan.Tiers, plan.Nodes, plan.Interfaces)

@@ -69,7 +69,7 @@ func (d *usersDecoder) finish() []User {
 }
 
 // usersChunk is how many [[user]] entries decodeUsersChunked parses at a
-// time.
+// time (smaller files are parsed whole).
 const usersChunk = 1000
 
 // decodeUsersChunked reads a users file made of [[user]] entries alone

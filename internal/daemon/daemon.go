@@ -135,6 +135,10 @@ type Daemon struct {
 	quotaSnap atomic.Pointer[[]quotaSample]
 	// returning: a returnMemory collection runs beside the loop.
 	returning atomic.Bool
+	// startGOGC is the GOGC before startGC set StartGCPercent (startGCSet)
+	// for the start; the first apply restores it.
+	startGOGC  int
+	startGCSet bool
 }
 
 // policyState is the loop's policy state.
@@ -252,6 +256,7 @@ func New(opts Options) (*Daemon, error) {
 	}
 	d.stats.init()
 	d.quota = newQuotaStats()
+	d.startGC()
 	plan, err := d.initialShared(opts.ConfigPath)
 	if err != nil {
 		d.closeFleet()
@@ -333,6 +338,7 @@ func (d *Daemon) lock(plan *config.Plan) error {
 // evaluation.
 func (d *Daemon) setPlan(plan *config.Plan) {
 	d.plan = plan
+	d.setMemoryLimit(plan.Daemon.MemoryLimit)
 	d.userIdx = make(map[string]int, len(plan.Users))
 	for i, u := range plan.Users {
 		d.userIdx[u.Name] = i

@@ -1,8 +1,12 @@
 package daemon
 
 import (
+	"math"
+	"os"
 	"runtime/debug"
 	"runtime/metrics"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // memMoment is when the loop may return freed memory to the OS.
@@ -80,6 +84,7 @@ func (d *Daemon) returnMemory(at memMoment, changes int) {
 		}
 	}
 	if at == memFirstApply {
+		d.endStartGC()
 		freeOSMemory()
 		d.log.Info("memory returned after the first apply", "live_heap_mb", liveHeap()>>20)
 		return
@@ -89,5 +94,51 @@ func (d *Daemon) returnMemory(at memMoment, changes int) {
 			defer d.returning.Store(false)
 			freeOSMemory()
 		}()
+	}
+}
+
+// goMemoryLimit is debug.SetMemoryLimit; tests replace it.
+var goMemoryLimit = debug.SetMemoryLimit
+
+// setMemoryLimit applies daemon.memory_limit (0: none) to the Go runtime,
+// when Options.ReturnMemory is set (the daemon process, not tests), at
+// the start and on every reload. The limit is soft: the collector runs
+// more often as the heap nears it, it never refuses an allocation.
+func (d *Daemon) setMemoryLimit(limit tbf.Size) {
+	if !d.opts.ReturnMemory {
+		return
+	}
+	l := int64(math.MaxInt64) // the runtime's "no limit"
+	if limit != 0 {
+		l = int64(min(uint64(limit), math.MaxInt64))
+	}
+	goMemoryLimit(l)
+}
+
+// StartGCPercent is the garbage collector's GOGC from the start until the
+// first apply is done: loading, checking and first applying a large plan
+// leave more garbage than anything later, and the peak resident memory is
+// the live heap plus the garbage the collector lets pile up (GOGC percent
+// of it). Not used when the GOGC environment variable is set.
+const StartGCPercent = 50
+
+// gcPercent is debug.SetGCPercent; tests replace it.
+var gcPercent = debug.SetGCPercent
+
+// startGC sets StartGCPercent for the start (Options.ReturnMemory: the
+// daemon process; GOGC unset).
+func (d *Daemon) startGC() {
+	if !d.opts.ReturnMemory || os.Getenv("GOGC") != "" {
+		return
+	}
+	d.startGOGC = gcPercent(StartGCPercent)
+	d.startGCSet = true
+}
+
+// endStartGC restores the GOGC in force before startGC.
+func (d *Daemon) endStartGC() {
+	if d.startGCSet {
+		gcPercent(d.startGOGC)
+		d.startGCSet = false
 	}
 }

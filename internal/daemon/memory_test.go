@@ -3,10 +3,14 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http/httptest"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // TestMemoryReturnedAfterAScrape: with Options.ReturnMemory a /metrics
@@ -77,5 +81,59 @@ func TestMemoryReturnedAfterEachBigApply(t *testing.T) {
 	}
 	if !returned(true) { // one at a time: a second may find the first running
 		t.Error("the first apply (before READY=1) returned no memory")
+	}
+}
+
+// TestMemoryLimit: with Options.ReturnMemory, setPlan gives the Go runtime
+// daemon.memory_limit, and no limit (math.MaxInt64) when the key is 0;
+// without it (tests) the runtime's limit is left alone.
+func TestMemoryLimit(t *testing.T) {
+	var got []int64
+	goMemoryLimit = func(l int64) int64 { got = append(got, l); return 0 }
+	t.Cleanup(func() { goMemoryLimit = debug.SetMemoryLimit })
+	d, _ := newTestDaemon(t, newFakeKernel("lan0"), newFakeClock(), "")
+	plan := *d.plan
+	plan.Daemon.MemoryLimit = 256 * tbf.Mebibyte
+	d.setPlan(&plan)
+	if len(got) != 0 {
+		t.Fatalf("without ReturnMemory the limit was set: %v", got)
+	}
+	d.opts.ReturnMemory = true
+	d.setPlan(&plan)
+	plan2 := plan
+	plan2.Daemon.MemoryLimit = 0
+	d.setPlan(&plan2)
+	if want := []int64{256 << 20, math.MaxInt64}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("limits set %v, want %v", got, want)
+	}
+}
+
+// TestStartGC: with Options.ReturnMemory the start runs at StartGCPercent
+// and the first apply restores the GOGC before it; GOGC set in the
+// environment is left alone.
+func TestStartGC(t *testing.T) {
+	gogc := 100
+	gcPercent = func(p int) int { old := gogc; gogc = p; return old }
+	t.Cleanup(func() { gcPercent = debug.SetGCPercent })
+	countReturns(t)
+	t.Setenv("GOGC", "")
+	d, _ := newTestDaemon(t, newFakeKernel("lan0"), newFakeClock(), "")
+	d.startGC()
+	if gogc != 100 {
+		t.Fatalf("without ReturnMemory GOGC became %d", gogc)
+	}
+	d.opts.ReturnMemory = true
+	d.startGC()
+	if gogc != StartGCPercent {
+		t.Fatalf("GOGC %d during the start, want %d", gogc, StartGCPercent)
+	}
+	d.returnMemory(memFirstApply, 0)
+	if gogc != 100 {
+		t.Errorf("GOGC %d after the first apply, want 100 again", gogc)
+	}
+	t.Setenv("GOGC", "200")
+	d.startGC()
+	if gogc != 100 {
+		t.Errorf("with GOGC set GOGC became %d", gogc)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // Defaults of the [daemon] and [policy] tables.
@@ -27,6 +29,9 @@ const (
 	// DefaultMaxReloadRemovals is daemon.max_reload_removals' default, in
 	// percent of the users in force.
 	DefaultMaxReloadRemovals = 50
+	// MinMemoryLimit is the smallest daemon.memory_limit other than 0: below
+	// it the Go runtime would collect continuously.
+	MinMemoryLimit = 32 * tbf.Mebibyte
 )
 
 // MaxSocketPath is the longest unix socket path: sockaddr_un's sun_path
@@ -119,6 +124,13 @@ func decodeDaemon(rt *table) Daemon {
 			t.errf("max_reload_removals", "%v", err)
 		} else {
 			d.MaxReloadRemovals = p
+		}
+	}
+	if v, ok := t.size("memory_limit"); ok {
+		if v != 0 && v < MinMemoryLimit {
+			t.errf("memory_limit", "%s is below the smallest limit, %s (\"0\" for none)", v, MinMemoryLimit)
+		} else {
+			d.MemoryLimit = v
 		}
 	}
 	t.finish()

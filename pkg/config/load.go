@@ -65,7 +65,7 @@ func load(mainPath string, sh *Shared, read func(string) ([]byte, error), resolv
 	if !ok {
 		return nil, c.result()
 	}
-	plan := &Plan{Path: mainPath, keys: keyPos{main: mf.pos}}
+	plan := &Plan{Path: mainPath, keys: keyPos{main: mf.pos.fresh()}}
 	rt := mf.table("", root)
 	plan.Daemon = decodeDaemon(rt)
 	plan.Policy = decodePolicy(rt)
@@ -84,8 +84,11 @@ func load(mainPath string, sh *Shared, read func(string) ([]byte, error), resolv
 		c.order[plan.UsersPath] = 1
 		if data, err := read(plan.UsersPath); err != nil {
 			mf.errf("daemon.users_file", "cannot read the users file: %v", err)
+		} else if users, uf, ok := decodeUsersChunked(plan.UsersPath, data, c, plan.Tiers, plan.Nodes, plan.Interfaces); ok {
+			plan.keys.users = uf.pos.fresh()
+			plan.Users = users
 		} else if users, uf, ok := parseFile(plan.UsersPath, data, c); ok {
-			plan.keys.users = uf.pos
+			plan.keys.users = uf.pos.fresh()
 			ut := uf.table("", users)
 			plan.Users = decodeUsers(ut, plan.Tiers, plan.Nodes, plan.Interfaces)
 			ut.finish()
@@ -111,6 +114,6 @@ func parseFile(name string, data []byte, c *collector) (map[string]any, *file, b
 		}
 		return nil, f, false
 	}
-	f.pos = keyPositions(data)
+	f.pos = newPositions(data)
 	return m, f, true
 }

@@ -9,8 +9,13 @@ import (
 type addrEntry struct {
 	prefix netip.Prefix
 	user   int    // index in the users file
-	path   string // key path for messages
+	table  string // the user's key path ("user[3]"), for messages
+	at     int    // the index in the user's addresses
 }
+
+// path returns the address's key path, for messages: formatted only when
+// one needs it.
+func (e addrEntry) path() string { return index(join(e.table, "addresses"), e.at) }
 
 // overlaps returns every pair of indexes (i, j) into entries whose
 // prefixes overlap (one contains the other, or they are equal). It sorts

@@ -99,6 +99,10 @@ type Daemon struct {
 	// confirmed (see ReloadRemovalsRefused). Default 50; 100 turns the
 	// guard off.
 	MaxReloadRemovals int
+	// MemoryLimit is daemon.memory_limit: the Go runtime's soft memory
+	// limit (runtime/debug.SetMemoryLimit) in bytes; 0 (the default):
+	// none.
+	MemoryLimit tbf.Size
 }
 
 // Policy is the [policy] table.

@@ -3,10 +3,58 @@ package config
 import (
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // pos is a 1-based line and byte column.
 type pos struct{ Line, Col int }
+
+// positions is where the keys of one parsed file are written, found only
+// when a message needs them: the file's text is kept (a few dozen bytes a
+// user) instead of a map of every key path (several hundred bytes a user),
+// and scanned by keyPositions the first time a position is asked for.
+type positions struct {
+	src []byte
+	mu  sync.Mutex
+	m   map[string]pos
+	// top holds the top-level paths alone ("user", "user[3]": no '.'),
+	// which every user's Source needs at load: far smaller than m, made
+	// by the same scan.
+	top map[string]pos
+}
+
+// newPositions returns the lazy positions of the TOML document src.
+func newPositions(src []byte) *positions { return &positions{src: src} }
+
+// fresh returns positions of the same text not scanned yet: the Plan gets
+// these, so that the map the load's own messages needed is not kept with it.
+func (p *positions) fresh() *positions { return newPositions(p.src) }
+
+// lookup returns where path is written; ok is false when it is not
+// written, or p is nil (a Plan that Load did not make).
+func (p *positions) lookup(path string) (pos, bool) {
+	if p == nil {
+		return pos{}, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil && topLevel(path) {
+		if p.top == nil {
+			p.top = scanPositions(p.src, topLevel)
+		}
+		at, ok := p.top[path]
+		return at, ok
+	}
+	if p.m == nil {
+		p.m, p.top = keyPositions(p.src), nil
+	}
+	at, ok := p.m[path]
+	return at, ok
+}
+
+// topLevel reports whether path is a top-level key or an element of a
+// top-level array ("user[3]").
+func topLevel(path string) bool { return !strings.Contains(path, ".") }
 
 // keyPositions maps every key path of a TOML document to where it is
 // written: "daemon.socket", "interface[1].name", "tiers.gold.schedule[0]"
@@ -16,8 +64,12 @@ type pos struct{ Line, Col int }
 // them, and it keys entries of arrays of tables without their index, so this
 // small scanner walks the text itself. It is only run on documents the TOML
 // parser accepted, and it never panics on anything else.
-func keyPositions(src []byte) map[string]pos {
-	s := &posScanner{src: src, line: 1, out: map[string]pos{}, arrays: map[string]int{}}
+func keyPositions(src []byte) map[string]pos { return scanPositions(src, nil) }
+
+// scanPositions is keyPositions keeping only the paths keep accepts (nil:
+// all).
+func scanPositions(src []byte, keep func(string) bool) map[string]pos {
+	s := &posScanner{src: src, line: 1, out: map[string]pos{}, arrays: map[string]int{}, keep: keep}
 	s.document()
 	return s.out
 }
@@ -27,9 +79,10 @@ type posScanner struct {
 	i         int
 	line      int
 	lineStart int
-	cur       string         // path of the current table
-	out       map[string]pos // path -> position
-	arrays    map[string]int // array-of-tables path -> entries so far
+	cur       string            // path of the current table
+	out       map[string]pos    // path -> position
+	arrays    map[string]int    // array-of-tables path -> entries so far
+	keep      func(string) bool // nil: every path
 }
 
 func (s *posScanner) here() pos { return pos{s.line, s.i - s.lineStart + 1} }
@@ -56,6 +109,9 @@ func (s *posScanner) advance() {
 }
 
 func (s *posScanner) record(path string, p pos) {
+	if s.keep != nil && !s.keep(path) {
+		return
+	}
 	if _, ok := s.out[path]; !ok {
 		s.out[path] = p
 	}
@@ -139,7 +195,9 @@ func (s *posScanner) header() {
 	if !array && len(segs) > 0 {
 		// [a.b] after [[a.b.c]] or [a.b.d] defines a.b here: prefer the
 		// table's own header to the one that created it implicitly.
-		s.out[path] = at
+		if s.keep == nil || s.keep(path) {
+			s.out[path] = at
+		}
 	}
 	s.cur = path
 	for !s.eof() && s.src[s.i] != ']' && s.src[s.i] != '\n' {

@@ -95,3 +95,26 @@ func TestKeyPositionsCRLF(t *testing.T) {
 		}
 	}
 }
+
+// The lazy positions answer a top-level path ("user[1]") from a scan that
+// keeps only those, with the position the full scan gives; any other path
+// from the full scan.
+func TestLazyPositions(t *testing.T) {
+	src := []byte("# users\n[[user]]\nname = \"a\"\naddresses = [\"198.18.0.1\",\n  \"198.18.0.2\"]\n\n  [[user]]\nname = \"b\"\n[[user]]\n")
+	full := keyPositions(src)
+	p := newPositions(src)
+	for _, path := range []string{"user", "user[0]", "user[1]", "user[2]"} {
+		if at, ok := p.lookup(path); !ok || at != full[path] {
+			t.Errorf("%s: %v %v, want %v", path, at, ok, full[path])
+		}
+	}
+	if p.m != nil || len(p.top) != 4 {
+		t.Errorf("top-level lookups scanned everything (%d paths) or kept %d top-level paths, want 4", len(p.m), len(p.top))
+	}
+	if at, ok := p.lookup("user[0].addresses[1]"); !ok || at != full["user[0].addresses[1]"] || at.Line != 5 {
+		t.Errorf("user[0].addresses[1]: %v %v, want %v", at, ok, full["user[0].addresses[1]"])
+	}
+	if at, ok := p.lookup("user[1]"); !ok || at != full["user[1]"] {
+		t.Errorf("user[1] after the full scan: %v %v", at, ok)
+	}
+}

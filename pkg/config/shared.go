@@ -52,7 +52,7 @@ func loadShared(mainPath string, sh *Shared, read func(string) ([]byte, error), 
 		return nil, c.result()
 	}
 	plan := &Plan{Path: mainPath, SharedPath: sh.Name, UsersPath: sh.UsersName,
-		keys: keyPos{main: mf.pos, shared: sf.pos}}
+		keys: keyPos{main: mf.pos.fresh(), shared: sf.pos.fresh()}}
 	st := sf.table("", shared)
 	plan.Policy = decodePolicy(st)
 	plan.Tiers = decodeTiers(st)
@@ -66,8 +66,11 @@ func loadShared(mainPath string, sh *Shared, read func(string) ([]byte, error), 
 	plan.Fleet = decodeFleet(rt)
 	rt.allow("policy", "tiers", "nodes") // the fleet's are in force
 	rt.finish()
-	if users, uf, ok := parseFile(sh.UsersName, sh.Users, c); ok {
-		plan.keys.users = uf.pos
+	if users, uf, ok := decodeUsersChunked(sh.UsersName, sh.Users, c, plan.Tiers, plan.Nodes, plan.Interfaces); ok {
+		plan.keys.users = uf.pos.fresh()
+		plan.Users = users
+	} else if users, uf, ok := parseFile(sh.UsersName, sh.Users, c); ok {
+		plan.keys.users = uf.pos.fresh()
 		ut := uf.table("", users)
 		plan.Users = decodeUsers(ut, plan.Tiers, plan.Nodes, plan.Interfaces)
 		ut.finish()

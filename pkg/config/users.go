@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/BurntSushi/toml"
 )
 
 // decodeUsers reads every [[user]] of the users file and checks names,
@@ -15,30 +17,134 @@ func decodeUsers(ut *table, tiers []Tier, nodes []Node, ifaces []Interface) []Us
 	if !ok {
 		return nil
 	}
-	f := ut.f
-	byNode := make(map[string]*Node, len(nodes))
+	d := newUsersDecoder(ut.f, len(entries), tiers, nodes, ifaces)
+	for _, t := range entries {
+		d.add(t)
+	}
+	return d.finish()
+}
+
+// usersDecoder reads [[user]] entries one at a time, in file order, and
+// then checks them together (duplicate names, overlapping addresses).
+type usersDecoder struct {
+	f      *file
+	tiers  []Tier
+	ifaces []Interface
+	byNode map[string]*Node
+	users  []User
+	addrs  []addrEntry
+	first  map[string]string // name -> path of its first entry
+}
+
+func newUsersDecoder(f *file, n int, tiers []Tier, nodes []Node, ifaces []Interface) *usersDecoder {
+	d := &usersDecoder{f: f, tiers: tiers, ifaces: ifaces, byNode: make(map[string]*Node, len(nodes)),
+		users: make([]User, 0, n), first: map[string]string{}}
 	for i := range nodes {
-		byNode[nodes[i].Name] = &nodes[i]
+		d.byNode[nodes[i].Name] = &nodes[i]
 	}
-	users := make([]User, 0, len(entries))
-	var addrs []addrEntry
-	first := map[string]string{} // name -> path of its first entry
-	for i, t := range entries {
-		u, at := decodeUser(t, tiers, byNode, ifaces)
-		if u.Name != "" {
-			if p, dup := first[u.Name]; dup {
-				f.errf(t.key("name"), "duplicate user %q (first defined by %s at %s)", u.Name, p, f.where(p+".name"))
-			} else {
-				first[u.Name] = t.path
+	return d
+}
+
+// add reads the next entry.
+func (d *usersDecoder) add(t *table) {
+	f, i := d.f, len(d.users)
+	u, at := decodeUser(t, d.tiers, d.byNode, d.ifaces)
+	if u.Name != "" {
+		if p, dup := d.first[u.Name]; dup {
+			f.errf(t.key("name"), "duplicate user %q (first defined by %s at %s)", u.Name, p, f.where(p+".name"))
+		} else {
+			d.first[u.Name] = t.path
+		}
+	}
+	for j, p := range u.Prefixes {
+		d.addrs = append(d.addrs, addrEntry{prefix: p, user: i, table: t.path, at: at[j]})
+	}
+	d.users = append(d.users, u)
+}
+
+// finish checks the entries together and returns the users.
+func (d *usersDecoder) finish() []User {
+	reportOverlaps(d.f, d.users, d.addrs)
+	return d.users
+}
+
+// usersChunk is how many [[user]] entries decodeUsersChunked parses at a
+// time (smaller files are parsed whole).
+const usersChunk = 1000
+
+// decodeUsersChunked reads a users file made of [[user]] entries alone
+// (comments aside) a chunk of usersChunk entries at a time, so that the
+// TOML parser's tree of only one chunk is in memory at once (for 100,000
+// users the whole file's is a few hundred megabytes), with the same
+// results as parseFile and decodeUsers on the whole file. It returns
+// handled false, having reported nothing, for any other file, and for one
+// that a chunk's parse refuses: the caller then reads the file whole (the
+// syntax error is reported as the whole file's parse words it).
+func decodeUsersChunked(name string, data []byte, c *collector, tiers []Tier, nodes []Node, ifaces []Interface) (users []User, f *file, handled bool) {
+	starts, top, ok := userHeaders(data)
+	if !ok || len(starts) <= usersChunk {
+		return nil, nil, false
+	}
+	f = &file{name: name, c: c, pos: newPositions(data)}
+	f.pos.top = top
+	nErrs, nNotes := len(c.list), len(c.notes)
+	d := newUsersDecoder(f, len(starts), tiers, nodes, ifaces)
+	for k := 0; k < len(starts); k += usersChunk {
+		end := len(data)
+		if k+usersChunk < len(starts) {
+			end = starts[k+usersChunk]
+		}
+		var m map[string]any
+		if _, err := toml.Decode(string(data[starts[k]:end]), &m); err != nil {
+			c.list, c.notes = c.list[:nErrs], c.notes[:nNotes]
+			return nil, nil, false
+		}
+		entries, _ := m["user"].([]map[string]any)
+		if len(m) != 1 || len(entries) != min(usersChunk, len(starts)-k) {
+			c.list, c.notes = c.list[:nErrs], c.notes[:nNotes]
+			return nil, nil, false
+		}
+		for j, e := range entries {
+			d.add(f.table(index("user", k+j), e))
+		}
+	}
+	return d.finish(), f, true
+}
+
+// userHeaders returns the byte offsets of the [[user]] headers of src,
+// and the positions of its top-level paths, when src holds nothing else at
+// its top level: every top-level path is
+// "user" or "user[N]", each entry starts with a [[user]] header of its
+// own (not an inline array of tables) at the start of a line, and the
+// first header comes before any key.
+func userHeaders(src []byte) ([]int, map[string]pos, bool) {
+	top := scanPositions(src, topLevel)
+	first, ok := top["user"]
+	if !ok {
+		return nil, nil, false
+	}
+	var starts []int
+	line, lineStart := 1, 0
+	for i := 0; i <= len(src); i++ {
+		if i == len(src) || src[i] == '\n' {
+			if rest := src[lineStart:i]; len(rest) >= 2 && rest[0] == '[' && rest[1] == '[' {
+				starts = append(starts, lineStart)
+				if p, ok := top[index("user", len(starts)-1)]; !ok || p != (pos{line, 1}) {
+					return nil, nil, false // a [[...]] line that is not the next user's header
+				}
 			}
+			line, lineStart = line+1, i+1
 		}
-		for j, p := range u.Prefixes {
-			addrs = append(addrs, addrEntry{prefix: p, user: i, path: index(t.key("addresses"), at[j])})
-		}
-		users = append(users, u)
 	}
-	reportOverlaps(f, users, addrs)
-	return users
+	if len(starts) == 0 || len(top) != len(starts)+1 || top[index("user", 0)] != first {
+		return nil, nil, false
+	}
+	for _, l := range strings.Split(string(src[:starts[0]]), "\n") { // comments and blank lines only
+		if l = strings.TrimSpace(l); l != "" && l[0] != '#' {
+			return nil, nil, false
+		}
+	}
+	return starts, top, true
 }
 
 // decodeUser reads one [[user]]; at holds the index in addresses of each
@@ -173,15 +279,15 @@ func reportOverlaps(f *file, users []User, addrs []addrEntry) {
 	}
 	for _, o := range overlaps(firsts) {
 		a, b := firsts[o[0]], firsts[o[1]]
-		if pa, pb := f.at(a.path), f.at(b.path); pb.Line < pa.Line || pb.Line == pa.Line && pb.Col < pa.Col {
+		if pa, pb := f.at(a.path()), f.at(b.path()); pb.Line < pa.Line || pb.Line == pa.Line && pb.Col < pa.Col {
 			a, b = b, a
 		}
 		owner := fmt.Sprintf("user %q", users[a.user].Name)
 		if a.user == b.user {
 			owner = "the same user"
 		}
-		f.errf(b.path, "%s of user %q overlaps %s of %s at %s",
-			showPrefix(b.prefix), users[b.user].Name, showPrefix(a.prefix), owner, f.where(a.path))
+		f.errf(b.path(), "%s of user %q overlaps %s of %s at %s",
+			showPrefix(b.prefix), users[b.user].Name, showPrefix(a.prefix), owner, f.where(a.path()))
 	}
 }
 
@@ -195,7 +301,7 @@ func reportShared(f *file, users []User, addrs []addrEntry, group []int) {
 		if a.user == b.user {
 			owner = "the same user"
 		}
-		f.errf(b.path, "%s of user %q is also an address of %s at %s", p, users[b.user].Name, owner, f.where(a.path))
+		f.errf(b.path(), "%s of user %q is also an address of %s at %s", p, users[b.user].Name, owner, f.where(a.path()))
 		return
 	}
 	names := make([]string, 0, sharedNames)
@@ -206,7 +312,7 @@ func reportShared(f *file, users []User, addrs []addrEntry, group []int) {
 	if n := len(group) - len(names); n > 0 {
 		more = fmt.Sprintf(" and %d more", n)
 	}
-	f.errf(b.path, "%s is written %d times, by users %s%s (first at %s)", p, len(group), strings.Join(names, ", "), more, f.where(a.path))
+	f.errf(b.path(), "%s is written %d times, by users %s%s (first at %s)", p, len(group), strings.Join(names, ", "), more, f.where(a.path()))
 }
 
 // decodeUserTierSettings reads a user's own burst, cburst, prio, quota,

@@ -17,14 +17,14 @@ const MinRate = 8 * tbf.Bit
 // and the collector its errors go to.
 type file struct {
 	name string
-	pos  map[string]pos
+	pos  *positions
 	c    *collector
 }
 
 // at returns the position of path, or of its nearest ancestor that has one.
 func (f *file) at(path string) pos {
 	for path != "" {
-		if p, ok := f.pos[path]; ok {
+		if p, ok := f.pos.lookup(path); ok {
 			return p
 		}
 		cut := max(strings.LastIndexByte(path, '.'), strings.LastIndexByte(path, '['))
@@ -76,13 +76,18 @@ func (t *table) has(k string) bool { _, ok := t.m[k]; return ok }
 // allow declares keys the table may hold.
 func (t *table) allow(keys ...string) { t.allowed = append(t.allowed, keys...) }
 
-// finish reports keys that were not allowed, in file order.
+// finish reports keys that were not allowed, in file order, and drops the
+// list of allowed keys.
 func (t *table) finish() {
 	var unknown []string
 	for k := range t.m {
 		if !slices.Contains(t.allowed, k) {
 			unknown = append(unknown, k)
 		}
+	}
+	defer func() { t.allowed = nil }()
+	if len(unknown) == 0 {
+		return
 	}
 	slices.SortFunc(unknown, func(a, b string) int {
 		pa, pb := t.f.at(t.key(a)), t.f.at(t.key(b))

@@ -9,15 +9,15 @@ import (
 // checks beyond this package (building the plan, the classifier layout) can
 // report their problems at FILE:LINE:COL like Load does.
 type keyPos struct {
-	main, users map[string]pos
-	shared      map[string]pos // the fleet's [policy] and [tiers] (LoadShared)
+	main, users *positions
+	shared      *positions // the fleet's [policy] and [tiers] (LoadShared)
 }
 
 // fileOf returns the file and position map of a key path: paths starting
 // with "user[" are in the users file, "tiers", "nodes" and "policy" paths
 // in the fleet's shared document when there is one, all others in the main
 // file.
-func (p *Plan) fileOf(path string) (string, map[string]pos) {
+func (p *Plan) fileOf(path string) (string, *positions) {
 	if strings.HasPrefix(path, "user[") {
 		return p.UsersPath, p.keys.users
 	}
@@ -32,7 +32,7 @@ func (p *Plan) fileOf(path string) (string, map[string]pos) {
 // for a defaulted key, and for a Plan that Load did not make).
 func (p *Plan) Has(path string) bool {
 	_, m := p.fileOf(path)
-	_, ok := m[path]
+	_, ok := m.lookup(path)
 	return ok
 }
 

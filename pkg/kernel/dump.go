@@ -107,9 +107,17 @@ func (k *Kernel) Dump(device string) (model.Tree, error) {
 		return t, fmt.Errorf("dump: %w", err)
 	}
 	ifi := uint32(link.Attrs().Index)
-	// All qdiscs of all devices: the ingress qdiscs of other devices are
-	// needed to find a redirect to an IFB.
-	qs, err := k.dump(tcwire.RTMGetQdisc, tcwire.Tcmsg{}, nil)
+	// The kernel answers with the qdiscs of all devices: this device's
+	// are kept, and the ingress qdiscs of the others, which are needed to
+	// find a redirect to an IFB (not the other devices' leaf qdiscs: tens
+	// of thousands with per-user trees in both directions).
+	var qs []object
+	err = k.dumpEach(tcwire.RTMGetQdisc, tcwire.Tcmsg{}, nil, func(o object) error {
+		if o.msg.Ifindex == ifi || o.kind == "ingress" || o.kind == "clsact" {
+			qs = append(qs, o)
+		}
+		return nil
+	})
 	if err != nil {
 		return t, fmt.Errorf("dump qdiscs of %s: %w", device, err)
 	}

@@ -467,11 +467,19 @@ func nodeClasses(ns []NodeTarget) ([]Class, []string, error) {
 
 // userClasses validates the user targets and makes their classes (without
 // handles), in input order, with their names. Each gets its own leaf, else
-// leaf, sized for its ceil on interface spec (sizeLeaf).
+// leaf, sized for its ceil on interface spec (sizeLeaf); users with the
+// same leaf settings and ceil share the sized leaf.
 func userClasses(us []UserTarget, leaf *LeafQdisc, spec InterfaceSpec) ([]Class, []string, error) {
 	classes := make([]Class, 0, len(us))
 	names := make([]string, 0, len(us))
 	seen := make(map[string]bool, len(us))
+	// Users with the same leaf settings and ceil share one sized leaf (the
+	// trees never change a leaf in place).
+	type sizedKey struct {
+		leaf *LeafQdisc
+		ceil tbf.Rate
+	}
+	sized := map[sizedKey]*LeafQdisc{}
 	for _, u := range us {
 		if u.Name == "" {
 			return nil, nil, fmt.Errorf("user without a name")
@@ -480,17 +488,23 @@ func userClasses(us []UserTarget, leaf *LeafQdisc, spec InterfaceSpec) ([]Class,
 			return nil, nil, fmt.Errorf("user %s: listed twice", u.Name)
 		}
 		seen[u.Name] = true
-		ul, err := leaf, error(nil)
-		if u.Leaf != nil {
-			if ul, err = normLeaf(u.Leaf); err != nil {
-				return nil, nil, fmt.Errorf("user %s: %w", u.Name, err)
-			}
-		}
 		ceil := u.Ceil
 		if ceil == 0 {
 			ceil = u.Rate
 		}
-		c, err := makeClass(classSpec{rate: u.Rate, ceil: u.Ceil, burst: u.Burst, cburst: u.CBurst, prio: u.Prio}, sizeLeaf(ul, ceil, spec),
+		k := sizedKey{u.Leaf, ceil}
+		sl, ok := sized[k]
+		if !ok {
+			ul, err := leaf, error(nil)
+			if u.Leaf != nil {
+				if ul, err = normLeaf(u.Leaf); err != nil {
+					return nil, nil, fmt.Errorf("user %s: %w", u.Name, err)
+				}
+			}
+			sl = sizeLeaf(ul, ceil, spec)
+			sized[k] = sl
+		}
+		c, err := makeClass(classSpec{rate: u.Rate, ceil: u.Ceil, burst: u.Burst, cburst: u.CBurst, prio: u.Prio}, sl,
 			Labels{Kind: "user", Tier: u.Tier, User: u.Name, Node: u.Node})
 		if err != nil {
 			return nil, nil, fmt.Errorf("user %s: %w", u.Name, err)

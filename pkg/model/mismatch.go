@@ -41,17 +41,19 @@ func Mismatches(actual, desired Tree) []string {
 	am := classMap(actual.Classes)
 	wm := classMap(desired.Classes)
 	for _, w := range desired.Classes {
-		name := fmt.Sprintf("class %s%s", w.Handle, labelText(w.Labels))
+		// The names are formatted only for a difference: a kernel that
+		// holds the tree costs no string per object.
+		name := func() string { return fmt.Sprintf("class %s%s", w.Handle, labelText(w.Labels)) }
 		a, ok := am[w.Handle]
 		if !ok {
-			add("%s: missing", name)
+			add("%s: missing", name())
 			continue
 		}
 		if a.Parent != w.Parent {
-			add("%s: parent %s, want %s", name, a.Parent, w.Parent)
+			add("%s: parent %s, want %s", name(), a.Parent, w.Parent)
 		}
 		for _, s := range classParamMismatches(*a, w) {
-			add("%s: %s", name, s)
+			add("%s: %s", name(), s)
 		}
 	}
 	for _, a := range actual.Classes {
@@ -59,25 +61,32 @@ func Mismatches(actual, desired Tree) []string {
 			add("class %s%s: unexpected", a.Handle, labelText(a.Labels))
 		}
 	}
-	af := make(map[filterKey][]Filter, len(actual.Filters))
-	for _, f := range actual.Filters {
-		af[keyOf(f)] = append(af[keyOf(f)], f)
+	type copies struct{ first, n int } // of a key in actual.Filters
+	af := make(map[filterKey]copies, len(actual.Filters))
+	for i, f := range actual.Filters {
+		k := keyOf(f)
+		c, ok := af[k]
+		if !ok {
+			c.first = i
+		}
+		c.n++
+		af[k] = c
 	}
 	wf := make(map[filterKey]bool, len(desired.Filters))
 	for _, w := range desired.Filters {
 		k := keyOf(w)
 		wf[k] = true
-		name := fmt.Sprintf("filter %s %s%s", w.Prefix, w.Match, labelText(w.Labels))
-		as := af[k]
+		name := func() string { return fmt.Sprintf("filter %s %s%s", w.Prefix, w.Match, labelText(w.Labels)) }
+		c := af[k]
 		switch {
-		case len(as) == 0:
-			add("%s: missing", name)
-		case len(as) > 1:
-			add("%s: %d copies", name, len(as))
-		case as[0].ClassID != w.ClassID:
-			add("%s: class %s, want %s", name, as[0].ClassID, w.ClassID)
-		case as[0].Damaged:
-			add("%s: damaged", name)
+		case c.n == 0:
+			add("%s: missing", name())
+		case c.n > 1:
+			add("%s: %d copies", name(), c.n)
+		case actual.Filters[c.first].ClassID != w.ClassID:
+			add("%s: class %s, want %s", name(), actual.Filters[c.first].ClassID, w.ClassID)
+		case actual.Filters[c.first].Damaged:
+			add("%s: damaged", name())
 		}
 	}
 	for _, a := range actual.Filters {

@@ -172,6 +172,15 @@ func (e *evaluator) iface(in *config.Interface) InterfaceResult {
 
 	out.Targets.Nodes, out.Nodes = e.nodes(in)
 	used := map[string]bool{}
+	n := 0 // the users on this interface: both lists are made to size (they are kept)
+	for i := range e.plan.Users {
+		if u := &e.plan.Users[i]; nodeOn(u, out.Targets.Nodes) && e.plan.UserOn(u, in.Name) {
+			n++
+		}
+	}
+	if n > 0 { // none: both stay nil, as before
+		out.Targets.Users, out.Users = make([]model.UserTarget, 0, n), make([]Explanation, 0, n)
+	}
 	for i := range e.plan.Users {
 		u := &e.plan.Users[i]
 		if !nodeOn(u, out.Targets.Nodes) || !e.plan.UserOn(u, in.Name) {

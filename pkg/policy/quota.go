@@ -53,10 +53,10 @@ type RemoteUsage struct {
 }
 
 type userUsage struct {
-	Period   config.Period     `json:"period"`
-	Start    time.Time         `json:"start"`
-	Used     uint64            `json:"used"`
-	Counters map[string]uint64 `json:"counters"`
+	Period   config.Period `json:"period"`
+	Start    time.Time     `json:"start"`
+	Used     uint64        `json:"used"`
+	Counters counterList   `json:"counters"`
 	// FleetReset is when the newest fleet-wide reset applied was made
 	// (ResetFleet); zero: none.
 	FleetReset time.Time `json:"fleet_reset,omitzero"`
@@ -108,7 +108,7 @@ func (u *Usage) Configure(plan *config.Plan) (changed []string) {
 		switch {
 		case !ok:
 			if len(uu.Counters) > 0 {
-				uu.Counters = map[string]uint64{}
+				uu.Counters = nil
 				u.touch(time.Time{})
 			}
 		case uu.Period != p:
@@ -174,15 +174,14 @@ func (u *Usage) Observe(user, key string, counterBytes uint64, now time.Time) {
 	p := u.period(user)
 	start, _ := PeriodBounds(p, now, u.loc)
 	if uu == nil {
-		uu = &userUsage{Period: p, Start: start, Counters: map[string]uint64{}}
+		uu = &userUsage{Period: p, Start: start}
 		u.users[user] = uu
 	} else if uu.carries(p, start) {
 		uu.Period, uu.Start = p, start
 	} else if uu.Period != p || start.After(uu.Start) {
 		uu.Period, uu.Start, uu.Used = p, start, 0
 	}
-	last, seen := uu.Counters[key]
-	uu.Counters[key] = counterBytes
+	last, seen := uu.Counters.set(key, counterBytes)
 	switch {
 	case !seen:
 		if u.rebuild {
@@ -215,8 +214,7 @@ func (u *Usage) Rebuilt() int { return u.rebuilt }
 // later counter under the same key starts with a new baseline.
 func (u *Usage) Forget(user, key string) {
 	if uu := u.users[user]; uu != nil {
-		if _, ok := uu.Counters[key]; ok {
-			delete(uu.Counters, key)
+		if uu.Counters.remove(key) {
 			u.touch(time.Time{})
 		}
 	}
@@ -302,7 +300,7 @@ func (u *Usage) ResetFleet(user string, at, now time.Time) (was uint64, applied 
 	if uu == nil { // nothing counted yet: remember the reset all the same
 		p := u.period(user)
 		start, _ := PeriodBounds(p, now, u.loc)
-		uu = &userUsage{Period: p, Start: start, Counters: map[string]uint64{}}
+		uu = &userUsage{Period: p, Start: start}
 		u.users[user] = uu
 	}
 	if !uu.FleetReset.Before(at) {
@@ -379,9 +377,6 @@ func (u *Usage) UnmarshalJSON(b []byte) error {
 		if y := uu.Start.Year(); y < 1 || y > 9998 { // the period's end must be a JSON time too
 			return fmt.Errorf("usage: user %q: period start %s out of range", name, uu.Start.Format(time.RFC3339))
 		}
-		if uu.Counters == nil {
-			uu.Counters = map[string]uint64{}
-		}
 		users[name] = uu
 	}
 	if u.loc == nil {
@@ -391,5 +386,62 @@ func (u *Usage) UnmarshalJSON(b []byte) error {
 		u.periods = map[string]config.Period{}
 	}
 	u.users = users
+	return nil
+}
+
+// counterList is a user's counter baselines: a user has a few counters
+// (one class per interface and direction), so a list searched in order
+// holds them in a fraction of a map's memory. Its JSON is an object of
+// key: bytes, as a map's is.
+type counterList []counterEntry
+
+type counterEntry struct {
+	key   string
+	bytes uint64
+}
+
+// set stores bytes under key and returns the previous value, if any.
+func (l *counterList) set(key string, bytes uint64) (last uint64, seen bool) {
+	for i := range *l {
+		if e := &(*l)[i]; e.key == key {
+			last, e.bytes = e.bytes, bytes
+			return last, true
+		}
+	}
+	*l = append(*l, counterEntry{key, bytes})
+	return 0, false
+}
+
+// remove drops key; it reports whether it was there.
+func (l *counterList) remove(key string) bool {
+	for i := range *l {
+		if (*l)[i].key == key {
+			*l = slices.Delete(*l, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
+// MarshalJSON writes {"key":bytes,...} in key order, as encoding/json
+// writes a map.
+func (l counterList) MarshalJSON() ([]byte, error) {
+	m := make(map[string]uint64, len(l))
+	for _, e := range l {
+		m[e.key] = e.bytes
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (null: none).
+func (l *counterList) UnmarshalJSON(b []byte) error {
+	var m map[string]uint64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*l = nil
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		*l = append(*l, counterEntry{k, m[k]})
+	}
 	return nil
 }

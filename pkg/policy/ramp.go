@@ -83,15 +83,21 @@ type Applied struct {
 
 // classState is the Ramper's memory of one class.
 type classState struct {
-	tbfLink    bool
-	target     Rates
-	cfgBurst   tbf.Size // configured burst of the target (0: default)
-	cfgCBurst  tbf.Size
-	applied    Applied
-	ramp       *RampState
+	tbfLink, seen bool // (together: 80 bytes, one size class below 96)
+	target        Rates
+	cfgBurst      tbf.Size // configured burst of the target (0: default)
+	cfgCBurst     tbf.Size
+	applied       Applied
+	ramp          *ramping // nil: none in progress
+}
+
+// ramping is a ramp in progress with what a TBF link's steps spend (kept
+// with the ramp, so that a class without one, nearly every class, holds
+// only a nil pointer).
+type ramping struct {
+	RampState
 	budget     TBFBudget // TBF links: what the current ramp may still grant
 	lastChange time.Time // TBF links: the ramp's start or its last change
-	seen       bool
 }
 
 // Ramper moves the kernel's rates smoothly to what Evaluate asks for. It is
@@ -179,7 +185,7 @@ func direction(in model.InterfaceSpec) model.Direction {
 // Ramp returns the ramp in progress for k, if any (for status).
 func (r *Ramper) Ramp(k RampKey) (RampState, bool) {
 	if st, ok := r.classes[k]; ok && st.ramp != nil {
-		return *st.ramp, true
+		return st.ramp.RampState, true
 	}
 	return RampState{}, false
 }
@@ -188,7 +194,7 @@ func (r *Ramper) Ramp(k RampKey) (RampState, bool) {
 func (r *Ramper) Ramps() map[RampKey]RampState {
 	out := map[RampKey]RampState{}
 	for k, st := range r.active {
-		out[k] = *st.ramp
+		out[k] = st.ramp.RampState
 	}
 	return out
 }
@@ -299,7 +305,7 @@ func (r *Ramper) advance(k RampKey, tbfLink bool, want Rates, cfgBurst, cfgCBurs
 		from := st.applied.Rates
 		var spent tbf.Size
 		if st.ramp != nil {
-			from, spent = st.ramp.At(now), st.budget.Spent
+			from, spent = st.ramp.At(now), st.ramp.budget.Spent
 		}
 		st.target, st.cfgBurst, st.cfgCBurst, st.ramp = want, cfgBurst, cfgCBurst, nil
 		d := r.policy.Ramp
@@ -307,9 +313,9 @@ func (r *Ramper) advance(k RampKey, tbfLink bool, want Rates, cfgBurst, cfgCBurs
 			d = *ramp
 		}
 		if d > 0 && from != want {
-			st.ramp = &RampState{From: from, To: want, Start: now, End: now.Add(d)}
-			st.budget = TBFBudget{Total: max(StepBurst(want.Rate, cfgBurst, want.Rate), model.MaxFrame), Spent: spent}
-			st.lastChange = now
+			st.ramp = &ramping{RampState: RampState{From: from, To: want, Start: now, End: now.Add(d)},
+				budget:     TBFBudget{Total: max(StepBurst(want.Rate, cfgBurst, want.Rate), model.MaxFrame), Spent: spent},
+				lastChange: now}
 		}
 	}
 	final := st.ramp == nil || !now.Before(st.ramp.End)
@@ -334,16 +340,16 @@ func (r *Ramper) advance(k RampKey, tbfLink bool, want Rates, cfgBurst, cfgCBurs
 			if cur.Rate < st.applied.Rate {
 				a.Burst = SmoothCap(a.Burst, cur.Rate, r.policy.SmoothWindow)
 			}
-			left := r.stepsLeft(st.ramp, now)
-			if !st.budget.Due(left, now.Sub(st.lastChange), r.interval()) {
+			left := r.stepsLeft(&st.ramp.RampState, now)
+			if !st.ramp.budget.Due(left, now.Sub(st.ramp.lastChange), r.interval()) {
 				return st.applied // not paid for now: hold the rate
 			}
-			g, ok := st.budget.Take(a.Burst, left)
+			g, ok := st.ramp.budget.Take(a.Burst, left)
 			if !ok {
 				return st.applied
 			}
 			a.Burst = g
-			st.lastChange = now
+			st.ramp.lastChange = now
 		}
 		a.CBurst = a.Burst
 	case withBursts:

@@ -67,16 +67,22 @@ func Plan(plan *config.Plan) []config.Error {
 			continue
 		}
 		laid[layout{in.Match, kind}] = true
-		var filters []model.Filter
-		var keys []string
+		n := 0
+		for i := range plan.Users {
+			n += len(plan.Users[i].Prefixes)
+		}
+		filters := make([]model.Filter, 0, n)
+		type at struct{ user, addr int } // the key path, formatted for an error only
+		keys := make([]at, 0, n)
 		for i := range plan.Users {
 			for j, p := range plan.Users[i].Prefixes {
 				filters = append(filters, model.Filter{Prefix: p, Match: model.MatchField(in.Match)})
-				keys = append(keys, config.Path("user", i, "addresses", j))
+				keys = append(keys, at{i, j})
 			}
 		}
 		for _, p := range filtercheck.Filters(kind, filters) {
-			e := plan.Errorf(keys[p.Index], "%v", p.Err)
+			k := keys[p.Index]
+			e := plan.Errorf(config.Path("user", k.user, "addresses", k.addr), "%v", p.Err)
 			if k := e.Key + "\x00" + e.Msg; !seen[k] {
 				seen[k] = true
 				errs = append(errs, e)

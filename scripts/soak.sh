@@ -46,5 +46,5 @@ echo "soak: --duration $duration --seed $seed --users $users$([ "$fleet" = 1 ] &
 set +e
 SHAPERD_SOAK="$duration" SHAPERD_SOAK_SEED="$seed" SHAPERD_SOAK_USERS="$users" \
 	SHAPERD_SOAK_FLEET="$fleet" SHAPERD_SOAK_JSON="$json" SHAPERD_REQUIRE_NETNS=1 \
-	go test -count=1 -v -run '^TestSoak$' -timeout "$((secs + 900))s" ./cmd/shaperd 2>&1 | grep -v '^=== RUN'
+	go test -count=1 -v -run '^TestSoak$' -timeout "$((secs + 900))s" ./cmd/shaperd 2>&1 | grep --line-buffered -v '^=== RUN'
 exit "${PIPESTATUS[0]}"

@@ -240,7 +240,9 @@ type soak struct {
 }
 
 type soakDump struct {
-	at    time.Time
+	// at and done are when the dump began and ended: the counters were
+	// read in between.
+	at, done time.Time
 	bytes map[model.Handle]uint64
 	ceil  map[model.Handle]tbf.Rate
 	cbuf  map[model.Handle]tbf.Size
@@ -1082,7 +1084,9 @@ func (s *soak) checkKernel(st *control.Status, now time.Time, mism map[string]st
 			mism["interface ok:"+is.Device] = fmt.Sprintf("%s is %s: %s", is.Device, is.State, is.Error)
 			continue
 		}
+		dumpAt := time.Now()
 		tr, err := s.u.k.Dump(is.Device)
+		dumpDone := time.Now()
 		if err != nil {
 			mism["kernel equals plan:dump "+is.Device] = err.Error()
 			continue
@@ -1143,15 +1147,17 @@ func (s *soak) checkKernel(st *control.Status, now time.Time, mism map[string]st
 				mism["kernel equals plan:"+is.Device+" stray "+p] = fmt.Sprintf("%s: a filter for %s, which no user has", is.Device, p)
 			}
 		}
-		s.checkCaps(is.Device, tr, now)
+		s.checkCaps(is.Device, tr, dumpAt, dumpDone)
 	}
 }
 
 // checkCaps compares each class's bytes since the last dump with its ceil:
 // measured <= ceil x 1.03 + cburst, for classes whose ceil has not changed
-// for 2 s before the window.
-func (s *soak) checkCaps(dev string, tr model.Tree, now time.Time) {
-	d := soakDump{at: now, bytes: map[model.Handle]uint64{}, ceil: map[model.Handle]tbf.Rate{}, cbuf: map[model.Handle]tbf.Size{}}
+// for 2 s before the window. A dump reads the counters somewhere between
+// its start and end, so the window is taken as long as it may have been
+// (from the last dump's start to this one's end): a violation is certain.
+func (s *soak) checkCaps(dev string, tr model.Tree, now, done time.Time) {
+	d := soakDump{at: now, done: done, bytes: map[model.Handle]uint64{}, ceil: map[model.Handle]tbf.Rate{}, cbuf: map[model.Handle]tbf.Size{}}
 	for _, c := range tr.Classes {
 		if c.Stats == nil {
 			continue
@@ -1168,8 +1174,8 @@ func (s *soak) checkCaps(dev string, tr model.Tree, now time.Time) {
 	if !ok {
 		return
 	}
-	dt := now.Sub(prev.at).Seconds()
-	if dt < 0.5 || dt > 3 {
+	dt := done.Sub(prev.at).Seconds()
+	if dt < 0.5 || dt > 4 {
 		return
 	}
 	s.checks["caps"]++

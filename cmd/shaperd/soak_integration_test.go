@@ -89,6 +89,9 @@ const (
 	// soakCapSlack is the tolerance of the caps: measured <= ceil x 1.03
 	// (plus one cburst per window: HTB lets a full bucket through).
 	soakCapSlack = 1.03
+	// soakMaxFlow: no user's ceil is above 40mbit (gold; overrides are
+	// lower), so a transfer faster than this was not shaped.
+	soakMaxFlow = 44e6
 )
 
 // soakConfig: three interfaces (downloads and uploads on r-lan, and r-x0,
@@ -233,6 +236,8 @@ type soak struct {
 	flowsDone  sync.WaitGroup
 	aborted    string
 	statusFail int
+	flowMu    sync.Mutex
+	fastFlows []string
 	// settled counts differences seen that went within the settle bound.
 	settled int
 	// soakConfigFmt is shaperd.toml's format (soakConfig, with [fleet]).
@@ -243,9 +248,9 @@ type soakDump struct {
 	// at and done are when the dump began and ended: the counters were
 	// read in between.
 	at, done time.Time
-	bytes map[model.Handle]uint64
-	ceil  map[model.Handle]tbf.Rate
-	cbuf  map[model.Handle]tbf.Size
+	bytes    map[model.Handle]uint64
+	ceil     map[model.Handle]tbf.Rate
+	cbuf     map[model.Handle]tbf.Size
 }
 
 type soakSample struct {
@@ -293,6 +298,9 @@ func newSoak(t *testing.T, dur time.Duration, seed int64, users int, fleetOn boo
 	s.stateDir = filepath.Join(s.u.dir, "state")
 	s.client = control.NewClient(s.u.sock)
 	t.Cleanup(s.client.Close)
+	if s.fleet != nil {
+		s.fleet.afterStart()
+	}
 	return s
 }
 
@@ -330,7 +338,18 @@ func (s *soak) usersTOML(lab *netnslab.RouterLab) string {
 	return b.String()
 }
 
+// writePlan writes shaperd.toml and users.toml, and with a fleet pushes
+// them as the fleet's plan (when etcd is up).
 func (s *soak) writePlan() {
+	s.writePlanOnly()
+	if s.fleet != nil && !s.fleet.down {
+		if code, out := s.fleet.push(); code != 0 {
+			s.violate("operation refused", "fleet push: "+result(code, out))
+		}
+	}
+}
+
+func (s *soak) writePlanOnly() {
 	s.u.writeConfig(s.config(s.soakConfigFmt), s.usersTOML(s.u.RouterLab))
 }
 
@@ -389,6 +408,10 @@ func (s *soak) run() {
 	}
 	close(s.stopFlows)
 	s.flowsDone.Wait()
+	s.checks["traffic shaped"] = int(s.flowsOK.Load())
+	for _, f := range s.fastFlows {
+		s.violate("traffic shaped", "a transfer above every ceil: "+f)
+	}
 	if s.aborted == "" {
 		if time.Now().Before(s.roUntil) || !s.roUntil.IsZero() {
 			s.endReadOnly()
@@ -398,9 +421,6 @@ func (s *soak) run() {
 		s.sampleDaemon()
 	}
 	s.checkLog()
-	if s.fleet != nil {
-		s.fleet.stop()
-	}
 }
 
 // settle checks every 500 ms after an operation until a check finds
@@ -445,8 +465,8 @@ func (s *soak) operate() {
 		{"state-dir-read-only", 1, s.opReadOnly},
 	}
 	if s.fleet != nil {
-		kinds = append(kinds, opKind{"fleet-etcd-outage", 1, s.fleet.opOutage},
-			opKind{"fleet-override", 3, s.fleet.opOverride})
+		kinds = append(kinds, opKind{"fleet-etcd-outage", 2, s.fleet.opOutage},
+			opKind{"fleet-override", 4, s.fleet.opOverride})
 	}
 	if !s.roUntil.IsZero() && !time.Now().Before(s.roUntil) {
 		kinds = []opKind{{"state-dir-writable", 1, func(op *soakOp) { s.endReadOnly(); op.Result = "ok" }}}
@@ -849,11 +869,20 @@ func (s *soak) opKillFirstApply(op *soakOp) {
 	s.kill9()
 	s.u.Router.Run("tc", "qdisc", "del", "dev", "r-lan", "root")
 	s.u.Start()
-	d := time.Duration(100+s.rng.Intn(1500)) * time.Millisecond
-	time.Sleep(d)
+	// Kill when the apply is under way: after a random number of r-lan's
+	// classes are back (or READY, or 20 s).
+	want := 1 + s.rng.Intn(max(1, s.nUsers/2))
+	start, n := time.Now(), 0
+	for time.Since(start) < 20*time.Second && !s.u.Notify.Has("READY=1") {
+		out, _ := s.u.Router.Run("tc", "class", "show", "dev", "r-lan")
+		if n = strings.Count(out, "\n"); n >= want {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	ready := s.u.Notify.Has("READY=1")
-	out, _ := s.u.Router.Run("tc", "class", "show", "dev", "r-lan")
-	op.Detail = fmt.Sprintf("r-lan's root qdisc deleted, restart, kill -9 after %v (%d classes on r-lan, ready %v)", d, strings.Count(out, "\n"), ready)
+	op.Detail = fmt.Sprintf("r-lan's root qdisc deleted, restart, kill -9 after %v at %d classes on r-lan (aimed at %d; ready %v)",
+		time.Since(start).Round(time.Millisecond), n, want, ready)
 	s.kill9()
 	s.restartWait(op)
 }
@@ -1378,12 +1407,19 @@ func (s *soak) startTraffic() {
 				port++
 				p := port
 				mu.Unlock()
+				t0 := time.Now()
 				bits, err := s.flow(h, up, v6, secs, p)
 				if err != nil {
 					s.flowsFail.Add(1)
-				} else {
-					s.flowsOK.Add(1)
-					s.flowBits.Add(int64(bits))
+					continue
+				}
+				s.flowsOK.Add(1)
+				s.flowBits.Add(int64(bits))
+				if bps := bits / float64(secs); bps > soakMaxFlow {
+					s.flowMu.Lock()
+					s.fastFlows = append(s.fastFlows, fmt.Sprintf("at %v: host %d %s v6 %v: %.1f Mbit/s over %ds",
+						t0.Sub(s.start).Round(time.Millisecond), h, map[bool]string{true: "upload", false: "download"}[up], v6, bps/1e6, secs))
+					s.flowMu.Unlock()
 				}
 			}
 		}()

@@ -236,8 +236,8 @@ type soak struct {
 	flowsDone  sync.WaitGroup
 	aborted    string
 	statusFail int
-	flowMu    sync.Mutex
-	fastFlows []string
+	flowMu     sync.Mutex
+	fastFlows  []string
 	// settled counts differences seen that went within the settle bound.
 	settled int
 	// soakConfigFmt is shaperd.toml's format (soakConfig, with [fleet]).

@@ -135,21 +135,20 @@ func (f *soakFleet) opOutage(op *soakOp) {
 func (f *soakFleet) opOverride(op *soakOp) {
 	s := f.s
 	if len(f.overrides) > 0 && s.rng.Intn(3) == 0 {
-		for _, k := range sortedKeys(f.overrides) {
-			o := f.overrides[k]
-			op.Detail = "clear " + o.target + " --fleet"
-			code, out := f.ctl("clear", o.target, "--fleet", "--config", s.u.cfg)
-			for _, d := range []string{"both", "download", "upload"} {
-				delete(f.overrides, o.target+"|"+d)
-				if code != 0 {
-					f.unknown[o.target+"|"+d] = true
-				} else {
-					delete(f.unknown, o.target+"|"+d)
-				}
+		keys := sortedKeys(f.overrides)
+		o := f.overrides[keys[s.rng.Intn(len(keys))]]
+		op.Detail = "clear " + o.target + " --fleet"
+		code, out := f.ctl("clear", o.target, "--fleet", "--config", s.u.cfg)
+		for _, d := range []string{"both", "download", "upload"} {
+			delete(f.overrides, o.target+"|"+d)
+			if code != 0 {
+				f.unknown[o.target+"|"+d] = true
+			} else {
+				delete(f.unknown, o.target+"|"+d)
 			}
-			s.expectOK(op, code, out)
-			return
 		}
+		s.expectOK(op, code, out)
+		return
 	}
 	target := s.pick("u0", "u1", "u2", "u3", "tier:bronze", "tier:silver")
 	rate := s.pick(soakRates...)

@@ -238,6 +238,8 @@ type soak struct {
 	statusFail int
 	flowMu     sync.Mutex
 	fastFlows  []soakFlow
+	// deck is the kinds of operation not drawn yet in the first round.
+	deck []int
 	// settled counts differences seen that went within the settle bound.
 	settled int
 	// soakConfigFmt is shaperd.toml's format (soakConfig, with [fleet]).
@@ -483,18 +485,31 @@ func (s *soak) operate() {
 	if !s.roUntil.IsZero() && !time.Now().Before(s.roUntil) {
 		kinds = []opKind{{"state-dir-writable", 1, func(op *soakOp) { s.endReadOnly(); op.Result = "ok" }}}
 	}
-	total := 0
-	for _, k := range kinds {
-		total += k.weight
+	// Every kind once first, in an order drawn from the seed (so that a
+	// short run meets every fault), then drawn by weight.
+	if s.deck == nil {
+		s.deck = s.rng.Perm(len(kinds))
 	}
-	r := s.rng.Intn(total)
-	k := kinds[0]
-	for _, kk := range kinds {
-		if r < kk.weight {
-			k = kk
-			break
+	var k opKind
+	if len(kinds) > 1 && len(s.deck) > 0 {
+		k, s.deck = kinds[s.deck[0]], s.deck[1:]
+		if len(s.deck) == 0 {
+			s.deck = []int{}
 		}
-		r -= kk.weight
+	} else {
+		total := 0
+		for _, k := range kinds {
+			total += k.weight
+		}
+		r := s.rng.Intn(total)
+		k = kinds[0]
+		for _, kk := range kinds {
+			if r < kk.weight {
+				k = kk
+				break
+			}
+			r -= kk.weight
+		}
 	}
 	op := soakOp{N: len(s.ops) + 1, Kind: k.name, start: time.Now(), At: s.since()}
 	op.AtS = op.At.String()

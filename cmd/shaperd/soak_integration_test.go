@@ -236,6 +236,7 @@ type soak struct {
 	flowsDone  sync.WaitGroup
 	aborted    string
 	statusFail int
+	stopOnce   sync.Once
 	flowMu     sync.Mutex
 	fastFlows  []soakFlow
 	// deck is the kinds of operation not drawn yet in the first round.
@@ -307,6 +308,9 @@ func newSoak(t *testing.T, dur time.Duration, seed int64, users int, fleetOn boo
 	s.stateDir = filepath.Join(s.u.dir, "state")
 	s.client = control.NewClient(s.u.sock)
 	t.Cleanup(s.client.Close)
+	// Also when the test fails half-way: the transfers end before the
+	// lab's namespaces go.
+	t.Cleanup(s.endTraffic)
 	if s.fleet != nil {
 		s.fleet.afterStart()
 	}
@@ -415,8 +419,7 @@ func (s *soak) run() {
 		}
 		time.Sleep(time.Second - min(time.Since(tick), time.Second))
 	}
-	close(s.stopFlows)
-	s.flowsDone.Wait()
+	s.endTraffic()
 	s.checks["traffic shaped"] = int(s.flowsOK.Load())
 	for _, f := range s.fastFlows {
 		if op := s.unshapedBy(f); op != nil {
@@ -1427,6 +1430,12 @@ func (s *soak) unshapedBy(f soakFlow) *soakOp {
 		}
 	}
 	return nil
+}
+
+// endTraffic stops the transfers and waits for them (once).
+func (s *soak) endTraffic() {
+	s.stopOnce.Do(func() { close(s.stopFlows) })
+	s.flowsDone.Wait()
 }
 
 // startTraffic runs up to three iperf3 transfers at a time, downloads and

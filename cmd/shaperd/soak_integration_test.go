@@ -836,7 +836,21 @@ func (s *soak) opReloadInvalid(op *soakOp) {
 		os.WriteFile(usersPath, append(append([]byte(nil), goodUsers...), "[[user]]\nname = \"nowhere\"\ntier = \"platinum\"\n"...), 0o644)
 		want, op.Detail = "platinum", "a user of an unknown tier"
 	}
-	out, err := s.u.Reload()
+	var out string
+	var err error
+	if s.fleet != nil {
+		// A fleet router takes its tiers and users from the fleet (its
+		// own are used only until the first shared plan): the invalid
+		// plan is pushed, and refused with nothing written.
+		op.Detail += ", pushed to the fleet"
+		code, pout := s.fleet.push()
+		out = pout
+		if code != 0 {
+			err = fmt.Errorf("exit %d", code)
+		}
+	} else {
+		out, err = s.u.Reload()
+	}
 	os.WriteFile(s.u.cfg, good, 0o644)
 	os.WriteFile(usersPath, goodUsers, 0o644)
 	op.Result = result(1, out)

@@ -102,6 +102,8 @@ type unitEdit struct {
 	noWait bool
 	// lanQueues, when above 1, gives the lab's r-lan that many queues.
 	lanQueues int
+	// prefix names the lab's namespaces (netnslab.RouterLabOptions.Prefix).
+	prefix string
 }
 
 // newUnitLabBefore is newUnitLab that calls before (when not nil) with the
@@ -113,6 +115,9 @@ func newUnitLabBefore(t *testing.T, users int, config string, usersTOML func(*ne
 	o := netnslab.RouterLabOptions{Users: users}
 	for _, e := range edits {
 		o.LANQueues = max(o.LANQueues, e.lanQueues)
+		if e.prefix != "" {
+			o.Prefix = e.prefix
+		}
 	}
 	lab := netnslab.NewRouterLab(t, o)
 	if before != nil {

@@ -48,6 +48,8 @@ type Server struct {
 	cmd      *exec.Cmd
 	log      *os.File
 	t        testing.TB
+	// ns is the namespace etcd runs in (StartIn); nil: the test's own.
+	ns *netnslab.NS
 	// TLS is set by StartTLS: the PEM files of the lab's CA and of a
 	// client certificate it signed; etcd then requires client
 	// certificates.
@@ -66,6 +68,21 @@ func Start(t testing.TB) *Server {
 func StartTLS(t testing.TB) *Server {
 	t.Helper()
 	return start(t, true)
+}
+
+// StartIn is Start with etcd inside the network namespace ns (`ip netns
+// exec`), on that namespace's loopback (127.0.0.1:2379, the peer port
+// 2380: a namespace of the test's own has them free), so that a daemon
+// started in ns reaches it as a router reaches its etcd. Endpoint is then
+// a URL for clients in ns.
+func StartIn(t testing.TB, ns *netnslab.NS) *Server {
+	t.Helper()
+	bin := Require(t)
+	s := &Server{bin: bin, dir: t.TempDir(), t: t, ns: ns, client: "127.0.0.1:2379", peer: "127.0.0.1:2380"}
+	s.Endpoint = "http://" + s.client
+	t.Cleanup(func() { s.Stop() })
+	s.Restart()
+	return s
 }
 
 func start(t testing.TB, withTLS bool) *Server {
@@ -115,6 +132,9 @@ func (s *Server) Restart() {
 			"--trusted-ca-file", s.TLS.CA, "--client-cert-auth")
 	}
 	cmd := exec.Command(s.bin, args...)
+	if s.ns != nil {
+		cmd = s.ns.Command(append([]string{s.bin}, args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -151,7 +171,9 @@ func (s *Server) healthy() bool {
 	var d net.Dialer
 	var c net.Conn
 	var err error
-	if s.TLS != nil {
+	if s.ns != nil {
+		c, err = s.ns.DialContext(ctx, "tcp", hostport)
+	} else if s.TLS != nil {
 		var tc *tls.Config
 		if tc, err = s.TLS.Config(); err != nil {
 			return false

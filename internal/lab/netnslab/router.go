@@ -28,6 +28,10 @@ type RouterLabOptions struct {
 	// LANQueues, when above 1, gives the router's lan device (and its peer)
 	// that many transmit and receive queues, for per-queue trees under mq.
 	LANQueues int
+	// Prefix, when set, goes before each namespace's role ("sd-PREFIXrouter-..."),
+	// so that a long-running lab (the soak) is told apart from the tests'
+	// labs in `ip netns list` and its names cannot clash with theirs.
+	Prefix string
 }
 
 // RouterLab is a router namespace forwarding between a lan and a wan namespace.
@@ -54,7 +58,7 @@ func NewRouterLab(t testing.TB, o RouterLabOptions) *RouterLab {
 		t.Fatalf("netnslab: at most 200 users, not %d", o.Users)
 	}
 	l := &RouterLab{
-		Router: NewNS(t, "router"), LAN: NewNS(t, "lan"), WAN: NewNS(t, "wan"),
+		Router: NewNS(t, o.Prefix+"router"), LAN: NewNS(t, o.Prefix+"lan"), WAN: NewNS(t, o.Prefix+"wan"),
 		RouterLAN: RouterLANDev, RouterWAN: RouterWANDev,
 		WAN4: netip.MustParseAddr("198.19.0.2"), WAN6: netip.MustParseAddr("2001:db8:2::2"),
 		t: t,

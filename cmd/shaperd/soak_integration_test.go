@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -82,6 +83,9 @@ func TestSoak(t *testing.T) {
 const (
 	soakHosts    = 10
 	soakCfgHosts = 6
+	// soakJournalCompact is the daemon's journal compaction threshold in
+	// records (internal/daemon's journalCompactRecords).
+	soakJournalCompact = 1000
 	// soakSettle is the settle bound: a difference between the kernel and
 	// the plan, an acknowledged change not in force, or an interface not ok
 	// is a violation when it lasts longer than this.
@@ -96,7 +100,8 @@ const (
 
 // soakConfig: three interfaces (downloads and uploads on r-lan, and r-x0,
 // which the soak deletes and recreates), u32 classifiers (the soak changes
-// filters by hand with tc), four tiers; %[2]s is the mass tier's rate,
+// filters by hand with tc), four tiers (silver's users share an aggregate
+// class of 30mbit, whose cap the caps check measures as every class's); %[2]s is the mass tier's rate,
 // which valid reloads edit.
 const soakConfig = `
 [daemon]
@@ -138,6 +143,8 @@ ceil = "10mbit"
 [tiers.silver]
 rate = "20mbit"
 ceil = "20mbit"
+aggregate_rate = "30mbit"
+aggregate_ceil = "30mbit"
 
 [tiers.gold]
 rate = "30mbit"
@@ -473,6 +480,7 @@ func (s *soak) operate() {
 		{"sighup-storm", 1, s.opSighupStorm},
 		{"kill-9", 2, s.opKill},
 		{"kill-9-during-first-apply", 1, s.opKillFirstApply},
+		{"kill-9-during-journal-compaction", 1, s.opKillCompaction},
 		{"restart", 1, s.opRestart},
 		{"iface-delete-recreate", 1, s.opIfaceRecreate},
 		{"ifb-delete", 1, s.opIFBDelete},
@@ -928,6 +936,63 @@ func (s *soak) opKillFirstApply(op *soakOp) {
 	op.Detail = fmt.Sprintf("r-lan's root qdisc deleted, restart, kill -9 after %v at %d classes on r-lan (aimed at %d; ready %v)",
 		time.Since(start).Round(time.Millisecond), n, want, ready)
 	s.kill9()
+	s.restartWait(op)
+}
+
+// opKillCompaction fills the run-time users' journal to the record count
+// at which the reconcile tick folds it into users.json (a run-time user
+// added and removed again, over the control socket, until the journal
+// holds soakJournalCompact records), then kills the daemon as that
+// compaction writes: when the temporary users file appears in state_dir
+// (or after 3 s), and restarts it. The last run-time user added stays. A read-only state dir is made
+// writable first. Every confirmed run-time user must be
+// in force after the restart, by the checks that follow any restart.
+func (s *soak) opKillCompaction(op *soakOp) {
+	op.errorsOK = true
+	ro := ""
+	if s.readOnly() { // the journal cannot grow: writable first
+		s.endReadOnly()
+		ro = "state dir made writable first; "
+	}
+	journal := filepath.Join(s.stateDir, "users.journal")
+	records := func() int {
+		b, _ := os.ReadFile(journal)
+		return bytes.Count(b, []byte{'\n'})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The last add stays: a run-time user confirmed just before the kill,
+	// which the checks after the restart must find in force.
+	name := fmt.Sprintf("jc%d", op.N)
+	addr := fmt.Sprintf("198.18.203.%d/32", op.N%250+1)
+	add := control.UserRequest{Op: control.UserAdd, Name: name, Tier: "bronze", Addresses: []string{addr}}
+	rm := control.UserRequest{Op: control.UserRemove, Name: name}
+	start, before, requests := time.Now(), records(), 0
+	reqs := make([]control.UserRequest, 0, soakJournalCompact+1)
+	for range max(0, soakJournalCompact-before) / 2 {
+		reqs = append(reqs, add, rm)
+	}
+	for _, req := range append(reqs, add) {
+		requests++
+		if _, err := s.client.ChangeUser(ctx, req); err != nil {
+			s.violate("operation refused", fmt.Sprintf("%s: user %s %s (request %d): %v", op.Kind, req.Op, name, requests, err))
+			op.Result = "filling the journal failed"
+			return
+		}
+	}
+	s.rt[name] = &soakRTUser{tier: "bronze", addrs: []string{addr}, leased: map[string]time.Time{}, host: -1}
+	filled := time.Since(start)
+	// The compaction runs on the next reconcile tick (1 s): watch for its
+	// temporary file.
+	seen := false
+	for wait := time.Now(); !seen && time.Since(wait) < 3*time.Second; time.Sleep(time.Millisecond) {
+		tmps, _ := filepath.Glob(filepath.Join(s.stateDir, ".users.json.tmp-*"))
+		seen = len(tmps) > 0
+	}
+	s.kill9()
+	after := records()
+	op.Detail = fmt.Sprintf("%sjournal %d records + %d requests in %v; kill -9 %s; journal then %d records",
+		ro, before, requests, filled.Round(time.Millisecond), map[bool]string{true: "while users.json was being written", false: "(no temporary users file seen in 3 s)"}[seen], after)
 	s.restartWait(op)
 }
 

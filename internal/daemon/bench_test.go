@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -225,4 +226,22 @@ func queuesDaemon(b *testing.B, n int) *Daemon {
 		b.Fatalf("%d queues, want 4", q)
 	}
 	return d
+}
+
+// `shaperctl status` at 10,000 users (both directions: 20,000 user rows),
+// the daemon's side: the policy evaluated afresh for the explanations, the
+// rows assembled and encoded as the control API sends them.
+//
+//	go test -run - -bench Status10k -benchmem ./internal/daemon
+func BenchmarkStatus10kUsers(b *testing.B) {
+	d, _ := bench10k(b, 10000)
+	for b.Loop() {
+		st := d.status()
+		if len(st.Users) != 20000 {
+			b.Fatalf("%d user rows, want 20000", len(st.Users))
+		}
+		if _, err := json.Marshal(st); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -15,7 +15,11 @@ func (d *Daemon) status() *control.Status {
 	// The explanations are evaluated afresh: keeping the last result
 	// between ticks would cost megabytes with 10,000 users.
 	res := policy.Evaluate(d.plan, d.evalOverrides(d.overrides), d.usage, d.clock.Now())
-	out := &control.Status{Generated: d.clock.Now(), Interfaces: []control.InterfaceStatus{}, Users: []control.UserStatus{}}
+	rows := 0
+	for _, ir := range res.Interfaces {
+		rows += len(ir.Users)
+	}
+	out := &control.Status{Generated: d.clock.Now(), Interfaces: []control.InterfaceStatus{}, Users: make([]control.UserStatus, 0, rows)}
 	out.StateProblems = d.stateProblemList()
 	addrs := make(map[string][]string, len(d.plan.Users))
 	for _, u := range d.plan.Users {
@@ -57,8 +61,9 @@ func (d *Daemon) status() *control.Status {
 		if i >= len(res.Interfaces) {
 			continue
 		}
-		inForce := map[string]model.UserTarget{}
-		for _, u := range st.targets().Users {
+		targets := st.targets().Users
+		inForce := make(map[string]model.UserTarget, len(targets))
+		for _, u := range targets {
 			inForce[u.Name] = u
 		}
 		errs := userErrors(st)

@@ -202,12 +202,7 @@ func (f *soakFleet) check(st *control.Status, mism map[string]string) {
 			mism["fleet:refused"] = fmt.Sprintf("refused revision %d: %v", st.Fleet.Refused, st.Fleet.Errors)
 		}
 	}
-	have := map[string]control.OverrideStatus{}
-	for _, o := range st.Overrides {
-		if o.Source == control.SourceFleet {
-			have[o.Target+"|"+o.Direction] = o
-		}
-	}
+	have := overridesFrom(st, control.SourceFleet)
 	for k, o := range f.overrides {
 		if !o.until.IsZero() && now.After(o.until.Add(-2*time.Second)) {
 			continue // a lease: etcd ends it (later when it was down meanwhile)

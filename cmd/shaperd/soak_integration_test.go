@@ -697,14 +697,23 @@ func (s *soak) dropRT(name string) {
 	delete(s.rt, name)
 }
 
-func (s *soak) opUserRemove(op *soakOp) {
+// pickRT draws a run-time user; with none it adds one instead (the
+// operation becomes a user add) and returns false.
+func (s *soak) pickRT(op *soakOp) (string, bool) {
 	names := s.rtNames()
 	if len(names) == 0 {
 		s.opUserAdd(op)
 		op.Detail = "(no run-time user) add " + op.Detail
+		return "", false
+	}
+	return names[s.rng.Intn(len(names))], true
+}
+
+func (s *soak) opUserRemove(op *soakOp) {
+	name, ok := s.pickRT(op)
+	if !ok {
 		return
 	}
-	name := names[s.rng.Intn(len(names))]
 	op.Detail = name
 	code, out := s.ctl("user", "remove", name)
 	if !s.expectOK(op, code, out) {
@@ -716,13 +725,10 @@ func (s *soak) opUserRemove(op *soakOp) {
 }
 
 func (s *soak) opUserAddAddress(op *soakOp) {
-	names := s.rtNames()
-	if len(names) == 0 {
-		s.opUserAdd(op)
-		op.Detail = "(no run-time user) add " + op.Detail
+	name, ok := s.pickRT(op)
+	if !ok {
 		return
 	}
-	name := names[s.rng.Intn(len(names))]
 	s.nextAddr++
 	a := fmt.Sprintf("198.18.201.%d/32", s.nextAddr%250+1)
 	args := []string{"user", "add-address", name, a}
@@ -1331,17 +1337,24 @@ func (s *soak) checkCaps(dev string, tr model.Tree, now, done time.Time) {
 	}
 }
 
+// overridesFrom is st's overrides of source by target and direction
+// ("TARGET|DIRECTION").
+func overridesFrom(st *control.Status, source string) map[string]control.OverrideStatus {
+	have := map[string]control.OverrideStatus{}
+	for _, o := range st.Overrides {
+		if o.Source == source {
+			have[o.Target+"|"+o.Direction] = o
+		}
+	}
+	return have
+}
+
 // checkAcknowledged: every override and run-time user shaperctl confirmed
 // is in force (until cleared, removed or expired), and none that was
 // cleared or removed is back.
 func (s *soak) checkAcknowledged(st *control.Status, now time.Time, mism map[string]string) {
 	s.checks["acknowledged in force"]++
-	have := map[string]control.OverrideStatus{}
-	for _, o := range st.Overrides {
-		if o.Source == control.SourceLocal {
-			have[o.Target+"|"+o.Direction] = o
-		}
-	}
+	have := overridesFrom(st, control.SourceLocal)
 	for k, o := range s.overrides {
 		if !o.until.IsZero() && now.After(o.until.Add(-2*time.Second)) {
 			if now.After(o.until.Add(soakSettle)) {

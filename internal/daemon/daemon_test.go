@@ -267,6 +267,45 @@ func TestOverrideExpires(t *testing.T) {
 	}
 }
 
+// An override that ends while a targeted change (one user's set-rate,
+// which evaluates that user alone) comes in before the next policy tick
+// still ends at that tick: the change must not push the next evaluation
+// past the ending. (The soak found an interface override in force 8 s
+// after its --for ended, until the next override's end.)
+func TestOverrideExpiresAfterAUserChange(t *testing.T) {
+	k := newFakeKernel("lan0")
+	clk := newFakeClock()
+	d, _ := newTestDaemon(t, k, clk, "")
+	if err := d.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rate := 2 * tbf.Mbit
+	if _, err := d.setRate(control.SetRateRequest{Target: "tier:gold", Rate: rate, Ceil: &rate,
+		Ramp: control.DurationPtr(0), For: control.DurationPtr(10e9)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := userClass(t, d, k, "lan0/egress", "lan0", "alice"); c.Rate != rate {
+		t.Fatalf("tier override not applied: %v", c.Rate)
+	}
+	clk.now = clk.now.Add(10*time.Second + 200*time.Millisecond)
+	if _, err := d.setRate(control.SetRateRequest{Target: "bob", Rate: 3 * tbf.Mbit,
+		Ramp: control.DurationPtr(0), For: control.DurationPtr(60e9)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d.work.userSteps == 0 {
+		t.Fatal("bob's set-rate took a full evaluation: the case is not tested")
+	}
+	if err := d.policyTick(clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if c := userClass(t, d, k, "lan0/egress", "lan0", "alice"); c.Rate != 50*tbf.Mbit {
+		t.Errorf("after the tier override ended and a policy tick, alice has %v, want 50mbit", c.Rate)
+	}
+	if c := userClass(t, d, k, "lan0/egress", "lan0", "bob"); c.Rate != 3*tbf.Mbit {
+		t.Errorf("bob has %v, want his 3mbit override", c.Rate)
+	}
+}
+
 func TestOnceFailsWithKernelRefusalAndMissingInterface(t *testing.T) {
 	k := newFakeKernel()
 	d, _ := newTestDaemon(t, k, newFakeClock(), "")

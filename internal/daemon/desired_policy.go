@@ -53,7 +53,7 @@ func (d *Daemon) overrideChanged(t policy.Target, now time.Time) error {
 		// evaluation, the same as for one user.
 		d.work.userSteps++
 		ev := d.evalOverrides(d.overrides)
-		d.nextPolicy = policy.NextChange(d.plan, &ev, now)
+		d.foresee(policy.NextChange(d.plan, &ev, now))
 		err := d.patchNodeSteps(d.ramper.StepNode(d.lastRes, t.Name, now), "set-rate")
 		d.publish()
 		return err
@@ -63,10 +63,22 @@ func (d *Daemon) overrideChanged(t policy.Target, now time.Time) error {
 	}
 	d.work.userSteps++
 	ev := d.evalOverrides(d.overrides)
-	d.nextPolicy = policy.NextChange(d.plan, &ev, now)
+	d.foresee(policy.NextChange(d.plan, &ev, now))
 	err := d.patchStepped(d.ramper.StepUser(d.lastRes, t.Name, now), "set-rate")
 	d.publish()
 	return err
+}
+
+// foresee moves the next full evaluation to next when that is earlier. A
+// targeted change (one user's or one node's) evaluates its target alone,
+// so what the last full evaluation foresaw must still come at its time:
+// an override that ended just before the change, and is still waiting for
+// that evaluation to end it, is one that policy.NextChange (which looks
+// after now) no longer sees.
+func (d *Daemon) foresee(next time.Time) {
+	if next.Before(d.nextPolicy) {
+		d.nextPolicy = next
+	}
 }
 
 // policyTick is one tick of the policy ticker. It evaluates the policy

@@ -60,7 +60,7 @@ func (d *Daemon) patchRuntime(old *config.Plan, now time.Time) (bool, error) {
 			errs = append(errs, err)
 		}
 	}
-	d.nextPolicy = policy.NextChange(d.plan, &ev, now)
+	d.foresee(policy.NextChange(d.plan, &ev, now))
 	d.work.userSteps++
 	return true, errors.Join(errs...)
 }
@@ -81,7 +81,7 @@ func (d *Daemon) patchRuntimeUser(name string, old, new *config.User, now time.T
 	if !ok {
 		return false, nil
 	}
-	d.nextPolicy = policy.NextChange(d.plan, &ev, now)
+	d.foresee(policy.NextChange(d.plan, &ev, now))
 	d.work.userSteps++
 	return true, err
 }

@@ -965,8 +965,6 @@ func (s *soak) opKillCompaction(op *soakOp) {
 		b, _ := os.ReadFile(journal)
 		return bytes.Count(b, []byte{'\n'})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	// The last add stays: a run-time user confirmed just before the kill,
 	// which the checks after the restart must find in force.
 	name := fmt.Sprintf("jc%d", op.N)
@@ -980,9 +978,15 @@ func (s *soak) opKillCompaction(op *soakOp) {
 	}
 	for _, req := range append(reqs, add) {
 		requests++
-		if _, err := s.client.ChangeUser(ctx, req); err != nil {
-			s.violate("operation refused", fmt.Sprintf("%s: user %s %s (request %d): %v", op.Kind, req.Op, name, requests, err))
+		// Each request as shaperctl would make it: its own deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := s.client.ChangeUser(ctx, req)
+		cancel()
+		if err != nil {
+			s.violate("operation refused", fmt.Sprintf("%s: user %s %s (request %d, %v into the fill): %v",
+				op.Kind, req.Op, name, requests, time.Since(start).Round(time.Millisecond), err))
 			op.Result = "filling the journal failed"
+			s.rtUnknown[name] = true // whether the last request took is unknown
 			return
 		}
 	}

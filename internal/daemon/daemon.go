@@ -119,11 +119,15 @@ type Daemon struct {
 	// events are the kernel's link and traffic-control events (loop_events.go).
 	events eventState
 
-	// reqs are the control requests for the loop (call); stopped is
-	// closed when the loop is gone; looping: the loop runs.
-	reqs    chan func()
-	stopped chan struct{}
-	looping atomic.Bool
+	// reqs are the control requests for the loop (call); reads are the
+	// ones that only read (status, top: callRead), which a long apply also
+	// serves between its runs (applyProgress), when applying is set;
+	// stopped is closed when the loop is gone; looping: the loop runs.
+	reqs     chan func()
+	reads    chan func()
+	applying bool
+	stopped  chan struct{}
+	looping  atomic.Bool
 
 	// Read by the metrics collectors on other goroutines (metrics*.go):
 	// counters and copies the loop publishes.
@@ -240,6 +244,7 @@ func New(opts Options) (*Daemon, error) {
 		clock:   opts.Clock,
 		notify:  opts.Notifier,
 		reqs:    make(chan func()),
+		reads:   make(chan func()),
 		stopped: make(chan struct{}),
 	}
 	if d.log == nil {

@@ -64,6 +64,8 @@ func (d *Daemon) loop(ctx context.Context, links <-chan kernel.LinkEvent, tc <-c
 			d.afterReconcile(d.settled())
 		case fn := <-d.reqs:
 			fn()
+		case fn := <-d.reads:
+			fn()
 		}
 		// Ramps step every rampEvery while any is in progress; a reload may
 		// change both intervals.

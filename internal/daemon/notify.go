@@ -73,10 +73,20 @@ const startExtend = 30 * time.Second
 // the goroutine that applies). Before the daemon is ready, a long first
 // apply (tens of thousands of classes) asks systemd for more start-up time
 // every startExtend/2; it always keeps the watchdog fed. A kernel that
-// stops answering makes no progress, so neither is sent then.
+// stops answering makes no progress, so neither is sent then. Once ready,
+// a status or top waiting for the loop is answered here (callRead), with
+// d.applying set: the kernel's socket is the apply's until it ends, so
+// the answer has the counters last read.
 func (d *Daemon) applyProgress() {
 	d.pingWatchdog(false)
 	if d.ready {
+		select {
+		case fn := <-d.reads:
+			d.applying = true
+			fn()
+			d.applying = false
+		default:
+		}
 		return
 	}
 	now := d.clock.Now()

@@ -2,8 +2,12 @@ package daemon
 
 import (
 	"fmt"
+	"io"
 	"testing"
 	"time"
+
+	"github.com/shaperd/shaperd/internal/control"
+	"github.com/shaperd/shaperd/pkg/model"
 )
 
 // A long first apply asks for more start-up time every startExtend/2 and
@@ -34,5 +38,60 @@ func TestApplyProgressExtendsStartTimeout(t *testing.T) {
 	d.applyProgress()
 	if got := n.count(extend); got != before {
 		t.Errorf("ready daemon extended its start timeout: %q", n.states)
+	}
+}
+
+// A status asked while a long apply runs (a whole tree rebuilt) is
+// answered between two of its runs of writes, without waiting for the
+// apply's end and without using the kernel the apply holds.
+func TestStatusAnsweredDuringALongApply(t *testing.T) {
+	k := newFakeKernel("lan0")
+	clk := newFakeClock()
+	d, c := runDaemon(t, k, clk, io.Discard, &recNotifier{})
+	syncLoop(t, c)
+	k.mutate("lan0", func(tr *model.Tree) { tr.Classes = tr.Classes[:len(tr.Classes)-1] })
+
+	answered := make(chan *control.Status, 1)
+	var runs int
+	var during bool
+	k.onApply = func() { // the apply: runs of writes until status is answered
+		k.onApply = nil
+		go func() {
+			st, err := c.Status(t.Context())
+			if err != nil {
+				t.Errorf("status during the apply: %v", err)
+			}
+			answered <- st
+		}()
+		dumps := k.dumpCount()
+		for runs = 1; runs <= 300; runs++ {
+			d.applyProgress()
+			if len(answered) > 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		during = len(answered) > 0
+		if k.dumpCount() != dumps {
+			t.Errorf("status read counters (%d dumps) while the apply held the kernel", k.dumpCount()-dumps)
+		}
+	}
+	w := k.writeCount()
+	clk.Advance(t, 5*time.Minute) // the full reconcile repairs the drift
+	syncLoop(t, c)
+	if k.writeCount() == w {
+		t.Fatal("the full reconcile did not repair the drift")
+	}
+	if !during {
+		t.Fatalf("status was not answered during %d runs of the apply", runs)
+	}
+	select {
+	case st := <-answered:
+		if st == nil || len(st.Users) == 0 {
+			t.Fatalf("status during the apply has no users: %+v", st)
+		}
+		t.Logf("answered after %d runs of the apply", runs)
+	default:
+		t.Fatal("status was not answered")
 	}
 }

@@ -17,9 +17,22 @@ import (
 // Before Run's loop starts the call waits; after it stopped the call fails
 // with control.ErrUnavailable.
 func (d *Daemon) call(ctx context.Context, fn func()) error {
+	return d.send(ctx, d.reqs, fn)
+}
+
+// callRead is call for a request that only reads the daemon's state
+// (status, top): besides the loop, a long apply serves it between two
+// runs of writes (applyProgress), so that status does not wait behind the
+// rebuild of a whole tree. fn must not use the kernel while d.applying.
+func (d *Daemon) callRead(ctx context.Context, fn func()) error {
+	return d.send(ctx, d.reads, fn)
+}
+
+// send hands fn to the loop on ch and waits for it to have run.
+func (d *Daemon) send(ctx context.Context, ch chan<- func(), fn func()) error {
 	done := make(chan struct{})
 	select {
-	case d.reqs <- func() { fn(); close(done) }:
+	case ch <- func() { fn(); close(done) }:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-d.stopped:
@@ -35,11 +48,14 @@ func (d *Daemon) call(ctx context.Context, fn func()) error {
 
 // Status implements control.Service: the plan, every user's effective
 // shaping and the counters, read first when they are reconcile_interval
-// old.
+// old. During a long apply it is answered between two runs of writes,
+// with the counters last read.
 func (d *Daemon) Status(ctx context.Context) (*control.Status, error) {
 	var st *control.Status
-	if err := d.call(ctx, func() {
-		d.refreshCounters(d.clock.Now(), d.plan.Daemon.ReconcileInterval)
+	if err := d.callRead(ctx, func() {
+		if !d.applying {
+			d.refreshCounters(d.clock.Now(), d.plan.Daemon.ReconcileInterval)
+		}
 		st = d.status()
 	}); err != nil {
 		return nil, err

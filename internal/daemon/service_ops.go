@@ -129,10 +129,14 @@ const MinCounterAge = 200 * time.Millisecond
 // shaped interface is dumped (its classes with their counters; pkg/kernel
 // has no request for class counters alone), unless it was read less than
 // MinCounterAge ago; throughput is over the time since the previous read.
+// During a long apply it is answered between two runs of writes, with the
+// counters last read (as Status).
 func (d *Daemon) Top(ctx context.Context) (*control.Status, error) {
 	var st *control.Status
-	if err := d.call(ctx, func() {
-		d.refreshCounters(d.clock.Now(), MinCounterAge)
+	if err := d.callRead(ctx, func() {
+		if !d.applying {
+			d.refreshCounters(d.clock.Now(), MinCounterAge)
+		}
 		st = d.status()
 	}); err != nil {
 		return nil, err

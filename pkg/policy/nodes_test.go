@@ -86,7 +86,7 @@ func TestEvaluateNodes(t *testing.T) {
 			if u.Node != "ap-1" || u.Ceil != mbit(500) {
 				t.Errorf("%s: node %q ceil %v", u.Name, u.Node, u.Ceil)
 			}
-			// 2 x 100mbit under ap-1's 150mbit: scaled by 1.5 (in 1/1024 steps).
+			// 2 x 100mbit under ap-1's 150mbit: scaled by 1.5 (in 1/256 steps).
 			if u.Rate < mbit(74) || u.Rate > mbit(75) || !down.Users[j].Oversubscribed {
 				t.Errorf("%s's guarantee under ap-1: %v (%s)", u.Name, u.Rate, down.Users[j].Reason)
 			}

@@ -25,21 +25,24 @@ type Oversubscription struct {
 	Guaranteed, Capacity tbf.Rate
 	// Num / 2^Shift is the scale: every child's rate becomes
 	// floor(rate*Num / 2^Shift), Num = floor(Capacity * 2^Shift /
-	// Guaranteed) with Shift the smallest (at least 10) that makes Num at
-	// least ScaleMin. So the scale keeps 10 significant bits however
-	// oversubscribed the parent is (x1.5 gives 682/2^10, x2000 gives
-	// 524/2^20): rates stay proportional, and a tier twice another's stays
+	// Guaranteed) with Shift the smallest (at least 7) that makes Num at
+	// least ScaleMin. So the scale keeps 8 significant bits however
+	// oversubscribed the parent is (x1.5 gives 170/2^8, x2000 gives
+	// 131/2^18): rates stay proportional, and a tier twice another's stays
 	// twice as fast. The quantized scale stays the same through most
-	// single-user changes, so those change one class instead of every
-	// class under the parent.
+	// single-user changes (a user added or removed, a user's rate
+	// changed), so those change one class instead of every class under
+	// the parent: with 2,000 users of one rate, one in 10 to 20 moves it.
 	Num   uint64
 	Shift uint
 }
 
 // ScaleMin is the least Oversubscription.Num: guarantees are scaled in
-// steps of at most 1/512 of the scale (at most 0.2 % of a parent's rate
-// unused).
-const ScaleMin = 512
+// steps of at most 1/128 of the scale (at most 0.8 % of a parent's rate
+// left unguaranteed; ceilings are not scaled, so borrowing uses it).
+// Finer steps would move the scale, and rewrite every class under the
+// parent, on a larger share of single-user changes.
+const ScaleMin = 128
 
 // newOversubscription is the oversubscription of sum over capacity
 // (sum > capacity), under tier ("" for the root).
@@ -47,7 +50,7 @@ func newOversubscription(tier string, sum, capacity uint64) Oversubscription {
 	o := Oversubscription{Tier: tier, Guaranteed: tbf.Rate(sum), Capacity: tbf.Rate(capacity)}
 	// capacity < sum, so capacity*2^Shift/sum < 2^Shift fits in 64 bits
 	// for every Shift < 64; Num doubles (or so) with each step.
-	for o.Shift = 10; o.Shift < 63; o.Shift++ {
+	for o.Shift = 7; o.Shift < 63; o.Shift++ {
 		hi, lo := bits.Mul64(capacity, 1<<o.Shift)
 		o.Num, _ = bits.Div64(hi, lo, sum) // hi < sum since capacity < sum
 		if o.Num >= ScaleMin {
@@ -258,27 +261,7 @@ func scaleRate(r tbf.Rate, num uint64, shift uint) tbf.Rate {
 func updateOversubscribed(ir *InterfaceResult, j int, ut model.UserTarget, x Explanation) bool {
 	tg := &ir.Targets
 	old := ir.Users[j].Unscaled()
-	parent, node, capacity := "", "", uint64(tg.Interface.Bandwidth)
-	if n := tg.Users[j].Node; n != "" {
-		node = n
-		for _, nt := range tg.Nodes {
-			if nt.Name == n {
-				capacity = uint64(nt.Rate)
-			}
-		}
-	} else {
-		for _, t := range tg.Tiers {
-			if t.Name == tg.Users[j].Tier {
-				parent, capacity = t.Name, uint64(t.Rate)
-			}
-		}
-	}
-	oi := -1
-	for i, o := range ir.Oversubscriptions {
-		if o.Tier == parent && o.Node == node {
-			oi = i
-		}
-	}
+	oi, parent, capacity := parentOversubscription(ir, j)
 	if oi < 0 { // the parent's guarantees fitted: do they still?
 		if oversubscribedBy(ir, j, x.Rate) {
 			return false
@@ -293,7 +276,7 @@ func updateOversubscribed(ir *InterfaceResult, j int, ut model.UserTarget, x Exp
 	if sum <= capacity {
 		return false
 	}
-	if n := newOversubscription(parent, sum, capacity); n.Num != o.Num || n.Shift != o.Shift {
+	if !sameScale(o, parent, sum, capacity) {
 		return false
 	}
 	o.Guaranteed = tbf.Rate(sum)
@@ -303,6 +286,62 @@ func updateOversubscribed(ir *InterfaceResult, j int, ut model.UserTarget, x Exp
 	scaleUser(ir, j, x.Rate, o)
 	ir.userRateChanged(j, was)
 	return true
+}
+
+// parentOversubscription finds the parent of user j of ir: its tier
+// (the tier with an aggregate class the user sits under, "" for the root
+// or a node), its rate (capacity) and the index of its entry in
+// ir.Oversubscriptions (-1 when its guarantees fit).
+func parentOversubscription(ir *InterfaceResult, j int) (oi int, tier string, capacity uint64) {
+	tg := &ir.Targets
+	node := tg.Users[j].Node
+	capacity = uint64(tg.Interface.Bandwidth)
+	if node != "" {
+		for _, nt := range tg.Nodes {
+			if nt.Name == node {
+				capacity = uint64(nt.Rate)
+			}
+		}
+	} else {
+		for _, t := range tg.Tiers {
+			if t.Name == tg.Users[j].Tier {
+				tier, capacity = t.Name, uint64(t.Rate)
+			}
+		}
+	}
+	oi = -1
+	for i, o := range ir.Oversubscriptions {
+		if o.Tier == tier && o.Node == node {
+			oi = i
+		}
+	}
+	return oi, tier, capacity
+}
+
+// sameScale reports whether children whose guarantees add up to sum
+// (more than capacity) get o's quantized scale.
+func sameScale(o Oversubscription, tier string, sum, capacity uint64) bool {
+	n := newOversubscription(tier, sum, capacity)
+	return n.Num == o.Num && n.Shift == o.Shift
+}
+
+// removalKeepsScale reports whether removing user j of ir leaves its
+// parent's scale as it was (the parent's other children keep their
+// rates), and the parent's entry in ir.Oversubscriptions (oi, -1 when its
+// guarantees fit) with the sum of its guarantees once j is gone. It is
+// false when the parent stops being oversubscribed or its quantized scale
+// moves.
+func removalKeepsScale(ir *InterfaceResult, j int) (oi int, sum tbf.Rate, ok bool) {
+	oi, tier, capacity := parentOversubscription(ir, j)
+	if oi < 0 { // fewer guarantees still fit
+		return oi, 0, true
+	}
+	o := ir.Oversubscriptions[oi]
+	left := uint64(o.Guaranteed) - uint64(ir.Users[j].Unscaled())
+	if left <= capacity || !sameScale(o, tier, left, capacity) {
+		return oi, 0, false
+	}
+	return oi, tbf.Rate(left), true
 }
 
 // Unscaled is x's guaranteed rate before any oversubscription scaling:

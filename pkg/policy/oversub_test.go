@@ -53,19 +53,19 @@ func TestOversubscribed(t *testing.T) {
 	r := Evaluate(p, Overrides{}, nil, now)
 	ir := r.Interfaces[0]
 	// Root: default 1 + guest aggregate 10 + 3 x gold 50 = 161 mbit on 100:
-	// scale floor(100*1024/161) = 636/1024. Guest: 3 x 5 = 15 mbit on its
-	// aggregate, itself scaled first to 10mbit*636/1024 = 6210937 bit/s:
-	// scale floor(6210937*2048/15e6) = 847/2048 (423/1024 is below
-	// ScaleMin).
+	// scale floor(100*256/161) = 159/256 (79/128 is below ScaleMin).
+	// Guest: 3 x 5 = 15 mbit on its aggregate, itself scaled first to
+	// 10mbit*159/256 = 6210937 bit/s: scale floor(6210937*512/15e6) =
+	// 211/512 (105/256 is below ScaleMin).
 	if len(ir.Oversubscriptions) != 2 {
 		t.Fatalf("oversubscriptions %+v, want the interface and tier guest", ir.Oversubscriptions)
 	}
 	root, guest := ir.Oversubscriptions[0], ir.Oversubscriptions[1]
-	if root.Tier != "" || root.Guaranteed != mbit(161) || root.Capacity != mbit(100) || root.Num != 636 || root.Shift != 10 {
-		t.Errorf("root %+v, want 161mbit guaranteed on 100mbit, scale 636", root)
+	if root.Tier != "" || root.Guaranteed != mbit(161) || root.Capacity != mbit(100) || root.Num != 159 || root.Shift != 8 {
+		t.Errorf("root %+v, want 161mbit guaranteed on 100mbit, scale 159/2^8", root)
 	}
-	if guest.Num != 847 || guest.Shift != 11 {
-		t.Errorf("guest scale %d/2^%d, want 847/2^11", guest.Num, guest.Shift)
+	if guest.Num != 211 || guest.Shift != 9 {
+		t.Errorf("guest scale %d/2^%d, want 211/2^9", guest.Num, guest.Shift)
 	}
 	aggRate := tbf.Rate(6210937)
 	if guest.Tier != "guest" || guest.Guaranteed != mbit(15) || guest.Capacity != aggRate {
@@ -74,15 +74,15 @@ func TestOversubscribed(t *testing.T) {
 	if got := ir.Targets.Tiers[0].Rate; got != aggRate {
 		t.Errorf("guest aggregate rate %v, want %v", got, aggRate)
 	}
-	if got, want := ir.Targets.Interface.DefaultRate, tbf.Rate(621093); got != want { // 1e6*636/1024
+	if got, want := ir.Targets.Interface.DefaultRate, tbf.Rate(621093); got != want { // 1e6*159/256
 		t.Errorf("default class %v, want %v", got, want)
 	}
 	var rootSum, guestSum tbf.Rate = ir.Targets.Interface.DefaultRate + ir.Targets.Tiers[0].Rate, 0
 	for j, u := range ir.Targets.Users {
 		x := ir.Users[j]
-		want := tbf.Rate(31054687) // 50e6*636/1024
+		want := tbf.Rate(31054687) // 50e6*159/256
 		if u.Tier == "guest" {
-			want = tbf.Rate(2067871) // 5e6*847/2048
+			want = tbf.Rate(2060546) // 5e6*211/512
 			guestSum += u.Rate
 		} else {
 			rootSum += u.Rate
@@ -245,7 +245,7 @@ rate = "50mbit"
 	}
 	o := ir.Oversubscriptions[0]
 	if o.Num < ScaleMin || o.Num >= 2*ScaleMin {
-		t.Errorf("scale %d/2^%d: fewer than 10 significant bits", o.Num, o.Shift)
+		t.Errorf("scale %d/2^%d: fewer than 8 significant bits", o.Num, o.Shift)
 	}
 	sum := uint64(ir.Targets.Interface.DefaultRate)
 	rates, quanta := map[string]tbf.Rate{}, map[string]uint32{}
@@ -260,8 +260,8 @@ rate = "50mbit"
 	if lo := rates["dorm25"]; lo < 3300 || rates["dorm50"] < 2*lo || rates["dorm50"] > 2*lo+1 {
 		t.Errorf("scaled guarantees dorm25 %v dorm50 %v, want about 3333bit and twice that", lo, rates["dorm50"])
 	}
-	if sum > 50e6 || sum < 0.998*50e6 {
-		t.Errorf("scaled guarantees add up to %d bit/s, want within 0.2%% below the 50mbit interface", sum)
+	if sum > 50e6 || sum < (1-1.0/ScaleMin)*50e6 {
+		t.Errorf("scaled guarantees add up to %d bit/s, want within 1/%d below the 50mbit interface", sum, ScaleMin)
 	}
 	// The quantum of the configured rate (rate/10 bytes, at most 200000),
 	// not HTB's 1000 B minimum of the scaled one.

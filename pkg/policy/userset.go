@@ -6,6 +6,7 @@ import (
 
 	"github.com/shaperd/shaperd/pkg/config"
 	"github.com/shaperd/shaperd/pkg/model"
+	"github.com/shaperd/shaperd/pkg/tbf"
 )
 
 // AddUser adds user, the last of plan.Users, to r on every HTB interface,
@@ -69,11 +70,16 @@ func (r *Result) AddUser(plan *config.Plan, ov Overrides, usage *Usage, now time
 
 // RemoveUser removes user from r on every HTB interface. It reports
 // false, leaving r as it was, when that changes more than the user's own
-// class: an interface's guarantees are oversubscribed (their scaling
-// moves), or the user is the last of its tier on an interface (the
-// tier's aggregate class goes too). Then evaluate everything.
+// class: the guarantees of the user's parent are oversubscribed and their
+// quantized scale moves (or they stop being oversubscribed), or the user
+// is the last of its tier on an interface (the tier's aggregate class
+// goes too). Then evaluate everything.
 func (r *Result) RemoveUser(user string) bool {
-	type at struct{ i, j int }
+	type at struct {
+		i, j int
+		oi   int      // the parent's oversubscription, -1 for none
+		sum  tbf.Rate // its guarantees without the user
+	}
 	var found []at
 	for i := range r.Interfaces {
 		ir := &r.Interfaces[i]
@@ -81,7 +87,11 @@ func (r *Result) RemoveUser(user string) bool {
 		if j < 0 {
 			continue
 		}
-		if len(ir.Oversubscriptions) > 0 || j >= len(ir.Users) {
+		if j >= len(ir.Users) {
+			return false
+		}
+		oi, sum, ok := removalKeepsScale(ir, j)
+		if !ok {
 			return false
 		}
 		tier := ir.Targets.Users[j].Tier
@@ -97,7 +107,7 @@ func (r *Result) RemoveUser(user string) bool {
 				return false
 			}
 		}
-		found = append(found, at{i, j})
+		found = append(found, at{i, j, oi, sum})
 	}
 	if len(found) == 0 {
 		return false
@@ -106,6 +116,9 @@ func (r *Result) RemoveUser(user string) bool {
 	// slices; the order of users in a result carries no meaning).
 	for _, f := range found {
 		ir := &r.Interfaces[f.i]
+		if f.oi >= 0 {
+			ir.Oversubscriptions[f.oi].Guaranteed = f.sum
+		}
 		if ir.gsums != nil && ir.gsums.owner == ir {
 			ir.gsums.sums[ir.userParent(&ir.Targets.Users[f.j])] -= uint64(ir.Targets.Users[f.j].Rate)
 		}

@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,4 +124,45 @@ func TestIncrementalChangesKeepSums(t *testing.T) {
 	if incremental < 100 || removed < 5 || indexed < 100 {
 		t.Errorf("%d of 400 changes incremental, %d of 40 removals, %d checks of the user index; the test shows little", incremental, removed, indexed)
 	}
+}
+
+// Under an oversubscribed parent a user's removal changes that user's
+// class alone while the quantized scale stays (most removals among 2,000
+// users), and matches a full evaluation either way.
+func TestRemoveUserUnderOversubscription(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	const n, removals = 2000, 20
+	users := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "[[user]]\nname = \"g%d\"\ntier = \"gold\"\naddresses = [\"198.18.%d.%d\"]\n", i, 4+i/250, 1+i%250)
+		}
+		return b.String()
+	}
+	r := Evaluate(loadPlan(t, oversubMain, users(n)), Overrides{}, nil, now)
+	if len(r.Interfaces[0].Oversubscriptions) != 1 {
+		t.Fatalf("oversubscriptions %v, want the interface's", r.Interfaces[0].Oversubscriptions)
+	}
+	incremental := 0
+	for k := 1; k <= removals; k++ {
+		less := loadPlan(t, oversubMain, users(n-k))
+		full := Evaluate(less, Overrides{}, nil, now)
+		if r.RemoveUser(fmt.Sprintf("g%d", n-k)) {
+			incremental++
+			if !reflect.DeepEqual(r.Interfaces[0].Targets, full.Interfaces[0].Targets) {
+				t.Fatalf("removal %d: targets differ from a full evaluation", k)
+			}
+			if got, want := r.Interfaces[0].Oversubscriptions, full.Interfaces[0].Oversubscriptions; !reflect.DeepEqual(got, want) {
+				t.Fatalf("removal %d: oversubscriptions %v, a full evaluation %v", k, got, want)
+			}
+			continue
+		}
+		r = full
+	}
+	// One user is 1/2000 of the guarantees; a step of the scale 1/128 to
+	// 1/256 of it: about one removal in ten moves the scale.
+	if incremental < removals/2 {
+		t.Errorf("%d of %d removals under the oversubscribed root were incremental, want most", incremental, removals)
+	}
+	t.Logf("%d of %d removals incremental", incremental, removals)
 }
